@@ -1,0 +1,1 @@
+"""klamm: a Kafka-compatible broker on asyncio."""
