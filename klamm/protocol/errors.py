@@ -1,0 +1,24 @@
+"""Kafka error codes and the one exception that carries them inside klamm.
+
+The enum is kio's `ErrorCode` (generated from Kafka's error table: code, name,
+retriable flag). Raise `KafkaError(ErrorCode.x)` anywhere below a handler; the
+broker turns it into the response's error field at one place.
+"""
+
+from __future__ import annotations
+
+from kio.schema.errors import ErrorCode
+
+__all__ = ["ErrorCode", "KafkaError"]
+
+
+class KafkaError(Exception):
+    """A failure that maps to a Kafka error code (and an optional message for the client)."""
+
+    def __init__(self, code: ErrorCode, message: str | None = None) -> None:
+        super().__init__(message or code.name)
+        self.code = code
+        self.message = message
+
+    def __repr__(self) -> str:
+        return f"KafkaError({self.code.name}, {self.message!r})"
