@@ -1,0 +1,62 @@
+"""Message types of every API version, taken from kio (generated from Kafka's specs).
+
+kio declares each message once per version as frozen dataclasses and decodes them
+natively; klamm only looks the types up here. Header versions follow Kafka's
+rule: flexible request versions use request header v2 (else v1); flexible
+responses use response header v1 (else v0) — except ApiVersions, whose response
+header is always v0 so that a client can parse it before it knows our versions.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from functools import cache
+
+from kio.index import api_key_map
+
+API_VERSIONS_KEY = 18
+
+
+@dataclass(frozen=True, slots=True)
+class MessageTypes:
+    api_key: int
+    version: int
+    request: type
+    response: type
+    flexible: bool
+
+    @property
+    def request_header_version(self) -> int:
+        return 2 if self.flexible else 1
+
+    @property
+    def response_header_version(self) -> int:
+        if self.api_key == API_VERSIONS_KEY:
+            return 0
+        return 1 if self.flexible else 0
+
+
+def api_name(api_key: int) -> str:
+    """kio's snake_case name of an API key, e.g. 0 -> 'produce'."""
+    return api_key_map[api_key]
+
+
+@cache
+def message_types(api_key: int, version: int) -> MessageTypes:
+    """The request/response classes for one API version; ImportError if kio lacks it."""
+    name = api_key_map[api_key]
+    package = f"kio.schema.{name}.v{version}"
+    request_module = importlib.import_module(f"{package}.request")
+    response_module = importlib.import_module(f"{package}.response")
+    request = _entity_class(request_module, "Request")
+    response = _entity_class(response_module, "Response")
+    return MessageTypes(api_key, version, request, response, bool(request.__flexible__))
+
+
+def _entity_class(module: object, suffix: str) -> type:
+    for attribute in vars(module).values():
+        if isinstance(attribute, type) and attribute.__name__.endswith(suffix) and getattr(attribute, "__type__", None) is not None:
+            if attribute.__module__ == module.__name__ and attribute.__type__.name in ("request", "response"):  # type: ignore[attr-defined]
+                return attribute
+    raise ImportError(f"no {suffix} entity in {module}")

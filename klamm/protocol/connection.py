@@ -1,0 +1,125 @@
+"""The server side of one Kafka connection, sans-io (in the manner of h11).
+
+Everything that decides how bytes become requests and responses become bytes
+lives here: framing (4-byte big-endian size), request headers, the version
+check, and response encoding into a send plan. The network layer feeds
+`receive_data`, pulls `next_request()` until it returns `NEED_DATA`, and
+writes what `encode_response` returns. A `ProtocolError` means: close this
+connection (Kafka does the same for malformed or oversized frames).
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from functools import cache
+from typing import Any, Final
+
+from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
+from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
+from kio.serial import entity_reader, entity_writer
+
+from klamm.protocol.api import API_VERSIONS_KEY, MessageTypes, message_types
+from klamm.protocol.sendplan import Part, SendPlanWriter
+
+_SIZE = struct.Struct(">i")
+_KEY_VERSION_CORRELATION = struct.Struct(">hhi")
+
+
+class _NeedData:
+    def __repr__(self) -> str:
+        return "NEED_DATA"
+
+
+NEED_DATA: Final = _NeedData()
+
+
+class ProtocolError(Exception):
+    """The peer broke the framing or sent an undecodable request: disconnect it."""
+
+
+@dataclass(slots=True)
+class Request:
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    types: MessageTypes | None  # None: unsupported version (only for ApiVersions)
+    body: Any
+    size: int  # frame size in bytes
+
+
+class ServerConnection:
+    """Turns received bytes into requests and responses into send plans."""
+
+    def __init__(self, max_request_size: int, supported: dict[int, tuple[int, int]]) -> None:
+        self._max_request_size = max_request_size
+        self._supported = supported
+        self._buffer = bytearray()
+        self._position = 0
+
+    def receive_data(self, data: bytes) -> None:
+        if self._position:
+            del self._buffer[: self._position]
+            self._position = 0
+        self._buffer += data
+
+    def next_request(self) -> Request | _NeedData:
+        available = len(self._buffer) - self._position
+        if available < 4:
+            return NEED_DATA
+        (size,) = _SIZE.unpack_from(self._buffer, self._position)
+        if size < 8 or size > self._max_request_size:
+            raise ProtocolError(f"invalid frame size {size} (socket.request.max.bytes={self._max_request_size})")
+        if available < 4 + size:
+            return NEED_DATA
+        start = self._position + 4
+        self._position = start + size
+        frame = memoryview(self._buffer)[start : start + size]
+        try:
+            return self._decode(frame, size)
+        finally:
+            frame.release()
+
+    def _decode(self, frame: memoryview, size: int) -> Request:
+        api_key, version, correlation_id = _KEY_VERSION_CORRELATION.unpack_from(frame, 0)
+        versions = self._supported.get(api_key)
+        if versions is None or not versions[0] <= version <= versions[1]:
+            if api_key == API_VERSIONS_KEY:
+                # Kafka answers an unknown ApiVersions version with a v0 error response
+                # listing what it supports, so the client can retry with a known one.
+                return Request(api_key, version, correlation_id, None, None, None, size)
+            raise ProtocolError(f"unsupported api key {api_key} version {version}")
+        types = message_types(api_key, version)
+        header_type = RequestHeaderV2 if types.request_header_version == 2 else RequestHeaderV1
+        try:
+            header, header_size = _reader(header_type)(frame, 0)
+            body, body_size = _reader(types.request)(frame, header_size)
+        except Exception as exc:  # kio raises several types for bad bytes
+            raise ProtocolError(f"malformed request api_key={api_key} v{version}: {exc}") from exc
+        return Request(api_key, version, correlation_id, header.client_id, types, body, size)
+
+    def encode_response(self, request: Request, response: Any) -> list[Part]:
+        """Frame `response` (a kio response entity) for `request`."""
+        types = request.types or message_types(API_VERSIONS_KEY, 0)
+        writer = SendPlanWriter()
+        writer.write(b"\x00\x00\x00\x00")  # size placeholder, patched below
+        writer.write(_SIZE.pack(request.correlation_id))
+        if request.types is not None and types.response_header_version == 1:
+            writer.write(b"\x00")  # empty tagged fields
+        _writer(type(response))(writer, response)
+        parts = writer.parts()
+        first = bytearray(parts[0])
+        _SIZE.pack_into(first, 0, writer.size - 4)
+        parts[0] = bytes(first)
+        return parts
+
+
+@cache
+def _reader(entity_type: type) -> Any:
+    return entity_reader(entity_type)
+
+
+@cache
+def _writer(entity_type: type) -> Any:
+    return entity_writer(entity_type)
