@@ -80,7 +80,7 @@ def decompress(codec: int, data: bytes | bytearray | memoryview) -> bytes:
         return bytes(data)
     try:
         if codec == Compression.GZIP:
-            return gzip.decompress(data)
+            return _gzip_decompress(data)
         if codec == Compression.SNAPPY:
             return _snappy_decompress(data)
         if codec == Compression.LZ4:
@@ -95,6 +95,13 @@ def _check_codec(codec: int) -> Compression:
         return Compression(codec)
     except ValueError:
         raise KafkaError(ErrorCode.unsupported_compression_type, f"unknown compression codec {codec}") from None
+
+
+def _gzip_decompress(data: bytes | bytearray | memoryview) -> bytes:
+    # gzip.decompress returns b"" for empty input; Java's GZIPInputStream fails on it.
+    if not len(data):
+        raise EOFError("empty gzip stream")
+    return gzip.decompress(data)
 
 
 def _lz4_compress(data: bytes | bytearray | memoryview, level: int | None) -> bytes:
