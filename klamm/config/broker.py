@@ -1,0 +1,166 @@
+"""BrokerConfig: the typed, frozen broker configuration.
+
+Fields are generated from BROKER_CONFIG_DEF (python name = Kafka name with
+dots/dashes as underscores; the pydantic alias is the Kafka name). Build it
+with `BrokerConfig.from_properties(props)`, which parses strings with Kafka's
+rules, applies Kafka's fallbacks (log.retention.ms > .minutes > .hours,
+log.dirs > log.dir, advertised.listeners > listeners, broker.id <-> node.id)
+and raises ConfigError naming the key on bad values. Unknown keys are kept in
+`unknown_properties` and otherwise ignored (Kafka only logs them).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Mapping
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from klamm.config.broker_keys import BROKER_CONFIG_DEF
+from klamm.config.definition import (
+    ConfigKey,
+    ConfigSource,
+    DescribedConfig,
+    DescribedSynonym,
+    build_model,
+    format_value,
+)
+from klamm.config.errors import ConfigError
+from klamm.config.topic_keys import TOPIC_CONFIG_DEF
+
+__all__ = ["BrokerConfig"]
+
+log = logging.getLogger(__name__)
+
+
+class _BrokerConfigBase(BaseModel):
+    model_config = ConfigDict(frozen=True, populate_by_name=True, extra="forbid")
+
+    # Bookkeeping, not Kafka configs: what the operator actually wrote.
+    explicit_keys: frozenset[str] = Field(default=frozenset(), exclude=True)
+    unknown_properties: dict[str, str] = Field(default_factory=dict, exclude=True)
+
+    @classmethod
+    def from_properties(cls, props: Mapping[str, str]) -> "BrokerConfig":
+        """Build from raw Kafka properties (e.g. a parsed server.properties)."""
+        unknown = {k: v for k, v in props.items() if k not in BROKER_CONFIG_DEF}
+        for key in unknown:
+            log.warning("The configuration '%s' was supplied but isn't a known config.", key)
+        explicit = BROKER_CONFIG_DEF.parse(props)
+        values = BROKER_CONFIG_DEF.defaults()
+        values.update(explicit)
+        _apply_fallbacks(values, explicit)
+        fields = {BROKER_CONFIG_DEF[name].attr: value for name, value in values.items()}
+        return cls(**fields, explicit_keys=frozenset(explicit), unknown_properties=dict(unknown))  # type: ignore[return-value]
+
+    def value_of(self, name: str) -> Any:
+        """The current value of a broker config, by Kafka name."""
+        return getattr(self, BROKER_CONFIG_DEF[name].attr)
+
+    def topic_defaults(self) -> dict[str, str]:
+        """Broker-level defaults of every topic config that has a broker synonym, keyed by topic name."""
+        defaults: dict[str, str] = {}
+        for key in TOPIC_CONFIG_DEF:
+            resolved = self._topic_default(key)
+            if resolved is not None:
+                defaults[key.name] = format_value(key.type, resolved[1])  # type: ignore[assignment]
+        return defaults
+
+    def topic_default_source(self, topic_key: str) -> tuple[str, ConfigSource] | None:
+        """Which broker config supplies a topic default, and whether it was set explicitly."""
+        resolved = self._topic_default(TOPIC_CONFIG_DEF[topic_key])
+        if resolved is None:
+            return None
+        name = resolved[0]
+        source = ConfigSource.STATIC_BROKER_CONFIG if name in self.explicit_keys else ConfigSource.DEFAULT_CONFIG
+        return name, source
+
+    def _topic_default(self, key: ConfigKey) -> tuple[str, Any] | None:
+        """(supplying broker config name, value) for a topic config's broker default.
+
+        The first synonym's field already holds the resolved value (see
+        _apply_fallbacks); the name is the synonym that actually supplied it.
+        """
+        if not key.synonyms:
+            return None
+        value = self.value_of(key.synonyms[0].name)
+        for synonym in key.synonyms:
+            if synonym.name in self.explicit_keys:
+                return synonym.name, value
+        for synonym in key.synonyms:
+            if BROKER_CONFIG_DEF[synonym.name].default is not None:
+                return synonym.name, value
+        return key.synonyms[0].name, value
+
+    def describe(self, include_internal: bool = False) -> list[DescribedConfig]:
+        """DescribeConfigs entries for every broker config (all read-only: no dynamic configs yet)."""
+        return [self._describe_key(k) for k in BROKER_CONFIG_DEF if include_internal or not k.internal]
+
+    def _describe_key(self, key: ConfigKey) -> DescribedConfig:
+        value = None if key.sensitive else format_value(key.type, self.value_of(key.name))
+        default = format_value(key.type, key.default)
+        synonyms: list[DescribedSynonym] = []
+        explicit = key.name in self.explicit_keys
+        if explicit:
+            synonyms.append(DescribedSynonym(key.name, value, ConfigSource.STATIC_BROKER_CONFIG))
+        if default is not None:
+            synonyms.append(DescribedSynonym(key.name, None if key.sensitive else default, ConfigSource.DEFAULT_CONFIG))
+        return DescribedConfig(
+            name=key.name,
+            value=value,
+            default=default,
+            source=ConfigSource.STATIC_BROKER_CONFIG if explicit else ConfigSource.DEFAULT_CONFIG,
+            read_only=key.read_only,
+            sensitive=key.sensitive,
+            synonyms=tuple(synonyms),
+            documentation=key.doc,
+            type=key.type,
+        )
+
+
+def _scaled(value: Any, scale: int) -> Any:
+    if value is None or scale == 1:
+        return value
+    return value * scale
+
+
+def _apply_fallbacks(values: dict[str, Any], explicit: Mapping[str, Any]) -> None:
+    """Fill derived keys from their fallbacks, exactly as Kafka's KafkaConfig does."""
+    for key in TOPIC_CONFIG_DEF:
+        if len(key.synonyms) > 1:
+            values[key.synonyms[0].name] = _first_synonym(key, values, explicit)
+    # Kafka: any negative retention time means "unlimited" and is reported as -1.
+    if values["log.retention.ms"] < 0:
+        values["log.retention.ms"] = -1
+    if values["log.dirs"] is None:
+        values["log.dirs"] = [values["log.dir"]]
+    if values["advertised.listeners"] is None:
+        values["advertised.listeners"] = list(values["listeners"])
+    _resolve_ids(values, explicit)
+
+
+def _first_synonym(key: ConfigKey, values: Mapping[str, Any], explicit: Mapping[str, Any]) -> Any:
+    """Value of the highest-priority synonym that is set (explicitly first, then by default)."""
+    for synonym in key.synonyms:
+        if synonym.name in explicit and explicit[synonym.name] is not None:
+            return _scaled(explicit[synonym.name], synonym.scale)
+    for synonym in key.synonyms:
+        if values[synonym.name] is not None:
+            return _scaled(values[synonym.name], synonym.scale)
+    return None
+
+
+def _resolve_ids(values: dict[str, Any], explicit: Mapping[str, Any]) -> None:
+    broker_id, node_id = values["broker.id"], values["node.id"]
+    if "node.id" not in explicit and broker_id >= 0:
+        values["node.id"] = broker_id
+    elif broker_id < 0:
+        values["broker.id"] = node_id
+    elif broker_id != node_id:
+        raise ConfigError("broker.id", broker_id, f"broker.id must be equal to node.id ({node_id}) when both are set")
+    if values["node.id"] < 0:
+        raise ConfigError("node.id", values["node.id"], "Missing required configuration node.id which has no default value.")
+
+
+BrokerConfig = build_model("BrokerConfig", _BrokerConfigBase, BROKER_CONFIG_DEF, __name__)
+BrokerConfig.__doc__ = "Frozen broker configuration; build it with BrokerConfig.from_properties(props)."

@@ -1,0 +1,222 @@
+"""Broker configs (Kafka 4.0 KafkaConfig and friends), declared once as data.
+
+Defaults are Kafka's except where klamm's embedded single-node default differs;
+those entries carry `kafka_default` with Kafka's value. klamm-only keys
+(cluster.id, metrics.*) are marked in their docs.
+"""
+
+from __future__ import annotations
+
+from klamm.config.definition import (
+    DOUBLE_MAX,
+    HOUR_MS,
+    INT_MAX,
+    LONG_MAX,
+    ConfigDef,
+    ConfigKey,
+    ConfigType as T,
+    Importance as I,
+    OneOf,
+    Range,
+)
+from klamm.config.topic_keys import (
+    CLEANUP_POLICIES,
+    COMPRESSION_TYPES,
+    GZIP_LEVEL,
+    LZ4_LEVEL,
+    SEGMENT_BYTES_DEFAULT,
+    SEGMENT_BYTES_MIN,
+    TIMESTAMP_TYPES,
+    ZSTD_LEVEL,
+)
+
+__all__ = ["BROKER_CONFIG_DEF", "DEFAULT_LISTENERS", "DEFAULT_LOG_DIR", "METRICS_PORT_DEFAULT"]
+
+DEFAULT_LISTENERS = ["PLAINTEXT://127.0.0.1:9092"]
+DEFAULT_LOG_DIR = "./klamm-data"
+METRICS_PORT_DEFAULT = -1  # off unless asked for: fixed ports collide when tests start many brokers
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+PROTOCOL_MAP_DEFAULT = "SASL_SSL:SASL_SSL,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT"
+
+H, M, L = I.HIGH, I.MEDIUM, I.LOW
+
+
+def _k(name: str, type_: T, default: object, importance: I, doc: str, validator=None, *,
+       derived: bool = False, internal: bool = False, kafka_default: object = ...) -> ConfigKey:
+    return ConfigKey(name=name, type=type_, default=default, importance=importance, doc=doc,
+                     validator=validator, derived=derived, internal=internal, kafka_default=kafka_default)
+
+
+_GENERAL = [
+    _k("node.id", T.INT, 1, H, "Id of this node in the cluster (klamm defaults to 1 for a single node).",
+       kafka_default=-1),
+    _k("broker.id", T.INT, -1, H, "Broker id; -1 means use node.id."),
+    _k("process.roles", T.LIST, ["broker", "controller"], H,
+       "Roles this process plays: broker, controller, or both.", OneOf(("broker", "controller")),
+       kafka_default=[]),
+    _k("cluster.id", T.STRING, None, H,
+       "klamm: cluster id; when unset one is generated on first start and stored with the data."),
+    _k("controller.listener.names", T.STRING, None, H, "Comma-separated names of the listeners used by the controller."),
+    _k("controller.quorum.voters", T.LIST, [], H, "Static controller quorum as id@host:port entries."),
+    _k("controller.quorum.bootstrap.servers", T.LIST, [], H, "host:port list used to discover the controller quorum."),
+    _k("broker.rack", T.STRING, None, M, "Rack of the broker, for rack-aware replica placement."),
+    _k("message.max.bytes", T.INT, 1024 * 1024 + 12, H, "Largest record batch size the broker accepts (topic: max.message.bytes).",
+       Range(0)),
+    _k("num.network.threads", T.INT, 3, H, "Threads receiving requests and sending responses.", Range(1)),
+    _k("num.io.threads", T.INT, 8, H, "Threads processing requests.", Range(1)),
+    _k("background.threads", T.INT, 10, H, "Threads for background tasks.", Range(1)),
+    _k("queued.max.requests", T.INT, 500, H, "Requests queued before network threads stop reading.", Range(1)),
+    _k("queued.max.request.bytes", T.LONG, -1, M, "Queued request bytes before reading stops; -1 is unlimited."),
+    _k("request.timeout.ms", T.INT, 30000, H, "Time the broker's own clients wait for a response."),
+    _k("delete.topic.enable", T.BOOLEAN, True, H, "Allow topics to be deleted."),
+    _k("auto.create.topics.enable", T.BOOLEAN, True, H, "Create unknown topics automatically on metadata requests."),
+    _k("compression.type", T.STRING, "producer", H, "Default final compression for topics (topic: compression.type).",
+       OneOf(COMPRESSION_TYPES)),
+    _k("compression.gzip.level", T.INT, -1, M, "Default gzip level.", GZIP_LEVEL),
+    _k("compression.lz4.level", T.INT, 9, M, "Default lz4 level.", LZ4_LEVEL),
+    _k("compression.zstd.level", T.INT, 3, M, "Default zstd level.", ZSTD_LEVEL),
+    _k("fetch.max.bytes", T.INT, 55 * 1024 * 1024, M, "Most bytes returned for one fetch request.", Range(1024)),
+    _k("max.incremental.fetch.session.cache.slots", T.INT, 1000, M, "Incremental fetch sessions kept.", Range(0)),
+    _k("authorizer.class.name", T.STRING, "", L, "Authorizer implementation; empty disables authorization."),
+    _k("metrics.port", T.INT, METRICS_PORT_DEFAULT, L,
+       "klamm: port of the Prometheus metrics endpoint; -1 disables it, 0 picks a free port.", Range(-1, 65535)),
+    _k("metrics.host", T.STRING, "127.0.0.1", L, "klamm: address the metrics endpoint binds to."),
+]
+
+_SOCKET = [
+    _k("listeners", T.LIST, list(DEFAULT_LISTENERS), H, "URIs to listen on, as NAME://host:port.",
+       kafka_default=["PLAINTEXT://:9092"]),
+    _k("advertised.listeners", T.LIST, None, H, "Addresses published to clients; defaults to listeners.", derived=True),
+    _k("listener.security.protocol.map", T.STRING, PROTOCOL_MAP_DEFAULT, L, "Listener name to security protocol map."),
+    _k("inter.broker.listener.name", T.STRING, None, M, "Listener used between brokers."),
+    _k("security.inter.broker.protocol", T.STRING, "PLAINTEXT", M, "Security protocol between brokers.",
+       OneOf(SECURITY_PROTOCOLS)),
+    _k("socket.send.buffer.bytes", T.INT, 100 * 1024, H, "SO_SNDBUF of server sockets; -1 uses the OS default."),
+    _k("socket.receive.buffer.bytes", T.INT, 100 * 1024, H, "SO_RCVBUF of server sockets; -1 uses the OS default."),
+    _k("socket.request.max.bytes", T.INT, 100 * 1024 * 1024, H, "Largest request size accepted.", Range(1)),
+    _k("socket.listen.backlog.size", T.INT, 50, M, "Pending connection backlog.", Range(1)),
+    _k("max.connections", T.INT, INT_MAX, M, "Connections allowed in total.", Range(0)),
+    _k("max.connections.per.ip", T.INT, INT_MAX, M, "Connections allowed per client address.", Range(0)),
+    _k("max.connections.per.ip.overrides", T.STRING, "", M, "Per-address overrides, as host:count pairs."),
+    _k("connections.max.idle.ms", T.LONG, 10 * 60 * 1000, M, "Idle connections are closed after this long."),
+]
+
+_LOG = [
+    _k("num.partitions", T.INT, 1, M, "Default partition count for new topics.", Range(1)),
+    _k("log.dir", T.STRING, DEFAULT_LOG_DIR, H, "Data directory, used when log.dirs is not set.",
+       kafka_default="/tmp/kafka-logs"),
+    _k("log.dirs", T.LIST, None, H, "Data directories; defaults to log.dir.", derived=True),
+    _k("log.segment.bytes", T.INT, SEGMENT_BYTES_DEFAULT, H, "Size at which a segment is rolled.", Range(SEGMENT_BYTES_MIN)),
+    _k("log.roll.ms", T.LONG, None, H, "Segment roll age in ms; defaults to log.roll.hours.", derived=True),
+    _k("log.roll.hours", T.INT, 168, H, "Segment roll age in hours, used when log.roll.ms is not set.", Range(1)),
+    _k("log.roll.jitter.ms", T.LONG, None, H, "Roll jitter in ms; defaults to log.roll.jitter.hours.", derived=True),
+    _k("log.roll.jitter.hours", T.INT, 0, H, "Roll jitter in hours, used when log.roll.jitter.ms is not set.", Range(0)),
+    _k("log.retention.ms", T.LONG, None, H,
+       "Retention time in ms; defaults to log.retention.minutes, then log.retention.hours; -1 is unlimited.", derived=True),
+    _k("log.retention.minutes", T.INT, None, H, "Retention time in minutes, used when log.retention.ms is not set."),
+    _k("log.retention.hours", T.INT, 168, H, "Retention time in hours, the last fallback for retention."),
+    _k("log.retention.bytes", T.LONG, -1, H, "Largest partition size before deletion; -1 is unlimited."),
+    _k("log.retention.check.interval.ms", T.LONG, 5 * 60 * 1000, M, "How often retention is enforced.", Range(1)),
+    _k("log.cleanup.policy", T.LIST, ["delete"], M, "Default cleanup policy: delete, compact, or both.",
+       OneOf(CLEANUP_POLICIES)),
+    _k("log.cleaner.enable", T.BOOLEAN, True, M, "Run the log cleaner (needed for compacted topics)."),
+    _k("log.cleaner.threads", T.INT, 1, M, "Log cleaner threads.", Range(0)),
+    _k("log.cleaner.io.max.bytes.per.second", T.DOUBLE, DOUBLE_MAX, M, "Cleaner I/O throttle."),
+    _k("log.cleaner.dedupe.buffer.size", T.LONG, 128 * 1024 * 1024, M, "Cleaner deduplication memory."),
+    _k("log.cleaner.io.buffer.size", T.INT, 512 * 1024, M, "Cleaner I/O buffer memory.", Range(0)),
+    _k("log.cleaner.io.buffer.load.factor", T.DOUBLE, 0.9, M, "Cleaner dedupe hash table load factor."),
+    _k("log.cleaner.backoff.ms", T.LONG, 15 * 1000, M, "Cleaner sleep when there is nothing to clean.", Range(0)),
+    _k("log.cleaner.min.cleanable.ratio", T.DOUBLE, 0.5, M, "Default dirty ratio that triggers compaction.", Range(0, 1)),
+    _k("log.cleaner.delete.retention.ms", T.LONG, 24 * HOUR_MS, M, "Default tombstone retention.", Range(0)),
+    _k("log.cleaner.min.compaction.lag.ms", T.LONG, 0, M, "Default minimum compaction lag.", Range(0)),
+    _k("log.cleaner.max.compaction.lag.ms", T.LONG, LONG_MAX, M, "Default maximum compaction lag.", Range(1)),
+    _k("log.index.size.max.bytes", T.INT, 10 * 1024 * 1024, M, "Maximum offset index size.", Range(4)),
+    _k("log.index.interval.bytes", T.INT, 4096, M, "Bytes between offset index entries.", Range(0)),
+    _k("log.flush.interval.messages", T.LONG, LONG_MAX, H, "Messages between forced fsyncs.", Range(1)),
+    _k("log.segment.delete.delay.ms", T.LONG, 60000, H, "Delay before deleted segment files are removed.", Range(0)),
+    _k("log.flush.scheduler.interval.ms", T.LONG, LONG_MAX, H, "How often the flusher checks for logs to fsync."),
+    _k("log.flush.interval.ms", T.LONG, None, H, "Max age of unflushed data; defaults to log.flush.scheduler.interval.ms.",
+       derived=True),
+    _k("log.flush.offset.checkpoint.interval.ms", T.INT, 60000, H, "How often the recovery point is checkpointed.", Range(0)),
+    _k("log.flush.start.offset.checkpoint.interval.ms", T.INT, 60000, H, "How often log start offsets are checkpointed.",
+       Range(0)),
+    _k("log.preallocate", T.BOOLEAN, False, M, "Preallocate segment files."),
+    _k("log.message.timestamp.type", T.STRING, "CreateTime", M, "Default timestamp type of topics.", OneOf(TIMESTAMP_TYPES)),
+    _k("log.message.timestamp.before.max.ms", T.LONG, LONG_MAX, M, "Default allowed age of CreateTime timestamps.", Range(0)),
+    _k("log.message.timestamp.after.max.ms", T.LONG, HOUR_MS, M, "Default allowed future skew of CreateTime timestamps.",
+       Range(0)),
+    _k("log.local.retention.ms", T.LONG, -2, M, "Default local retention time with tiered storage; -2 follows retention.",
+       Range(-2)),
+    _k("log.local.retention.bytes", T.LONG, -2, M, "Default local retention size with tiered storage; -2 follows retention.",
+       Range(-2)),
+    _k("num.recovery.threads.per.data.dir", T.INT, 2, H, "Threads per data directory for recovery and shutdown flush.",
+       Range(1)),
+    _k("min.insync.replicas", T.INT, 1, H, "Default min in-sync replicas for acks=all.", Range(1)),
+    _k("create.topic.policy.class.name", T.CLASS, None, L, "CreateTopics policy class."),
+    _k("alter.config.policy.class.name", T.CLASS, None, L, "AlterConfigs policy class."),
+]
+
+_REPLICATION = [
+    _k("default.replication.factor", T.INT, 1, M, "Default replication factor for new topics."),
+    _k("unclean.leader.election.enable", T.BOOLEAN, False, H, "Allow out-of-sync replicas to become leader."),
+    _k("replica.lag.time.max.ms", T.LONG, 30000, H, "A follower this far behind is dropped from the ISR."),
+    _k("replica.fetch.max.bytes", T.INT, 1024 * 1024, M, "Bytes a follower fetches per partition.", Range(0)),
+    _k("replica.fetch.wait.max.ms", T.INT, 500, M, "Max wait of a follower fetch."),
+    _k("replica.fetch.min.bytes", T.INT, 1, H, "Min bytes for a follower fetch response."),
+    _k("replica.fetch.response.max.bytes", T.INT, 10 * 1024 * 1024, M, "Bytes per follower fetch response.", Range(0)),
+    _k("replica.fetch.backoff.ms", T.INT, 1000, M, "Sleep after a follower fetch error.", Range(0)),
+    _k("replica.socket.timeout.ms", T.INT, 30000, H, "Follower socket timeout."),
+    _k("replica.socket.receive.buffer.bytes", T.INT, 64 * 1024, H, "Follower socket receive buffer."),
+    _k("num.replica.fetchers", T.INT, 1, H, "Follower fetcher threads per source broker."),
+    _k("replica.high.watermark.checkpoint.interval.ms", T.LONG, 5000, H, "How often high watermarks are saved."),
+    _k("auto.leader.rebalance.enable", T.BOOLEAN, True, H, "Move leadership back to preferred replicas."),
+    _k("leader.imbalance.check.interval.seconds", T.LONG, 300, H, "How often leader balance is checked.", Range(1)),
+    _k("leader.imbalance.per.broker.percentage", T.INT, 10, H, "Tolerated leader imbalance per broker, in percent."),
+]
+
+_GROUPS = [
+    _k("offsets.topic.num.partitions", T.INT, 50, H, "Partitions of __consumer_offsets (fixed after creation).", Range(1)),
+    _k("offsets.topic.replication.factor", T.SHORT, 3, H,
+       "Replication factor of __consumer_offsets; creation waits until this many brokers exist.", Range(1)),
+    _k("offsets.topic.segment.bytes", T.INT, 100 * 1024 * 1024, H, "Segment size of __consumer_offsets.", Range(1)),
+    _k("offsets.topic.compression.codec", T.INT, 0, H, "Compression codec id for __consumer_offsets."),
+    _k("offsets.load.buffer.size", T.INT, 5 * 1024 * 1024, H, "Read batch size when loading offsets.", Range(1)),
+    _k("offsets.retention.minutes", T.INT, 7 * 24 * 60, H, "Committed offsets of empty groups expire after this long.",
+       Range(1)),
+    _k("offsets.retention.check.interval.ms", T.LONG, 600000, H, "How often stale offsets are looked for.", Range(1)),
+    _k("offsets.commit.timeout.ms", T.INT, 5000, H, "Max wait for an offset commit to be replicated.", Range(1)),
+    _k("offset.metadata.max.bytes", T.INT, 4096, H, "Max size of offset commit metadata."),
+    _k("group.initial.rebalance.delay.ms", T.INT, 3000, M, "Wait for more members before a new group's first rebalance."),
+    _k("group.min.session.timeout.ms", T.INT, 6000, M, "Smallest session timeout a member may ask for."),
+    _k("group.max.session.timeout.ms", T.INT, 1800000, M, "Largest session timeout a member may ask for."),
+    _k("group.max.size", T.INT, INT_MAX, M, "Members allowed in one classic group.", Range(1)),
+    _k("group.coordinator.rebalance.protocols", T.LIST, ["classic", "consumer"], M, "Enabled group protocols.",
+       OneOf(("classic", "consumer", "share", "streams"))),
+    _k("group.consumer.session.timeout.ms", T.INT, 45000, M, "Session timeout of consumer-protocol groups.", Range(1)),
+    _k("group.consumer.heartbeat.interval.ms", T.INT, 5000, M, "Heartbeat interval of consumer-protocol groups.", Range(1)),
+]
+
+_TRANSACTIONS = [
+    _k("transaction.state.log.num.partitions", T.INT, 50, H, "Partitions of __transaction_state.", Range(1)),
+    _k("transaction.state.log.replication.factor", T.SHORT, 3, H, "Replication factor of __transaction_state.", Range(1)),
+    _k("transaction.state.log.min.isr", T.INT, 2, H, "min.insync.replicas of __transaction_state.", Range(1)),
+    _k("transaction.state.log.segment.bytes", T.INT, 100 * 1024 * 1024, H, "Segment size of __transaction_state.", Range(1)),
+    _k("transaction.state.log.load.buffer.size", T.INT, 5 * 1024 * 1024, H, "Read batch size when loading transactions.",
+       Range(1)),
+    _k("transactional.id.expiration.ms", T.INT, 7 * 24 * HOUR_MS, H, "Idle transactional ids expire after this long.",
+       Range(1)),
+    _k("transaction.max.timeout.ms", T.INT, 15 * 60 * 1000, H, "Largest transaction timeout a producer may ask for.",
+       Range(1)),
+    _k("transaction.abort.timed.out.transaction.cleanup.interval.ms", T.INT, 10000, L,
+       "How often timed-out transactions are aborted.", Range(1)),
+    _k("transaction.remove.expired.transaction.cleanup.interval.ms", T.INT, HOUR_MS, L,
+       "How often expired transactional ids are removed.", Range(1)),
+    _k("transaction.partition.verification.enable", T.BOOLEAN, True, L,
+       "Check a partition was added to the transaction before accepting transactional writes."),
+    _k("producer.id.expiration.ms", T.INT, 86400000, L, "Idle producer ids expire from partitions after this long.",
+       Range(1)),
+    _k("producer.id.expiration.check.interval.ms", T.INT, 600000, L, "How often producer ids are expired.", Range(1),
+       internal=True),
+]
+
+BROKER_CONFIG_DEF = ConfigDef(_GENERAL + _SOCKET + _LOG + _REPLICATION + _GROUPS + _TRANSACTIONS)
