@@ -61,6 +61,7 @@ __all__ = [
 ]
 
 Header = tuple[str, bytes | None]
+_Bytes = bytes | bytearray | memoryview
 
 # Everything from the CRC on: attributes .. records_count, then the part before it.
 _POST_CRC = struct.Struct(">hiqqqhii")
@@ -150,13 +151,15 @@ def _read_varint(data: bytes, position: int, max_bytes: int) -> tuple[int, int]:
 # --------------------------------------------------------------------------- encoding
 
 
-def _encode_bytes(value: bytes | bytearray | memoryview | None) -> bytes:
+def _encode_bytes(value: _Bytes | None) -> bytes:
     if value is None:
         return _SMALL_VARINTS[1]  # zigzag(-1)
     return _zigzag_varint(len(value)) + bytes(value)
 
 
-def _encode_record(offset_delta: int, timestamp_delta: int, key, value, headers: Sequence[Header]) -> bytes:
+def _encode_record(
+    offset_delta: int, timestamp_delta: int, key: _Bytes | None, value: _Bytes | None, headers: Sequence[Header]
+) -> bytes:
     if not _INT64_MIN <= timestamp_delta <= _INT64_MAX:
         raise ValueError(f"timestamp delta {timestamp_delta} out of range")
     parts = [
@@ -205,7 +208,9 @@ def _assemble(
     return b"".join((pre_crc, post_crc, body))
 
 
-def _normalise(record: NewRecord | tuple, default_timestamp: int) -> tuple:
+def _normalise(
+    record: NewRecord | tuple[_Bytes | None, _Bytes | None], default_timestamp: int
+) -> tuple[_Bytes | None, _Bytes | None, Sequence[Header], int]:
     if isinstance(record, NewRecord):
         timestamp = default_timestamp if record.timestamp is None else record.timestamp
         return record.key, record.value, record.headers, timestamp
