@@ -1,0 +1,253 @@
+"""librdkafka (confluent-kafka) benchmark worker.
+
+Run by bench/run.py in a subprocess so that a hung client can be killed by a
+timeout.  Same modes and arguments as bench/java/KlammBench.java:
+
+    python bench/rdk_worker.py produce bootstrap=H:P topic=T records=N size=B acks=1
+    python bench/rdk_worker.py consume bootstrap=H:P topic=T expect=N
+    python bench/rdk_worker.py latency bootstrap=H:P topic=T records=N size=B interval_us=1000
+
+Prints exactly one JSON line on stdout.  Client settings are fixed here so that
+every broker is driven by the same client configuration.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+import sys
+import threading
+import time
+import traceback
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
+
+# librdkafka's defaults are already a sensible batching setting (linger.ms=5,
+# batch.size=1000000); they are spelled out so both clients are comparable.
+PRODUCER_CONF = {
+    "linger.ms": 5,
+    "batch.size": 1_000_000,
+    "compression.type": "none",
+    "enable.idempotence": False,
+    "queue.buffering.max.messages": 1_000_000,
+    "queue.buffering.max.kbytes": 1_048_576,
+    "message.timeout.ms": 120_000,
+}
+
+# confluent-kafka insists on a group.id even for assign(); the group is never
+# joined (no subscribe) and no offsets are committed.
+CONSUMER_CONF = {
+    "group.id": "klamm-bench-assign",
+    "enable.auto.commit": False,
+    "enable.partition.eof": False,
+    "auto.offset.reset": "earliest",
+}
+
+HDR = struct.Struct(">qq")  # (sequence, produce time in ns)
+
+
+def _producer(args: dict, **extra) -> Producer:
+    conf = {"bootstrap.servers": args["bootstrap"], **PRODUCER_CONF, **extra}
+    return Producer(conf)
+
+
+def _consumer(args: dict) -> Consumer:
+    return Consumer({"bootstrap.servers": args["bootstrap"], **CONSUMER_CONF})
+
+
+def produce(args: dict) -> dict:
+    topic = args["topic"]
+    n = int(args["records"])
+    size = int(args.get("size", 100))
+    acks = args.get("acks", "1")
+    p = _producer(args, acks=acks)
+    # Fetch metadata before starting the clock.
+    p.list_topics(topic, timeout=30)
+    value = os.urandom(size)
+    errors = [0, None]
+
+    def on_delivery(err, _msg):
+        if err is not None:
+            errors[0] += 1
+            if errors[1] is None:
+                errors[1] = str(err)
+
+    produce_ = p.produce
+    poll = p.poll
+    t0 = time.perf_counter()
+    for _ in range(n):
+        while True:
+            try:
+                produce_(topic, value, partition=0, on_delivery=on_delivery)
+                break
+            except BufferError:
+                poll(0.001)
+        poll(0)
+    remaining = p.flush(180)
+    secs = time.perf_counter() - t0
+    return {
+        "ok": errors[0] == 0 and remaining == 0,
+        "mode": "produce",
+        "records": n,
+        "bytes": n * size,
+        "seconds": secs,
+        "errors": errors[0],
+        "undelivered": remaining,
+        "first_error": errors[1],
+    }
+
+
+def consume(args: dict) -> dict:
+    topic = args["topic"]
+    expect = int(args.get("expect", 0))
+    timeout = float(args.get("timeout_ms", 600_000)) / 1000
+    c = _consumer(args)
+    try:
+        # The high watermark is only informational (Tansu 0.6 under-reports it);
+        # with expect=N the consumer reads until N records arrived or it times out.
+        _low, high = c.get_watermark_offsets(TopicPartition(topic, 0), timeout=30)
+        target = expect or high
+        c.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+        count = 0
+        nbytes = 0
+        t0 = time.perf_counter()
+        deadline = t0 + timeout
+        first_error = None
+        while count < target:
+            msgs = c.consume(num_messages=10_000, timeout=0.5)
+            for m in msgs:
+                if m.error() is not None:
+                    first_error = first_error or str(m.error())
+                    continue
+                count += 1
+                nbytes += len(m.value())
+            if time.perf_counter() > deadline:
+                break
+        secs = time.perf_counter() - t0
+        return {
+            "ok": count >= target,
+            "mode": "consume",
+            "records": count,
+            "bytes": nbytes,
+            "seconds": secs,
+            "expected": target,
+            "high_watermark": high,
+            "first_error": first_error,
+        }
+    finally:
+        c.close()
+
+
+def latency(args: dict) -> dict:
+    topic = args["topic"]
+    n = int(args["records"])
+    size = max(HDR.size, int(args.get("size", 100)))
+    interval = int(args.get("interval_us", 1000)) / 1e6
+    timeout = float(args.get("timeout_ms", 120_000)) / 1000
+    pad = b"\0" * (size - HDR.size)
+    lat = [None] * n
+    state = {"received": 0, "error": None}
+    warm = threading.Event()
+    stop = threading.Event()
+
+    def consumer_loop():
+        try:
+            c = _consumer(args)
+            c.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+            try:
+                while not stop.is_set() and state["received"] < n:
+                    for m in c.consume(num_messages=1000, timeout=0.1):
+                        now = time.perf_counter_ns()
+                        if m.error() is not None:
+                            continue
+                        seq, ts = HDR.unpack_from(m.value())
+                        if seq < 0:
+                            warm.set()
+                            continue
+                        if seq < n and lat[seq] is None:
+                            lat[seq] = now - ts
+                            state["received"] += 1
+            finally:
+                c.close()
+        except Exception as e:  # noqa: BLE001
+            state["error"] = repr(e)
+
+    t = threading.Thread(target=consumer_loop, daemon=True)
+    t.start()
+    p = _producer(args, acks=args.get("acks", "1"), **{"linger.ms": 0})
+    errs = [0]
+
+    def on_delivery(err, _msg):
+        if err is not None:
+            errs[0] += 1
+
+    # Warm-up record: establishes both connections before the clock starts.
+    p.produce(topic, HDR.pack(-1, 0) + pad, partition=0)
+    if p.flush(30) != 0:
+        raise RuntimeError("warm-up record not delivered")
+    warm_deadline = time.monotonic() + 30
+    while not warm.wait(0.05):
+        if state["error"] is not None or time.monotonic() > warm_deadline:
+            stop.set()
+            raise RuntimeError(f"warm-up record never consumed ({state['error']})")
+    start = time.perf_counter()
+    for i in range(n):
+        due = start + i * interval
+        while True:
+            left = due - time.perf_counter()
+            if left <= 0:
+                break
+            if left > 0.0002:
+                time.sleep(left - 0.0001)
+        p.produce(topic, HDR.pack(i, time.perf_counter_ns()) + pad, partition=0, on_delivery=on_delivery)
+        p.poll(0)
+    p.flush(60)
+    deadline = time.perf_counter() + timeout
+    while state["received"] < n and state["error"] is None and time.perf_counter() < deadline:
+        time.sleep(0.01)
+    stop.set()
+    t.join(10)
+    if state["error"] is not None:
+        raise RuntimeError(state["error"])
+    vals = sorted(v for v in lat if v is not None)
+    if not vals:
+        return {"ok": False, "error": "no records received"}
+
+    def pct(p_):
+        idx = max(0, min(len(vals) - 1, -(-p_ * len(vals) // 100) - 1))
+        return vals[int(idx)] / 1e6
+
+    return {
+        "ok": len(vals) == n and errs[0] == 0,
+        "mode": "latency",
+        "records": n,
+        "received": len(vals),
+        "errors": errs[0],
+        "p50_ms": pct(50),
+        "p99_ms": pct(99),
+        "p999_ms": pct(99.9),
+        "max_ms": vals[-1] / 1e6,
+        "mean_ms": sum(vals) / len(vals) / 1e6,
+    }
+
+
+MODES = {"produce": produce, "consume": consume, "latency": latency}
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) < 2 or argv[1] not in MODES:
+        print(__doc__, file=sys.stderr)
+        return 2
+    args = dict(a.split("=", 1) for a in argv[2:])
+    try:
+        out = MODES[argv[1]](args)
+    except (Exception, KafkaException) as e:  # noqa: BLE001
+        traceback.print_exc()
+        out = {"ok": False, "error": repr(e)}
+    print(json.dumps(out), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

