@@ -1,0 +1,92 @@
+"""Kafka's plain-text checkpoint files, written atomically.
+
+On-disk format (Kafka's CheckpointFile), one item per line, UTF-8:
+
+    <version>            always "0"
+    <count>              number of entry lines that follow
+    <entry> * count      space-separated fields
+
+Offset checkpoints (`recovery-point-offset-checkpoint`, `log-start-offset-checkpoint`)
+have "topic partition offset" entries; the leader epoch checkpoint has
+"epoch startOffset" entries.
+
+Invariant: a reader sees either the old or the new file, never a mix, because a
+write goes to `<name>.tmp`, is fsynced, renamed over the target, and the
+directory is fsynced so the rename itself is durable.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+VERSION = 0
+
+
+class CorruptCheckpoint(ValueError):
+    """The checkpoint file exists but does not parse."""
+
+
+def write_checkpoint(path: Path, entries: list[tuple[object, ...]], version: int = VERSION) -> None:
+    """Replace `path` atomically with a checkpoint holding `entries` (fields joined by spaces)."""
+    lines = [str(version), str(len(entries))]
+    lines.extend(" ".join(str(field) for field in entry) for entry in entries)
+    data = ("\n".join(lines) + "\n").encode()
+    tmp = path.with_name(path.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        os.write(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    fsync_dir(path.parent)
+
+
+def read_checkpoint(path: Path, fields: int, version: int = VERSION) -> list[list[str]]:
+    """The entries of the checkpoint at `path`, each split into `fields` strings; [] if missing."""
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return []
+    lines = text.splitlines()
+    try:
+        found_version = int(lines[0].strip())
+        count = int(lines[1].strip())
+    except (IndexError, ValueError) as exc:
+        raise CorruptCheckpoint(f"{path}: malformed header") from exc
+    if found_version != version:
+        raise CorruptCheckpoint(f"{path}: unsupported version {found_version}")
+    entries = [line.split() for line in lines[2:] if line.strip()]
+    if len(entries) != count:
+        raise CorruptCheckpoint(f"{path}: expected {count} entries, found {len(entries)}")
+    for entry in entries:
+        if len(entry) != fields:
+            raise CorruptCheckpoint(f"{path}: malformed entry {' '.join(entry)!r}")
+    return entries
+
+
+def write_offset_checkpoint(path: Path, offsets: dict[tuple[str, int], int]) -> None:
+    """Write "topic partition offset" entries, sorted for stable output."""
+    entries = [(topic, partition, offset) for (topic, partition), offset in sorted(offsets.items())]
+    write_checkpoint(path, entries)
+
+
+def read_offset_checkpoint(path: Path) -> dict[tuple[str, int], int]:
+    """{(topic, partition): offset} from an offset checkpoint; {} if the file is missing."""
+    result = {}
+    for topic, partition, offset in read_checkpoint(path, 3):
+        try:
+            result[(topic, int(partition))] = int(offset)
+        except ValueError as exc:
+            raise CorruptCheckpoint(f"{path}: malformed entry {topic} {partition} {offset}") from exc
+    return result
+
+
+def fsync_dir(directory: Path) -> None:
+    """Make renames/creations inside `directory` durable."""
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,470 @@
+"""The log of one partition: an ordered list of segments in `<topic>-<partition>/`.
+
+Directory contents (Kafka's layout):
+
+    <base>.log / .index / .timeindex   segments, see klamm.storage.segment
+    <offset>.snapshot                  producer state, see klamm.storage.producer_state
+    leader-epoch-checkpoint            see klamm.storage.leader_epoch
+
+Invariants:
+  * segment base offsets strictly increase; the last segment is the active one
+    and the only one appended to;
+  * log_start_offset >= first segment base; log_end_offset is the next offset to
+    assign, equal to the active segment's next_offset;
+  * recovery_point <= log_end_offset and every batch below it has been fsynced;
+  * producer state and leader epoch cache describe exactly the batches below
+    log_end_offset.
+
+Blocking file I/O throughout; a Log is not thread-safe (the broker serialises calls
+per partition and decides what runs in an executor). ReadResult hands out a raw
+descriptor that stays valid until its segment is deleted, truncated away or closed.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import re
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from klamm.protocol.batch import BatchHeader, InvalidBatch, patch_offsets, set_log_append_time
+from klamm.protocol.errors import ErrorCode, KafkaError
+from klamm.storage.config import LogConfig
+from klamm.storage.leader_epoch import LeaderEpochCache
+from klamm.storage.producer_state import ProducerStateManager
+from klamm.storage.segment import LOG_SUFFIX, LogSegment
+
+__all__ = ["AppendResult", "Log", "LogConfig", "ReadResult", "InvalidAppendOffset", "parse_log_dir_name"]
+
+_DIR_NAME = re.compile(r"^(.+)-(\d+)$")
+_SEGMENT_FILE = re.compile(r"^(\d{20})(\.log|\.index|\.timeindex)$")
+# Kafka's leftovers of interrupted operations; none is valid after a restart.
+_STALE_SUFFIXES = (".deleted", ".cleaned", ".swap", ".tmp")
+
+
+def _wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def parse_log_dir_name(name: str) -> tuple[str, int] | None:
+    """(topic, partition) from "<topic>-<partition>", or None if the name does not match."""
+    match = _DIR_NAME.match(name)
+    if match is None:
+        return None
+    return match.group(1), int(match.group(2))
+
+
+class InvalidAppendOffset(ValueError):
+    """A follower append whose offsets do not lie after the log end (Kafka's UnexpectedAppendOffsetException)."""
+
+
+@dataclass
+class AppendResult:
+    first_offset: int
+    last_offset: int
+    log_append_time: int  # -1 unless LogAppendTime
+    log_start_offset: int
+    duplicate: bool  # a producer retry of an already-appended batch; offsets are the original ones
+
+
+@dataclass
+class ReadResult:
+    fd: int  # OS file descriptor of the segment .log file, for os.sendfile
+    position: int  # byte position in that file
+    length: int  # bytes to send (whole batches only); 0 when nothing to read
+    first_offset: int  # base offset of the first batch returned (<= the requested offset)
+
+
+class Log:
+    """See the module docstring. Create with Log.open()."""
+
+    def __init__(self, directory: Path, config: LogConfig, time_ms: Callable[[], int]) -> None:
+        parsed = parse_log_dir_name(directory.name)
+        if parsed is None:
+            raise ValueError(f"log directory name {directory.name!r} is not <topic>-<partition>")
+        self.directory = directory
+        self.topic, self.partition = parsed
+        self.config = config
+        self._time_ms = time_ms
+        self._segments: list[LogSegment] = []
+        self._bases: list[int] = []
+        self.log_start_offset = 0
+        self.log_end_offset = 0
+        self.recovery_point = 0
+        self._last_flush_ms = time_ms()
+        self.producer_state = ProducerStateManager(directory)
+        self.leader_epoch_cache = LeaderEpochCache(directory, lambda: self.log_end_offset)
+
+    # -- opening and recovery ---------------------------------------------------
+
+    @classmethod
+    def open(
+        cls,
+        directory: Path,
+        config: LogConfig,
+        *,
+        recovery_point: int = 0,
+        log_start_offset: int = 0,
+        clean_shutdown: bool = True,
+        time_ms: Callable[[], int] = _wall_clock_ms,
+    ) -> Log:
+        """Open (creating if needed) the log in `directory`, recovering it after an unclean shutdown.
+
+        Clean: files are trusted, but a missing or insane index is rebuilt (and a torn
+        tail still recovered). Unclean: every batch from the segment holding
+        `recovery_point` on is validated; the log is cut at the first bad batch and
+        later segments are deleted. Producer state is then rebuilt from the newest
+        snapshot plus the batch headers after it.
+        """
+        directory.mkdir(parents=True, exist_ok=True)
+        log = cls(directory, config, time_ms)
+        log._load(recovery_point, log_start_offset, clean_shutdown)
+        return log
+
+    def _load(self, recovery_point: int, log_start_offset: int, clean_shutdown: bool) -> None:
+        now = self._time_ms()
+        bases = self._clean_directory()
+        if not bases:
+            segment = LogSegment.create(self.directory, log_start_offset, self.config, now)
+            self._segments, self._bases = [segment], [log_start_offset]
+        else:
+            self._segments = [LogSegment.open(self.directory, base, self.config, now) for base in bases]
+            self._bases = list(bases)
+        if clean_shutdown:
+            first_unflushed = len(self._segments)
+        else:
+            first_unflushed = max(bisect.bisect_right(self._bases, recovery_point) - 1, 0)
+        self._load_segments(first_unflushed)
+        self.log_end_offset = self.active_segment.next_offset
+        self.log_start_offset = max(log_start_offset, self._bases[0])
+        if self.log_start_offset > self.log_end_offset:
+            self.truncate_fully_and_start_at(self.log_start_offset)
+        if first_unflushed < len(self._segments):
+            for segment in self._segments[first_unflushed:]:
+                segment.flush()
+        self.recovery_point = self.log_end_offset
+        self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
+        self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
+        self.producer_state.remove_stray_snapshots(self._bases)
+        self._rebuild_producer_state()
+
+    def _clean_directory(self) -> list[int]:
+        """Delete leftovers and orphan index files; return the base offsets of the .log files."""
+        logs, others = set(), []
+        for path in self.directory.iterdir():
+            if path.name.endswith(_STALE_SUFFIXES):
+                path.unlink(missing_ok=True)
+                continue
+            match = _SEGMENT_FILE.match(path.name)
+            if match is None:
+                continue
+            if match.group(2) == LOG_SUFFIX:
+                logs.add(int(match.group(1)))
+            else:
+                others.append((int(match.group(1)), path))
+        for base, path in others:
+            if base not in logs:
+                path.unlink(missing_ok=True)
+        return sorted(logs)
+
+    def _load_segments(self, first_unflushed: int) -> None:
+        """Trust segments before `first_unflushed` (fixing their indexes), recover the rest."""
+        n = 0
+        while n < len(self._segments):
+            if n >= first_unflushed:
+                truncated = self._segments[n].recover(self._on_recovered_batch)
+            else:
+                truncated = self._load_trusted_segment(n)
+            if truncated:
+                self._delete_segments_after(n)
+            n += 1
+        for segment in self._segments[:-1]:
+            segment.on_become_inactive()
+
+    def _load_trusted_segment(self, n: int) -> int:
+        """Load segment n's indexes, recovering it if they are missing/insane or its tail is torn."""
+        segment = self._segments[n]
+        last = n == len(self._segments) - 1
+        bound = 2**63 - 1 if last else self._bases[n + 1]
+        if not segment.load_indexes(bound):
+            return segment.recover(self._on_recovered_batch)
+        if last:
+            try:
+                segment.load_tail()
+            except InvalidBatch:
+                return segment.recover(self._on_recovered_batch)
+        return 0
+
+    def _on_recovered_batch(self, header: BatchHeader) -> None:
+        self._maybe_assign_epoch(header.partition_leader_epoch, header.base_offset)
+
+    def _delete_segments_after(self, n: int) -> None:
+        for segment in self._segments[n + 1 :]:
+            segment.delete()
+        del self._segments[n + 1 :]
+        del self._bases[n + 1 :]
+
+    def _rebuild_producer_state(self) -> None:
+        """Newest snapshot <= log end, then replay the batch headers from there."""
+        start = self.producer_state.load(self.log_start_offset, self.log_end_offset)
+        index = max(bisect.bisect_right(self._bases, start) - 1, 0)
+        for segment in self._segments[index:]:
+            for header in segment.headers_from(start):
+                if header.base_offset >= start:
+                    self.producer_state.apply(header)
+        self.producer_state.map_end_offset = self.log_end_offset
+
+    # -- properties ------------------------------------------------------------------
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self._segments[-1]
+
+    @property
+    def segments(self) -> list[LogSegment]:
+        return list(self._segments)
+
+    def size_in_bytes(self) -> int:
+        return sum(segment.size for segment in self._segments)
+
+    # -- appending -----------------------------------------------------------------
+
+    def append(
+        self,
+        buf: bytearray,
+        headers: list[BatchHeader],
+        *,
+        leader_epoch: int,
+        log_append_time_ms: int | None = None,
+    ) -> AppendResult:
+        """Append validated batches as leader: assign offsets, check producer state, write.
+
+        If any batch is a producer retry of a cached batch, nothing is written and the
+        result carries the original batch's offsets with duplicate=True (Kafka answers
+        the whole request with the first duplicate it meets).
+        """
+        self._check_whole(buf, headers)
+        first_offset = self.log_end_offset
+        duplicate = self.producer_state.check_append(headers, first_offset)
+        if duplicate is not None:
+            return AppendResult(
+                duplicate.first_offset,
+                duplicate.last_offset,
+                duplicate.timestamp if log_append_time_ms is not None else -1,
+                self.log_start_offset,
+                True,
+            )
+        offset = first_offset
+        for header in headers:
+            patch_offsets(buf, header, offset, leader_epoch)
+            if log_append_time_ms is not None:
+                set_log_append_time(buf, header, log_append_time_ms)
+            offset = header.next_offset
+        self._append_batches(buf, headers)
+        return AppendResult(
+            first_offset,
+            offset - 1,
+            log_append_time_ms if log_append_time_ms is not None else -1,
+            self.log_start_offset,
+            False,
+        )
+
+    def append_as_follower(self, buf: bytearray, headers: list[BatchHeader]) -> None:
+        """Append batches that already carry their offsets (replication); no producer validation."""
+        self._check_whole(buf, headers)
+        if headers[0].base_offset < self.log_end_offset:
+            raise InvalidAppendOffset(
+                f"batch at offset {headers[0].base_offset} is below the log end offset {self.log_end_offset}"
+            )
+        previous = headers[0].base_offset
+        for header in headers:
+            if header.base_offset < previous:
+                raise InvalidAppendOffset(f"offsets go backwards at {header.base_offset}")
+            previous = header.next_offset
+        self._append_batches(buf, headers)
+
+    @staticmethod
+    def _check_whole(buf: bytes | bytearray, headers: list[BatchHeader]) -> None:
+        if not headers:
+            raise ValueError("nothing to append")
+        if headers[0].position != 0 or headers[-1].position + headers[-1].size != len(buf):
+            raise ValueError("headers do not cover the buffer exactly")
+
+    def _append_batches(self, buf: bytes | bytearray, headers: list[BatchHeader]) -> None:
+        """Roll if needed, write to the active segment, then update producer state and epochs."""
+        now = self._time_ms()
+        max_timestamp = max(header.max_timestamp for header in headers)
+        segment = self._maybe_roll(len(buf), max_timestamp, headers[0].base_offset, headers[-1].last_offset, now)
+        for header in headers:
+            self._maybe_assign_epoch(header.partition_leader_epoch, header.base_offset)
+        segment.append(buf, headers)
+        for header in headers:
+            self.producer_state.apply(header)
+        self.log_end_offset = headers[-1].next_offset
+        self._maybe_flush(now)
+
+    def _maybe_assign_epoch(self, epoch: int, start_offset: int) -> None:
+        if epoch >= 0 and epoch > self.leader_epoch_cache.latest_epoch:
+            self.leader_epoch_cache.assign(epoch, start_offset)
+
+    def _maybe_roll(self, size: int, max_timestamp: int, first_offset: int, last_offset: int, now: int) -> LogSegment:
+        """Kafka's shouldRoll: segment.bytes, segment.ms, full index, or relative offset overflow."""
+        segment = self.active_segment
+        if segment.size == 0 and segment.can_hold_offset(last_offset) and segment.base_offset <= first_offset:
+            return segment
+        if (
+            segment.size + size > self.config.segment_bytes
+            or segment.time_waited_for_roll(now, max_timestamp) > self.config.segment_ms
+            or segment.offset_index.is_full
+            or segment.time_index.is_full
+            or not segment.can_hold_offset(last_offset)
+        ):
+            return self.roll(max(first_offset, self.log_end_offset))
+        return segment
+
+    def roll(self, new_base_offset: int | None = None) -> LogSegment:
+        """Start a new active segment at the log end (or `new_base_offset` for a follower gap)."""
+        base = self.log_end_offset if new_base_offset is None else new_base_offset
+        old = self.active_segment
+        if old.size == 0:
+            # An empty active segment is replaced rather than kept (Kafka does the same).
+            old.delete()
+            self._segments.pop()
+            self._bases.pop()
+        else:
+            old.on_become_inactive()
+        segment = LogSegment.create(self.directory, base, self.config, self._time_ms())
+        self._segments.append(segment)
+        self._bases.append(base)
+        self.producer_state.take_snapshot()
+        # Kafka flushes the finished segment soon after a roll; we do it right away.
+        if old.size:
+            old.flush()
+            self.recovery_point = max(self.recovery_point, old.next_offset)
+        return segment
+
+    def _maybe_flush(self, now: int) -> None:
+        if (
+            self.log_end_offset - self.recovery_point >= self.config.flush_messages
+            or now - self._last_flush_ms >= self.config.flush_ms
+        ):
+            self.flush()
+
+    def flush(self) -> None:
+        """fsync every segment holding offsets >= recovery point; advance the recovery point."""
+        if self.recovery_point < self.log_end_offset:
+            first = max(bisect.bisect_right(self._bases, self.recovery_point) - 1, 0)
+            for segment in self._segments[first:]:
+                segment.flush()
+            self.recovery_point = self.log_end_offset
+        self._last_flush_ms = self._time_ms()
+
+    # -- reading -------------------------------------------------------------------
+
+    def read(self, offset: int, max_bytes: int, *, max_offset: int, min_one: bool) -> ReadResult:
+        """Whole batches from the one holding `offset`, from a single segment.
+
+        Only batches whose last offset < `max_offset` (the high watermark); at most
+        `max_bytes`, except that with `min_one` a first batch bigger than that is
+        returned whole.
+        """
+        if offset < self.log_start_offset or offset > self.log_end_offset:
+            raise KafkaError(
+                ErrorCode.offset_out_of_range,
+                f"offset {offset} outside [{self.log_start_offset}, {self.log_end_offset}] of {self.topic}-{self.partition}",
+            )
+        index = max(bisect.bisect_right(self._bases, offset) - 1, 0)
+        if offset < self.log_end_offset:
+            for segment in self._segments[index:]:
+                found = segment.read(offset, max_bytes, max_offset, min_one)
+                if found is not None:
+                    position, length, first_offset = found
+                    return ReadResult(segment.fd, position, length, first_offset if length else offset)
+        active = self.active_segment
+        return ReadResult(active.fd, active.size, 0, offset)
+
+    def read_bytes(self, offset: int, max_bytes: int, *, max_offset: int | None = None) -> bytes:
+        """The bytes `read` would send (min_one); convenience for internal readers and tests."""
+        bound = self.log_end_offset if max_offset is None else max_offset
+        result = self.read(offset, max_bytes, max_offset=bound, min_one=True)
+        if not result.length:
+            return b""
+        return os.pread(result.fd, result.length, result.position)
+
+    def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record with timestamp >= `timestamp_ms`; None if none."""
+        from klamm.protocol.records import record_timestamps
+
+        for segment in self._segments:
+            if segment.max_timestamp >= timestamp_ms:
+                found = segment.find_offset_by_timestamp(timestamp_ms, self.log_start_offset, record_timestamps)
+                if found is not None:
+                    return found
+        return None
+
+    def max_timestamp_offset(self) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record with the log's largest timestamp (KIP-734)."""
+        from klamm.protocol.records import record_timestamps
+
+        best = max(self._segments, key=lambda segment: segment.max_timestamp)
+        return best.offset_of_max_timestamp_record(record_timestamps)
+
+    # -- truncation and lifecycle ----------------------------------------------------
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove every batch at or after `offset` (a batch holding it is removed whole)."""
+        if offset < 0:
+            raise ValueError(f"cannot truncate to negative offset {offset}")
+        if offset >= self.log_end_offset:
+            return
+        if offset < self.log_start_offset:
+            self.truncate_fully_and_start_at(offset)
+            return
+        keep = max(bisect.bisect_right(self._bases, offset) - 1, 0)
+        if self._bases[keep] == offset and keep > 0:
+            keep -= 1  # the segment starting at `offset` goes entirely
+        self._delete_segments_after(keep)
+        segment = self.active_segment
+        segment.truncate_to(offset)
+        self.log_end_offset = segment.next_offset
+        self.recovery_point = min(self.recovery_point, self.log_end_offset)
+        self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
+        self.producer_state.delete_snapshots_after(self.log_end_offset)
+        self._rebuild_producer_state()
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Delete every segment and restart the log empty at `offset` (follower far behind)."""
+        for segment in self._segments:
+            segment.delete()
+        self._segments = [LogSegment.create(self.directory, offset, self.config, self._time_ms())]
+        self._bases = [offset]
+        self.log_start_offset = offset
+        self.log_end_offset = offset
+        self.recovery_point = offset
+        self.leader_epoch_cache.clear()
+        self.producer_state.truncate_fully_and_start_at(offset)
+
+    def close(self) -> None:
+        """Flush, snapshot producer state at the log end, and close every file."""
+        self.flush()
+        self.producer_state.map_end_offset = self.log_end_offset
+        self.producer_state.take_snapshot()
+        for segment in self._segments:
+            segment.close()
+
+    def delete(self) -> None:
+        """Close and remove the whole partition directory."""
+        for segment in self._segments:
+            segment.delete()
+        self._segments, self._bases = [], []
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+    def __repr__(self) -> str:
+        return (
+            f"Log({self.topic}-{self.partition}, start={self.log_start_offset}, end={self.log_end_offset}, "
+            f"segments={len(self._segments)})"
+        )

@@ -1,0 +1,171 @@
+"""All partition logs of a broker across its log directories (Kafka's LogManager).
+
+Layout of each log directory (Kafka's):
+
+    <topic>-<partition>/                   one Log each (klamm.storage.log)
+    <topic>-<partition>.<uuidhex>-delete/  a deleted log not yet removed
+    recovery-point-offset-checkpoint       offset checkpoint: per log, offsets below are fsynced
+    log-start-offset-checkpoint            offset checkpoint: per log, its log start offset
+    .kafka_cleanshutdown                   present only between a clean shutdown and the next startup
+
+Invariants: a partition lives in exactly one log directory; the clean-shutdown
+marker is deleted as soon as the logs are loaded, so a crash afterwards is
+detected at the next startup and the logs are recovered from their recovery points.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+from klamm.storage.checkpoint import (
+    CorruptCheckpoint,
+    fsync_dir,
+    read_offset_checkpoint,
+    write_offset_checkpoint,
+)
+from klamm.storage.config import LogConfig
+from klamm.storage.log import Log, _wall_clock_ms, parse_log_dir_name
+
+RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
+LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
+CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+DELETE_SUFFIX = "-delete"
+
+logger = logging.getLogger(__name__)
+
+
+class LogManager:
+    def __init__(
+        self, log_dirs: list[Path], default_config: LogConfig, *, time_ms: Callable[[], int] = _wall_clock_ms
+    ) -> None:
+        self.log_dirs = [Path(d) for d in log_dirs]
+        self.default_config = default_config
+        self._time_ms = time_ms
+        self._logs: dict[tuple[str, int], Log] = {}
+        self._log_dir_of: dict[tuple[str, int], Path] = {}
+
+    # -- startup and shutdown ----------------------------------------------------
+
+    def startup(self, configs: Callable[[str], LogConfig] | None = None) -> None:
+        """Load every `<topic>-<partition>` directory of every log dir (config per topic from `configs`)."""
+        for log_dir in self.log_dirs:
+            log_dir.mkdir(parents=True, exist_ok=True)
+            self._load_dir(log_dir, configs or (lambda topic: self.default_config))
+
+    def _load_dir(self, log_dir: Path, configs: Callable[[str], LogConfig]) -> None:
+        marker = log_dir / CLEAN_SHUTDOWN_FILE
+        clean = marker.exists()
+        recovery_points = _read_checkpoint_or_empty(log_dir / RECOVERY_POINT_CHECKPOINT)
+        start_offsets = _read_checkpoint_or_empty(log_dir / LOG_START_OFFSET_CHECKPOINT)
+        for path in sorted(log_dir.iterdir()):
+            if not path.is_dir():
+                continue
+            if path.name.endswith(DELETE_SUFFIX):
+                shutil.rmtree(path, ignore_errors=True)  # a deletion interrupted by a crash
+                continue
+            parsed = parse_log_dir_name(path.name)
+            if parsed is None:
+                continue
+            if parsed in self._logs:
+                raise RuntimeError(f"{parsed[0]}-{parsed[1]} exists in both {self._log_dir_of[parsed]} and {log_dir}")
+            log = Log.open(
+                path,
+                configs(parsed[0]),
+                recovery_point=recovery_points.get(parsed, 0),
+                log_start_offset=start_offsets.get(parsed, 0),
+                clean_shutdown=clean,
+                time_ms=self._time_ms,
+            )
+            self._logs[parsed] = log
+            self._log_dir_of[parsed] = log_dir
+        # Checkpoint what recovery established before dropping the marker, then drop it so
+        # that a crash from here on is seen as unclean.
+        self._checkpoint_dir(log_dir)
+        marker.unlink(missing_ok=True)
+        fsync_dir(log_dir)
+
+    def shutdown(self) -> None:
+        """Flush and close every log, write the checkpoints, then mark each log dir clean."""
+        for log in self._logs.values():
+            log.close()
+        self.checkpoint()
+        for log_dir in self.log_dirs:
+            marker = log_dir / CLEAN_SHUTDOWN_FILE
+            marker.write_text(json.dumps({"version": 0, "brokerEpoch": -1}))
+            fsync_dir(log_dir)
+        self._logs.clear()
+        self._log_dir_of.clear()
+
+    # -- lookup, creation, deletion ------------------------------------------------
+
+    def get_log(self, topic: str, partition: int) -> Log | None:
+        return self._logs.get((topic, partition))
+
+    def all_logs(self) -> list[Log]:
+        return list(self._logs.values())
+
+    def create_log(self, topic: str, partition: int, config: LogConfig | None = None) -> Log:
+        """The log of (topic, partition), created in the least loaded log dir if it does not exist."""
+        key = (topic, partition)
+        existing = self._logs.get(key)
+        if existing is not None:
+            return existing
+        log_dir = self._least_loaded_dir()
+        log = Log.open(
+            log_dir / f"{topic}-{partition}",
+            config or self.default_config,
+            clean_shutdown=True,
+            time_ms=self._time_ms,
+        )
+        self._logs[key] = log
+        self._log_dir_of[key] = log_dir
+        return log
+
+    def _least_loaded_dir(self) -> Path:
+        counts = {log_dir: 0 for log_dir in self.log_dirs}
+        for log_dir in self._log_dir_of.values():
+            counts[log_dir] += 1
+        return min(self.log_dirs, key=lambda d: counts[d])
+
+    def delete_log(self, topic: str, partition: int) -> None:
+        """Remove the log: rename its directory to `<name>.<uuid>-delete` (atomic), then delete it."""
+        key = (topic, partition)
+        log = self._logs.pop(key, None)
+        log_dir = self._log_dir_of.pop(key, None)
+        if log is None or log_dir is None:
+            return
+        for segment in log.segments:
+            segment.close()
+        renamed = log.directory.with_name(f"{log.directory.name}.{uuid.uuid4().hex}{DELETE_SUFFIX}")
+        log.directory.rename(renamed)
+        fsync_dir(log_dir)
+        shutil.rmtree(renamed, ignore_errors=True)
+        self._checkpoint_dir(log_dir)
+
+    # -- checkpoints -------------------------------------------------------------------
+
+    def checkpoint(self) -> None:
+        """Write the recovery-point and log-start-offset checkpoints of every log dir."""
+        for log_dir in self.log_dirs:
+            self._checkpoint_dir(log_dir)
+
+    def _checkpoint_dir(self, log_dir: Path) -> None:
+        logs = {key: log for key, log in self._logs.items() if self._log_dir_of[key] == log_dir}
+        write_offset_checkpoint(log_dir / RECOVERY_POINT_CHECKPOINT, {k: log.recovery_point for k, log in logs.items()})
+        write_offset_checkpoint(
+            log_dir / LOG_START_OFFSET_CHECKPOINT, {k: log.log_start_offset for k, log in logs.items()}
+        )
+
+
+def _read_checkpoint_or_empty(path: Path) -> dict[tuple[str, int], int]:
+    """A corrupt checkpoint is not fatal: recovering from offset 0 is slow but safe."""
+    try:
+        return read_offset_checkpoint(path)
+    except CorruptCheckpoint:
+        logger.warning("ignoring corrupt checkpoint %s", path)
+        return {}

@@ -1,0 +1,348 @@
+"""Idempotent-producer state of one partition: epochs and recent sequence ranges per producer id.
+
+Follows Kafka's ProducerStateManager / ProducerAppendInfo / ProducerStateEntry:
+per producer id we keep the current epoch and the metadata of its last 5 batches
+(first/last sequence, first/last offset, max timestamp), which is what detects a
+retried batch (duplicate) and checks sequence continuity.
+
+Validation rules for a client append (Kafka 3.9/4.0, KIP-360 semantics):
+  * epoch lower than the current one          -> INVALID_PRODUCER_EPOCH
+  * new (higher) epoch, first sequence != 0    -> OUT_OF_ORDER_SEQUENCE_NUMBER
+    (unless the producer has no epoch yet)
+  * same epoch, first_seq != last_seq + 1 (int32 wraps to 0) -> OUT_OF_ORDER_SEQUENCE_NUMBER
+  * unknown producer id: any sequence is accepted. Since KIP-360 Kafka no longer
+    answers UNKNOWN_PRODUCER_ID here (state may be gone through retention or
+    DeleteRecords); the only exception is Kafka 4's transactions-v2 verification
+    path, which arrives with transactions.
+  * a batch whose (epoch, first_seq, last_seq) matches one of the 5 cached ones
+    is a duplicate: the caller skips the append and answers with the cached offsets.
+Batches with base_sequence -1 (coordinator writes) only have their epoch checked.
+
+Snapshot files `<20-digit offset>.snapshot` in the partition directory hold the
+state built from every batch below that offset. Format (big endian):
+
+    version                  int16   (1)
+    crc                      uint32  CRC32C of everything after this field
+    producer_count           int32
+    producer_count times:
+      producer_id              int64
+      producer_epoch           int16
+      coordinator_epoch        int32   (-1; transactions come later)
+      current_txn_first_offset int64   (-1 when no transaction is open)
+      batch_count              int8    (<= 5)
+      batch_count times:
+        first_seq int32, last_seq int32, first_offset int64, last_offset int64, timestamp int64
+
+Invariants: `map_end_offset` is the offset just past the last batch applied; a
+snapshot at offset S is only taken when map_end_offset == S; snapshots above the
+log end are deleted before loading, so a loaded snapshot never claims batches
+the log does not hold.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from crc32c import crc32c
+
+from klamm.protocol.batch import BatchHeader
+from klamm.protocol.errors import ErrorCode, KafkaError
+from klamm.storage.checkpoint import fsync_dir
+
+SNAPSHOT_SUFFIX = ".snapshot"
+NUM_BATCHES_TO_RETAIN = 5
+NO_PRODUCER_EPOCH = -1
+NO_SEQUENCE = -1
+INT32_MAX = 2**31 - 1
+
+_SNAPSHOT_VERSION = 1
+_FILE_HEADER = struct.Struct(">hI")
+_COUNT = struct.Struct(">i")
+_PRODUCER = struct.Struct(">qhiqb")
+_BATCH = struct.Struct(">iiqqq")
+
+
+def snapshot_name(offset: int) -> str:
+    return f"{offset:020d}{SNAPSHOT_SUFFIX}"
+
+
+@dataclass(frozen=True, slots=True)
+class BatchMetadata:
+    first_seq: int
+    last_seq: int
+    first_offset: int
+    last_offset: int
+    timestamp: int
+
+
+@dataclass
+class ProducerStateEntry:
+    producer_id: int
+    epoch: int = NO_PRODUCER_EPOCH
+    batches: deque[BatchMetadata] = field(default_factory=lambda: deque(maxlen=NUM_BATCHES_TO_RETAIN))
+    coordinator_epoch: int = -1
+    current_txn_first_offset: int = -1
+
+    @property
+    def last_seq(self) -> int:
+        return self.batches[-1].last_seq if self.batches else NO_SEQUENCE
+
+    @property
+    def last_timestamp(self) -> int:
+        return self.batches[-1].timestamp if self.batches else -1
+
+    def copy(self) -> ProducerStateEntry:
+        return ProducerStateEntry(
+            self.producer_id,
+            self.epoch,
+            deque(self.batches, maxlen=NUM_BATCHES_TO_RETAIN),
+            self.coordinator_epoch,
+            self.current_txn_first_offset,
+        )
+
+    def update_epoch(self, epoch: int) -> None:
+        """A new epoch starts a new sequence space, so the cached batches no longer apply."""
+        if epoch != self.epoch:
+            self.epoch = epoch
+            self.batches.clear()
+
+    def add_batch(self, epoch: int, batch: BatchMetadata) -> None:
+        self.update_epoch(epoch)
+        self.batches.append(batch)
+
+    def find_duplicate(self, epoch: int, first_seq: int, last_seq: int) -> BatchMetadata | None:
+        if epoch != self.epoch:
+            return None
+        for batch in self.batches:
+            if batch.first_seq == first_seq and batch.last_seq == last_seq:
+                return batch
+        return None
+
+
+def _in_sequence(last_seq: int, next_seq: int) -> bool:
+    return next_seq == last_seq + 1 or (next_seq == 0 and last_seq == INT32_MAX)
+
+
+def _has_sequence(header: BatchHeader) -> bool:
+    return header.base_sequence != NO_SEQUENCE and not header.is_control
+
+
+class ProducerStateManager:
+    """Producer state of one partition log plus its snapshot files (see module docstring)."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.producers: dict[int, ProducerStateEntry] = {}
+        self.map_end_offset = 0
+
+    # -- validation and update -----------------------------------------------------
+
+    def check_append(self, headers: list[BatchHeader], first_offset: int) -> BatchMetadata | None:
+        """Validate a client append whose batches will get offsets from `first_offset`.
+
+        Returns the cached metadata if a batch is a retry of an already-appended one
+        (the whole request is then treated as that duplicate, as Kafka does: it stops
+        at the first duplicate batch). Raises KafkaError for fenced epochs and
+        sequence gaps. Does not change any state.
+        """
+        pending: dict[int, ProducerStateEntry] = {}
+        offset = first_offset
+        for header in headers:
+            base_offset, offset = offset, offset + header.last_offset_delta + 1
+            if header.producer_id < 0:
+                continue
+            current = self.producers.get(header.producer_id)
+            if current is not None and _has_sequence(header):
+                duplicate = current.find_duplicate(header.producer_epoch, header.base_sequence, header.last_sequence)
+                if duplicate is not None:
+                    return duplicate
+            entry = pending.get(header.producer_id)
+            if entry is None:
+                entry = current.copy() if current is not None else ProducerStateEntry(header.producer_id)
+                pending[header.producer_id] = entry
+            self._check_epoch(entry, header)
+            if _has_sequence(header):
+                committed_epoch = current.epoch if current is not None else NO_PRODUCER_EPOCH
+                self._check_sequence(entry, committed_epoch, header)
+                entry.add_batch(
+                    header.producer_epoch,
+                    BatchMetadata(header.base_sequence, header.last_sequence, base_offset, offset - 1, -1),
+                )
+            else:
+                entry.update_epoch(header.producer_epoch)
+        return None
+
+    @staticmethod
+    def _check_epoch(entry: ProducerStateEntry, header: BatchHeader) -> None:
+        if header.producer_epoch < entry.epoch:
+            raise KafkaError(
+                ErrorCode.invalid_producer_epoch,
+                f"epoch {header.producer_epoch} of producer {entry.producer_id} is older than {entry.epoch}",
+            )
+
+    @staticmethod
+    def _check_sequence(entry: ProducerStateEntry, committed_epoch: int, header: BatchHeader) -> None:
+        first_seq = header.base_sequence
+        if header.producer_epoch != entry.epoch:
+            if first_seq != 0 and entry.epoch != NO_PRODUCER_EPOCH:
+                raise KafkaError(
+                    ErrorCode.out_of_order_sequence_number,
+                    f"new epoch {header.producer_epoch} of producer {entry.producer_id} starts at sequence {first_seq}",
+                )
+            return
+        # A producer without an epoch (state lost to retention) may continue at any sequence.
+        if committed_epoch != NO_PRODUCER_EPOCH and not _in_sequence(entry.last_seq, first_seq):
+            raise KafkaError(
+                ErrorCode.out_of_order_sequence_number,
+                f"producer {entry.producer_id}: sequence {first_seq} does not follow {entry.last_seq}",
+            )
+
+    def apply(self, header: BatchHeader) -> None:
+        """Record an appended batch (offsets final) without validation: leader, follower and replay."""
+        self.map_end_offset = header.next_offset
+        if header.producer_id < 0:
+            return
+        entry = self.producers.get(header.producer_id)
+        if entry is None:
+            entry = self.producers[header.producer_id] = ProducerStateEntry(header.producer_id)
+        if header.is_control:
+            # Transaction markers: full handling (coordinator epoch, completed txns) comes with transactions.
+            entry.update_epoch(header.producer_epoch)
+            entry.current_txn_first_offset = -1
+            return
+        if header.base_sequence == NO_SEQUENCE:
+            entry.update_epoch(header.producer_epoch)
+        else:
+            entry.add_batch(
+                header.producer_epoch,
+                BatchMetadata(
+                    header.base_sequence,
+                    header.last_sequence,
+                    header.base_offset,
+                    header.last_offset,
+                    header.max_timestamp,
+                ),
+            )
+        if header.is_transactional and entry.current_txn_first_offset < 0:
+            entry.current_txn_first_offset = header.base_offset
+
+    def last_entry(self, producer_id: int) -> ProducerStateEntry | None:
+        return self.producers.get(producer_id)
+
+    # -- snapshots -------------------------------------------------------------------
+
+    def snapshot_offsets(self) -> list[int]:
+        offsets = []
+        for path in self.directory.glob("*" + SNAPSHOT_SUFFIX):
+            stem = path.name[: -len(SNAPSHOT_SUFFIX)]
+            if len(stem) == 20 and stem.isdigit():
+                offsets.append(int(stem))
+        return sorted(offsets)
+
+    def take_snapshot(self) -> Path:
+        """Write the state as `<map_end_offset>.snapshot` (temp file, fsync, rename)."""
+        path = self.directory / snapshot_name(self.map_end_offset)
+        tmp = path.with_name(path.name + ".tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            os.write(fd, self._encode())
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+        fsync_dir(self.directory)
+        return path
+
+    def _encode(self) -> bytes:
+        parts = [_COUNT.pack(len(self.producers))]
+        for entry in self.producers.values():
+            parts.append(
+                _PRODUCER.pack(
+                    entry.producer_id,
+                    entry.epoch,
+                    entry.coordinator_epoch,
+                    entry.current_txn_first_offset,
+                    len(entry.batches),
+                )
+            )
+            for batch in entry.batches:
+                parts.append(
+                    _BATCH.pack(batch.first_seq, batch.last_seq, batch.first_offset, batch.last_offset, batch.timestamp)
+                )
+        body = b"".join(parts)
+        return _FILE_HEADER.pack(_SNAPSHOT_VERSION, crc32c(body)) + body
+
+    @staticmethod
+    def _decode(data: bytes) -> dict[int, ProducerStateEntry]:
+        """Parse a snapshot; raises ValueError (struct.error included) if it is corrupt."""
+        version, crc = _FILE_HEADER.unpack_from(data, 0)
+        body = memoryview(data)[_FILE_HEADER.size :]
+        if version != _SNAPSHOT_VERSION or crc32c(body) != crc:
+            raise ValueError("bad snapshot version or CRC")
+        (count,) = _COUNT.unpack_from(body, 0)
+        position = _COUNT.size
+        producers = {}
+        for _ in range(count):
+            producer_id, epoch, coordinator_epoch, txn_first_offset, batch_count = _PRODUCER.unpack_from(body, position)
+            position += _PRODUCER.size
+            entry = ProducerStateEntry(producer_id, epoch, coordinator_epoch=coordinator_epoch,
+                                       current_txn_first_offset=txn_first_offset)
+            for _ in range(batch_count):
+                entry.batches.append(BatchMetadata(*_BATCH.unpack_from(body, position)))
+                position += _BATCH.size
+            producers[producer_id] = entry
+        if position != len(body):
+            raise ValueError("trailing bytes in snapshot")
+        return producers
+
+    def load(self, log_start_offset: int, log_end_offset: int) -> int:
+        """Load the newest readable snapshot <= log end; return the offset replay must start from.
+
+        Snapshots above the log end are deleted first (they describe lost batches);
+        unreadable ones are deleted too. With no snapshot the state starts empty at
+        `log_start_offset`.
+        """
+        self.delete_snapshots_after(log_end_offset)
+        for offset in reversed(self.snapshot_offsets()):
+            path = self.directory / snapshot_name(offset)
+            try:
+                self.producers = self._decode(path.read_bytes())
+            except (ValueError, struct.error, OSError):
+                path.unlink(missing_ok=True)
+                continue
+            self.map_end_offset = offset
+            return offset
+        self.producers = {}
+        self.map_end_offset = log_start_offset
+        return log_start_offset
+
+    def delete_snapshots_after(self, offset: int) -> None:
+        """Delete snapshots at offsets > `offset`."""
+        for snapshot in self.snapshot_offsets():
+            if snapshot > offset:
+                (self.directory / snapshot_name(snapshot)).unlink(missing_ok=True)
+
+    def delete_snapshots_before(self, offset: int) -> None:
+        """Delete snapshots at offsets < `offset` (when segments below it are deleted)."""
+        for snapshot in self.snapshot_offsets():
+            if snapshot < offset:
+                (self.directory / snapshot_name(snapshot)).unlink(missing_ok=True)
+
+    def remove_stray_snapshots(self, segment_base_offsets: list[int]) -> None:
+        """Keep snapshots at segment boundaries plus the newest one; delete the rest."""
+        offsets = self.snapshot_offsets()
+        keep = set(segment_base_offsets)
+        if offsets:
+            keep.add(offsets[-1])
+        for snapshot in offsets:
+            if snapshot not in keep:
+                (self.directory / snapshot_name(snapshot)).unlink(missing_ok=True)
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        self.producers = {}
+        self.delete_snapshots_after(-1)
+        self.map_end_offset = offset

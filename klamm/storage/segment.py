@@ -1,0 +1,387 @@
+"""One log segment: a `.log` file of record batches plus its offset and time indexes.
+
+On-disk format, all named by the segment's base offset zero-padded to 20 digits:
+
+    <base>.log        v2 record batches back to back, exactly as produced/fetched
+                      (see klamm.protocol.batch for the 61-byte header)
+    <base>.index      OffsetIndex, see klamm.storage.index
+    <base>.timeindex  TimeIndex, see klamm.storage.index
+
+Invariants:
+  * every batch in the file has base_offset >= the segment base offset and
+    last_offset - base offset fits an int32 (index entries are relative);
+  * offsets strictly increase from batch to batch;
+  * `size` is the byte length of the whole batches written; readers never look past it;
+  * an offset index entry is added for a batch when more than index.interval.bytes
+    were appended since the previous entry (per batch, as Kafka 4 does); the time
+    index gets the segment's max timestamp so far at the same moments, and once
+    more when the segment becomes inactive or is closed, so its last entry is the
+    segment's largest timestamp.
+
+Reads hand out the raw file descriptor (for os.sendfile); it stays open until the
+segment is deleted or closed. A segment is not thread-safe: the owning Log
+serialises appends, truncation and deletion.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+
+from klamm.protocol.batch import (
+    ATTR_TIMESTAMP_TYPE,
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    BatchHeader,
+    InvalidBatch,
+    crc_ok,
+    peek_offset_and_length,
+    read_batch_header,
+)
+from klamm.storage.config import LogConfig
+from klamm.storage.index import CorruptIndex, OffsetIndex, TimeIndex
+
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+TIME_INDEX_SUFFIX = ".timeindex"
+
+INT32_MAX = 2**31 - 1
+_READ_CHUNK = 1 << 20  # recovery / gathering reads
+_WALK_CHUNK = 16 << 10  # short walks from an index entry to a batch
+_LAST_OFFSET_DELTA = struct.Struct(">i")
+_LAST_OFFSET_DELTA_AT = 23
+
+
+def file_name(base_offset: int, suffix: str) -> str:
+    return f"{base_offset:020d}{suffix}"
+
+
+def scan_batches(
+    fd: int, start: int, end: int, *, verify: bool = False, chunk: int = _READ_CHUNK
+) -> Iterator[BatchHeader]:
+    """Headers of the batches in fd[start:end], `position` being the file position.
+
+    Reads in chunks; raises InvalidBatch at the first malformed or truncated batch
+    (and, with `verify`, at the first CRC mismatch), after yielding the good ones.
+    """
+    buf = b""
+    buf_start = start
+    position = start
+    while position < end:
+        relative = position - buf_start
+        if relative + HEADER_SIZE > len(buf):
+            buf = os.pread(fd, min(max(chunk, HEADER_SIZE), end - position), position)
+            buf_start, relative = position, 0
+        header = read_batch_header(buf, relative)
+        if position + header.size > end:
+            raise InvalidBatch(f"batch at {position} runs past the end ({end})")
+        if verify:
+            if relative + header.size > len(buf):
+                buf = os.pread(fd, max(chunk, header.size), position)
+                buf_start, relative = position, 0
+                header.position = 0
+            if not crc_ok(buf, header):
+                raise InvalidBatch(f"CRC mismatch in batch at {position}")
+        header.position = position
+        yield header
+        position += header.size
+
+
+class LogSegment:
+    """A `.log` file with its indexes; see the module docstring for format and invariants."""
+
+    def __init__(self, directory: Path, base_offset: int, config: LogConfig, created_ms: int) -> None:
+        self.directory = directory
+        self.base_offset = base_offset
+        self.log_path = directory / file_name(base_offset, LOG_SUFFIX)
+        self.offset_index = OffsetIndex(
+            directory / file_name(base_offset, INDEX_SUFFIX), base_offset, config.segment_index_bytes
+        )
+        self.time_index = TimeIndex(
+            directory / file_name(base_offset, TIME_INDEX_SUFFIX), base_offset, config.segment_index_bytes
+        )
+        self.index_interval_bytes = config.index_interval_bytes
+        self.created_ms = created_ms
+        self.fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
+        self.size = 0
+        self.next_offset = base_offset  # maintained for the active segment; see load_tail
+        self.max_timestamp = -1
+        self.offset_of_max_timestamp = -1  # last offset of the batch holding max_timestamp
+        self.first_batch_timestamp: int | None = None  # Kafka's rollingBasedTimestamp
+        self._bytes_since_index = 0
+        self._closed = False
+
+    # -- creation and loading --------------------------------------------------
+
+    @classmethod
+    def create(cls, directory: Path, base_offset: int, config: LogConfig, now_ms: int) -> LogSegment:
+        """A new empty segment; stale index files of that name are discarded."""
+        segment = cls(directory, base_offset, config, now_ms)
+        if os.fstat(segment.fd).st_size:
+            segment.close()
+            raise FileExistsError(f"{segment.log_path} already holds data")
+        segment.offset_index.reset()
+        segment.time_index.reset()
+        return segment
+
+    @classmethod
+    def open(cls, directory: Path, base_offset: int, config: LogConfig, now_ms: int) -> LogSegment:
+        """An existing segment with its files trusted; call check_indexes/load_tail or recover next."""
+        segment = cls(directory, base_offset, config, now_ms)
+        segment.size = os.fstat(segment.fd).st_size
+        return segment
+
+    def load_indexes(self, next_offset_bound: int) -> bool:
+        """Load both indexes; False if either is missing or fails its sanity check (rebuild it)."""
+        try:
+            if not self.offset_index.exists() or not self.time_index.exists():
+                return False
+            self.offset_index.load()
+            self.time_index.load()
+            self.offset_index.sanity_check(self.size)
+            self.time_index.sanity_check(next_offset_bound)
+        except CorruptIndex:
+            return False
+        self.max_timestamp, self.offset_of_max_timestamp = self.time_index.last_entry()
+        if self.max_timestamp < 0:
+            self.offset_of_max_timestamp = -1
+        return True
+
+    def load_tail(self) -> None:
+        """Find next_offset (and the first batch's timestamp) by walking from the last index entry.
+
+        Raises InvalidBatch if the tail is torn, in which case the caller recovers the segment.
+        """
+        _, position = self.offset_index.last_entry()
+        next_offset = self.base_offset
+        for header in scan_batches(self.fd, position, self.size):
+            next_offset = header.next_offset
+        self.next_offset = next_offset
+        if self.size:
+            self.first_batch_timestamp = self._header_at(0).max_timestamp
+
+    def recover(self, on_batch: Callable[[BatchHeader], None] | None = None) -> int:
+        """Validate every batch (header, CRC, increasing offsets), cut the file at the first bad one,
+        rebuild both indexes. Returns the number of bytes truncated.
+        """
+        file_size = os.fstat(self.fd).st_size
+        self._reset_indexes()
+        valid_end = 0
+        next_offset = self.base_offset
+        try:
+            for header in scan_batches(self.fd, 0, file_size, verify=True):
+                if header.base_offset < next_offset or header.last_offset - self.base_offset > INT32_MAX:
+                    raise InvalidBatch(f"offset {header.base_offset} out of order at {header.position}")
+                self._index_batch(header, header.position)
+                if on_batch is not None:
+                    on_batch(header)
+                valid_end = header.position + header.size
+                next_offset = header.next_offset
+        except InvalidBatch:
+            pass
+        if valid_end < file_size:
+            os.ftruncate(self.fd, valid_end)
+        self.size = valid_end
+        self.next_offset = next_offset
+        return file_size - valid_end
+
+    def rebuild_indexes(self) -> None:
+        """Rebuild indexes from trusted batch headers (no CRC check)."""
+        self._reset_indexes()
+        for header in scan_batches(self.fd, 0, self.size):
+            self._index_batch(header, header.position)
+            self.next_offset = header.next_offset
+
+    def _reset_indexes(self) -> None:
+        self.offset_index.reset()
+        self.time_index.reset()
+        self.max_timestamp = -1
+        self.offset_of_max_timestamp = -1
+        self.first_batch_timestamp = None
+        self._bytes_since_index = 0
+        self.next_offset = self.base_offset
+
+    # -- appending -----------------------------------------------------------------
+
+    def append(self, buf: bytes | bytearray | memoryview, headers: list[BatchHeader]) -> None:
+        """Write whole batches (header positions relative to `buf`) at the end of the file."""
+        start = self.size
+        written = os.pwrite(self.fd, buf, start)
+        if written != len(buf):
+            raise OSError(f"short write to {self.log_path}: {written} of {len(buf)} bytes")
+        for header in headers:
+            self._index_batch(header, start + header.position)
+        self.size = start + len(buf)
+        self.next_offset = headers[-1].next_offset
+
+    def _index_batch(self, header: BatchHeader, position: int) -> None:
+        """Account one batch at file `position` in the max timestamp and the sparse indexes."""
+        if self.first_batch_timestamp is None:
+            self.first_batch_timestamp = header.max_timestamp
+        if header.max_timestamp > self.max_timestamp:
+            self.max_timestamp = header.max_timestamp
+            self.offset_of_max_timestamp = header.last_offset
+        if self._bytes_since_index > self.index_interval_bytes:
+            self.offset_index.append(header.last_offset, position)
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+            self._bytes_since_index = 0
+        self._bytes_since_index += header.size
+
+    def time_waited_for_roll(self, now_ms: int, incoming_max_timestamp: int) -> int:
+        """Kafka's rule: age measured by record timestamps when known, else by wall clock."""
+        if self.first_batch_timestamp is not None and self.first_batch_timestamp >= 0:
+            return incoming_max_timestamp - self.first_batch_timestamp
+        return now_ms - self.created_ms
+
+    def can_hold_offset(self, offset: int) -> bool:
+        return 0 <= offset - self.base_offset <= INT32_MAX
+
+    # -- reading -------------------------------------------------------------------
+
+    def _header_at(self, position: int) -> BatchHeader:
+        header = read_batch_header(os.pread(self.fd, HEADER_SIZE, position))
+        header.position = position
+        return header
+
+    def find_batch(self, offset: int) -> BatchHeader | None:
+        """The first batch whose last offset >= `offset`, found from the offset index; None if none."""
+        _, position = self.offset_index.lookup(offset)
+        for header in scan_batches(self.fd, position, self.size, chunk=_WALK_CHUNK):
+            if header.last_offset >= offset:
+                return header
+        return None
+
+    def read(self, offset: int, max_bytes: int, max_offset: int, min_one: bool) -> tuple[int, int, int] | None:
+        """(position, length, first batch base offset) of whole batches from the one holding `offset`.
+
+        None if no batch in this segment reaches `offset` (the caller moves to the next segment).
+        """
+        first = self.find_batch(offset)
+        if first is None:
+            return None
+        if first.last_offset >= max_offset:
+            return first.position, 0, first.base_offset
+        if first.size > max_bytes:
+            return first.position, first.size if min_one else 0, first.base_offset
+        return first.position, self._whole_batches(first.position, max_bytes, max_offset), first.base_offset
+
+    def _whole_batches(self, position: int, budget: int, max_offset: int) -> int:
+        """Bytes of consecutive whole batches from `position`: at most `budget` bytes, each
+        batch's last offset below `max_offset`.
+        """
+        total = 0
+        while True:
+            start = position + total
+            want = min(budget - total, self.size - start, _READ_CHUNK)
+            if want < HEADER_SIZE:
+                return total
+            chunk = os.pread(self.fd, want, start)
+            relative = 0
+            while relative + HEADER_SIZE <= len(chunk):
+                base_offset, length = peek_offset_and_length(chunk, relative)
+                size = length + LOG_OVERHEAD
+                delta = _LAST_OFFSET_DELTA.unpack_from(chunk, relative + _LAST_OFFSET_DELTA_AT)[0]
+                if base_offset + delta >= max_offset:
+                    return total + relative
+                if relative + size > len(chunk):
+                    if relative == 0 and size <= budget - total and start + size <= self.size:
+                        relative = size  # one batch larger than a read chunk
+                    break
+                relative += size
+            if relative == 0:
+                return total
+            total += relative
+
+    def read_bytes(self, position: int, length: int) -> bytes:
+        return os.pread(self.fd, length, position)
+
+    def batch_bytes(self, header: BatchHeader) -> bytes:
+        return os.pread(self.fd, header.size, header.position)
+
+    def headers_from(self, offset: int) -> Iterator[BatchHeader]:
+        """Headers of the batches that may hold offsets >= `offset` (from the index position)."""
+        _, position = self.offset_index.lookup(offset)
+        return scan_batches(self.fd, position, self.size)
+
+    def find_offset_by_timestamp(
+        self, timestamp: int, starting_offset: int, record_timestamps: Callable
+    ) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record >= `timestamp` at or after `starting_offset`."""
+        _, indexed_offset = self.time_index.lookup(timestamp)
+        for header in self.headers_from(max(indexed_offset, starting_offset)):
+            if header.max_timestamp < timestamp or header.last_offset < starting_offset:
+                continue
+            for offset, record_ts in self._record_timestamps(header, record_timestamps):
+                if record_ts >= timestamp and offset >= starting_offset:
+                    return offset, record_ts
+        return None
+
+    def offset_of_max_timestamp_record(self, record_timestamps: Callable) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record carrying this segment's largest timestamp."""
+        if self.max_timestamp < 0:
+            return None
+        for header in self.headers_from(self.offset_of_max_timestamp):
+            if header.max_timestamp == self.max_timestamp:
+                for offset, record_ts in self._record_timestamps(header, record_timestamps):
+                    if record_ts == self.max_timestamp:
+                        return offset, record_ts
+        return None
+
+    def _record_timestamps(self, header: BatchHeader, record_timestamps: Callable) -> Iterable[tuple[int, int]]:
+        if header.attributes & ATTR_TIMESTAMP_TYPE:
+            # LogAppendTime: every record carries the batch's max timestamp; no decoding needed.
+            return ((offset, header.max_timestamp) for offset in range(header.base_offset, header.next_offset))
+        data = self.batch_bytes(header)
+        local = read_batch_header(data)
+        return record_timestamps(data, local)
+
+    # -- truncation and lifecycle ----------------------------------------------------
+
+    def truncate_to(self, offset: int) -> int:
+        """Drop every batch whose last offset >= `offset` (a batch is never split); bytes removed."""
+        first = self.find_batch(offset)
+        if first is None:
+            self.load_tail()  # nothing to cut; make sure next_offset is known (segment may become active)
+            return 0
+        removed = self.size - first.position
+        os.ftruncate(self.fd, first.position)
+        self.size = first.position
+        self.rebuild_indexes()
+        return removed
+
+    def on_become_inactive(self) -> None:
+        """Record the final max timestamp, make the indexes durable and release their descriptors."""
+        self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+        self.offset_index.flush()
+        self.time_index.flush()
+        self.offset_index.close()
+        self.time_index.close()
+
+    def flush(self) -> None:
+        os.fsync(self.fd)
+        self.offset_index.flush()
+        self.time_index.flush()
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+        self.offset_index.close()
+        self.time_index.close()
+        os.close(self.fd)
+
+    def delete(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self.offset_index.close()
+            self.time_index.close()
+            os.close(self.fd)
+        self.log_path.unlink(missing_ok=True)
+        self.offset_index.delete()
+        self.time_index.delete()
+
+    def __repr__(self) -> str:
+        return f"LogSegment(base={self.base_offset}, size={self.size})"

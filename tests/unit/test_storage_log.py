@@ -1,0 +1,347 @@
+"""Log: append/read across segments, read bounds, timestamps, restart, truncation, rolling."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from test_storage_helpers import FakeClock, all_offsets, append, batch, open_log
+
+from klamm.protocol.batch import read_batch_header, split_batches
+from klamm.protocol.errors import ErrorCode, KafkaError
+from klamm.storage.log import InvalidAppendOffset, Log, LogConfig
+
+SMALL = LogConfig(segment_bytes=1000, index_interval_bytes=100)
+
+
+def fill(log: Log, count: int, records: int = 3, value_size: int = 20, timestamp: int = 1000) -> list[tuple[int, int]]:
+    """Append `count` batches; return (first_offset, last_offset) of each."""
+    ranges = []
+    for n in range(count):
+        result = append(log, batch(records, value_size=value_size, timestamp=timestamp + n))
+        ranges.append((result.first_offset, result.last_offset))
+    return ranges
+
+
+def test_append_assigns_consecutive_offsets(tmp_path):
+    log = open_log(tmp_path)
+    first = append(log, batch(3))
+    second = append(log, batch(2))
+    assert (first.first_offset, first.last_offset) == (0, 2)
+    assert (second.first_offset, second.last_offset) == (3, 4)
+    assert not first.duplicate and first.log_append_time == -1 and first.log_start_offset == 0
+    assert log.log_end_offset == 5
+    assert (log.topic, log.partition) == ("topic", 0)
+
+
+def test_append_patches_offsets_and_leader_epoch_without_breaking_crc(tmp_path):
+    from klamm.protocol.batch import crc_ok
+
+    log = open_log(tmp_path)
+    append(log, batch(2), leader_epoch=7)
+    append(log, batch(2), leader_epoch=7)
+    data = log.read_bytes(0, 1 << 20)
+    headers = split_batches(data)
+    assert [(h.base_offset, h.partition_leader_epoch) for h in headers] == [(0, 7), (2, 7)]
+    assert all(crc_ok(data, h) for h in headers)
+
+
+def test_log_append_time_is_stamped(tmp_path):
+    log = open_log(tmp_path)
+    result = append(log, batch(2, timestamp=5), log_append_time_ms=123456)
+    assert result.log_append_time == 123456
+    header = read_batch_header(log.read_bytes(0, 1000))
+    assert header.max_timestamp == 123456 and header.attributes & 0x08
+
+
+def test_round_trip_across_many_segments(tmp_path):
+    log = open_log(tmp_path, SMALL)
+    ranges = fill(log, 60)
+    assert len(log.segments) > 5
+    assert all_offsets(log) == [first for first, _ in ranges]
+    # Every offset, including ones inside a batch, returns the whole batch holding it.
+    for first, last in ranges:
+        for offset in range(first, last + 1):
+            data = log.read_bytes(offset, 1 << 20)
+            assert read_batch_header(data).base_offset == first
+    # Segment files use 20-digit names.
+    names = sorted(p.name for p in (tmp_path / "topic-0").glob("*.log"))
+    assert names[0] == "00000000000000000000.log"
+    assert all(len(n) == 24 for n in names)
+
+
+def test_read_returns_only_one_segment(tmp_path):
+    log = open_log(tmp_path, SMALL)
+    fill(log, 30)
+    data = log.read_bytes(0, 1 << 20)
+    assert len(data) <= SMALL.segment_bytes
+    headers = split_batches(data)
+    assert headers[-1].next_offset == log.segments[1].base_offset
+
+
+def test_read_result_fields(tmp_path):
+    log = open_log(tmp_path, SMALL)
+    ranges = fill(log, 10)
+    first, last = ranges[4]
+    result = log.read(first + 1, 1 << 20, max_offset=log.log_end_offset, min_one=False)
+    assert result.first_offset == first
+    data = os.pread(result.fd, result.length, result.position)
+    assert read_batch_header(data).base_offset == first
+
+
+def test_max_bytes_returns_whole_batches_only(tmp_path):
+    log = open_log(tmp_path)
+    fill(log, 10)
+    size = len(batch(3, value_size=20))
+    data = log.read_bytes(0, size * 3 + size // 2)
+    assert len(data) == size * 3
+    assert len(split_batches(data)) == 3
+
+
+def test_min_one_returns_an_oversized_first_batch(tmp_path):
+    log = open_log(tmp_path)
+    append(log, batch(5, value_size=500))
+    append(log, batch(1))
+    big = log.read(0, 100, max_offset=log.log_end_offset, min_one=True)
+    assert big.length == len(batch(5, value_size=500))
+    none = log.read(0, 100, max_offset=log.log_end_offset, min_one=False)
+    assert none.length == 0
+
+
+def test_max_offset_bounds_the_read(tmp_path):
+    log = open_log(tmp_path)
+    ranges = fill(log, 5)  # batches of 3: 0-2, 3-5, 6-8, ...
+    result = log.read(0, 1 << 20, max_offset=6, min_one=True)
+    data = os.pread(result.fd, result.length, result.position)
+    assert [h.base_offset for h in split_batches(data)] == [0, 3]
+    # A batch straddling the bound is not returned.
+    assert log.read(0, 1 << 20, max_offset=2, min_one=True).length == 0
+    assert log.read(6, 1 << 20, max_offset=6, min_one=True).length == 0
+    assert ranges[-1][1] == 14
+
+
+def test_out_of_range_reads(tmp_path):
+    log = open_log(tmp_path)
+    fill(log, 2)
+    with pytest.raises(KafkaError) as error:
+        log.read(7, 100, max_offset=10, min_one=True)
+    assert error.value.code == ErrorCode.offset_out_of_range
+    with pytest.raises(KafkaError):
+        log.read(-1, 100, max_offset=10, min_one=True)
+    at_end = log.read(6, 100, max_offset=6, min_one=True)
+    assert at_end.length == 0 and at_end.first_offset == 6
+
+
+def test_restart_finds_every_batch(tmp_path):
+    log = open_log(tmp_path, SMALL)
+    ranges = fill(log, 40)
+    log.close()
+    reopened = open_log(tmp_path, SMALL)
+    assert reopened.log_end_offset == ranges[-1][1] + 1
+    assert all_offsets(reopened) == [first for first, _ in ranges]
+    assert append(reopened, batch(1)).first_offset == ranges[-1][1] + 1
+
+
+def test_size_in_bytes(tmp_path):
+    log = open_log(tmp_path, SMALL)
+    fill(log, 20)
+    total = sum(p.stat().st_size for p in (tmp_path / "topic-0").glob("*.log"))
+    assert log.size_in_bytes() == total > 0
+
+
+def test_roll_on_segment_ms_by_record_timestamps(tmp_path):
+    clock = FakeClock()
+    log = open_log(tmp_path, LogConfig(segment_ms=1000), time_ms=clock)
+    append(log, batch(1, timestamp=10_000))
+    append(log, batch(1, timestamp=10_500))
+    assert len(log.segments) == 1
+    append(log, batch(1, timestamp=11_001))
+    assert [s.base_offset for s in log.segments] == [0, 2]
+
+
+def test_roll_on_segment_ms_by_wall_clock_without_timestamps(tmp_path):
+    clock = FakeClock()
+    log = open_log(tmp_path, LogConfig(segment_ms=1000), time_ms=clock)
+    append(log, batch(1, timestamp=-1))
+    clock.now += 1001
+    append(log, batch(1, timestamp=-1))
+    assert [s.base_offset for s in log.segments] == [0, 1]
+
+
+def test_roll_when_offset_index_is_full(tmp_path):
+    config = LogConfig(index_interval_bytes=1, segment_index_bytes=8 * 3)
+    log = open_log(tmp_path, config)
+    fill(log, 12, records=1)
+    assert len(log.segments) > 2
+    for segment in log.segments:
+        assert segment.offset_index.entries <= 3
+    assert all_offsets(log) == list(range(12))
+
+
+def test_flush_messages_advances_recovery_point(tmp_path):
+    log = open_log(tmp_path, LogConfig(flush_messages=4))
+    append(log, batch(2))
+    assert log.recovery_point == 0
+    append(log, batch(2))
+    assert log.recovery_point == 4
+
+
+def test_flush_ms(tmp_path):
+    clock = FakeClock()
+    log = open_log(tmp_path, LogConfig(flush_ms=100), time_ms=clock)
+    append(log, batch(1))
+    assert log.recovery_point == 0
+    clock.now += 100
+    append(log, batch(1))
+    assert log.recovery_point == 2
+
+
+def test_roll_flushes_the_finished_segment(tmp_path):
+    log = open_log(tmp_path, SMALL)
+    fill(log, 20)
+    assert log.recovery_point >= log.segments[-1].base_offset
+
+
+def test_offset_for_timestamp(tmp_path):
+    log = open_log(tmp_path, LogConfig(segment_bytes=600, index_interval_bytes=50))
+    # Batch n holds records with timestamps 100n, 100n+10, 100n+20 (non-decreasing overall).
+    for n in range(30):
+        append(log, batch(timestamps=[100 * n, 100 * n + 10, 100 * n + 20]))
+    assert len(log.segments) > 3
+    assert log.offset_for_timestamp(0) == (0, 0)
+    assert log.offset_for_timestamp(5) == (1, 10)
+    assert log.offset_for_timestamp(1010) == (31, 1010)
+    assert log.offset_for_timestamp(1015) == (32, 1020)
+    assert log.offset_for_timestamp(1021) == (33, 1100)
+    assert log.offset_for_timestamp(2920) == (89, 2920)
+    assert log.offset_for_timestamp(2921) is None
+    for target in range(0, 2921, 7):
+        offset, found = log.offset_for_timestamp(target)
+        assert found >= target
+        assert found - target < 80
+
+
+def test_offset_for_timestamp_with_out_of_order_timestamps(tmp_path):
+    log = open_log(tmp_path)
+    append(log, batch(timestamps=[500, 100, 300]))
+    append(log, batch(timestamps=[200, 600]))
+    assert log.offset_for_timestamp(150) == (0, 500)
+    assert log.offset_for_timestamp(550) == (4, 600)
+
+
+def test_offset_for_timestamp_with_log_append_time(tmp_path):
+    log = open_log(tmp_path)
+    append(log, batch(3), log_append_time_ms=1000)
+    append(log, batch(3), log_append_time_ms=2000)
+    assert log.offset_for_timestamp(1500) == (3, 2000)
+    assert log.offset_for_timestamp(0) == (0, 1000)
+
+
+def test_offset_for_timestamp_survives_restart(tmp_path):
+    config = LogConfig(segment_bytes=600, index_interval_bytes=50)
+    log = open_log(tmp_path, config)
+    for n in range(30):
+        append(log, batch(timestamps=[100 * n, 100 * n + 10, 100 * n + 20]))
+    log.close()
+    log = open_log(tmp_path, config)
+    assert log.offset_for_timestamp(1015) == (32, 1020)
+    assert log.max_timestamp_offset() == (89, 2920)
+
+
+def test_max_timestamp_offset(tmp_path):
+    log = open_log(tmp_path, LogConfig(segment_bytes=200))
+    assert log.max_timestamp_offset() is None
+    append(log, batch(timestamps=[10, 20]))
+    append(log, batch(timestamps=[50, 40, 50]))  # offsets 2..4: first record with the max is 2
+    append(log, batch(timestamps=[30]))
+    assert len(log.segments) > 1
+    assert log.max_timestamp_offset() == (2, 50)
+
+
+def test_truncate_to(tmp_path):
+    log = open_log(tmp_path, SMALL)
+    ranges = fill(log, 40)
+    cut = ranges[20][0]
+    log.truncate_to(cut)
+    assert log.log_end_offset == cut
+    assert all_offsets(log) == [first for first, _ in ranges[:20]]
+    assert append(log, batch(1)).first_offset == cut
+    # Truncating inside a batch removes that whole batch.
+    log.truncate_to(ranges[10][0] + 1)
+    assert log.log_end_offset == ranges[10][0]
+    log.close()
+    reopened = open_log(tmp_path, SMALL)
+    assert all_offsets(reopened) == [first for first, _ in ranges[:10]]
+
+
+def test_truncate_to_segment_boundary(tmp_path):
+    log = open_log(tmp_path, SMALL)
+    fill(log, 30)
+    boundary = log.segments[2].base_offset
+    log.truncate_to(boundary)
+    assert log.log_end_offset == boundary
+    assert log.segments[-1].base_offset < boundary
+    assert append(log, batch(1)).first_offset == boundary
+    assert all_offsets(log)[-1] == boundary
+
+
+def test_truncate_fully_and_start_at(tmp_path):
+    log = open_log(tmp_path, SMALL)
+    fill(log, 30)
+    log.truncate_fully_and_start_at(500)
+    assert (log.log_start_offset, log.log_end_offset) == (500, 500)
+    assert append(log, batch(1)).first_offset == 500
+    with pytest.raises(KafkaError):
+        log.read(10, 100, max_offset=501, min_one=True)
+    log.close()
+    assert open_log(tmp_path, SMALL).log_start_offset == 500
+
+
+def test_log_start_offset_on_open(tmp_path):
+    log = open_log(tmp_path, SMALL)
+    fill(log, 10)
+    log.close()
+    log = open_log(tmp_path, SMALL, log_start_offset=4)
+    assert log.log_start_offset == 4
+    with pytest.raises(KafkaError):
+        log.read(3, 100, max_offset=30, min_one=True)
+    assert read_batch_header(log.read_bytes(4, 1000)).base_offset == 3
+
+
+def test_append_as_follower_keeps_offsets(tmp_path):
+    log = open_log(tmp_path, SMALL)
+    buf = bytearray()
+    for base in (0, 2, 10):  # a gap, as after compaction
+        b = batch(2)
+        from klamm.protocol.batch import patch_offsets
+
+        patch_offsets(b, read_batch_header(b), base, 3)
+        buf += b
+    log.append_as_follower(buf, split_batches(buf))
+    assert log.log_end_offset == 12
+    assert all_offsets(log) == [0, 2, 10]
+    assert read_batch_header(log.read_bytes(5, 1000)).base_offset == 10
+    assert log.leader_epoch_cache.latest_epoch == 3
+    with pytest.raises(InvalidAppendOffset):
+        log.append_as_follower(buf, split_batches(buf))
+
+
+def test_leader_epoch_cache_follows_appends(tmp_path):
+    log = open_log(tmp_path)
+    append(log, batch(2), leader_epoch=1)
+    append(log, batch(2), leader_epoch=1)
+    append(log, batch(2), leader_epoch=3)
+    assert log.leader_epoch_cache.end_offset_for(1) == (1, 4)
+    assert log.leader_epoch_cache.end_offset_for(2) == (1, 4)
+    assert log.leader_epoch_cache.end_offset_for(3) == (3, 6)
+    log.truncate_to(4)
+    assert log.leader_epoch_cache.latest_epoch == 1
+    log.close()
+    assert (tmp_path / "topic-0" / "leader-epoch-checkpoint").read_text() == "0\n1\n1 0\n"
+
+
+def test_delete(tmp_path):
+    log = open_log(tmp_path, SMALL)
+    fill(log, 5)
+    log.delete()
+    assert not (tmp_path / "topic-0").exists()
