@@ -1,0 +1,339 @@
+"""The immutable cluster metadata image and the replay of metadata records into it.
+
+Like Kafka's MetadataImage/MetadataDelta: an image is never modified; replaying a
+batch of records goes through an `ImageBuilder` that copies only what changes
+(the topic maps, and the partition map of each touched topic) and then freezes
+a new image. Readers can keep any image they hold for as long as they like.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+from typing import Any
+
+from klamm.controller.records import MetadataRecord
+
+__all__ = [
+    "BROKER_RESOURCE",
+    "TOPIC_RESOURCE",
+    "BrokerRegistration",
+    "ImageBuilder",
+    "MetadataImage",
+    "PartitionImage",
+    "TopicImage",
+    "apply",
+    "apply_batch",
+    "empty_image",
+]
+
+log = logging.getLogger(__name__)
+
+# ConfigResource.Type codes used in ConfigRecord.resource_type.
+TOPIC_RESOURCE = 2
+BROKER_RESOURCE = 4
+
+NO_LEADER = -1
+NO_LEADER_CHANGE = -2  # PartitionChangeRecord.leader: unchanged
+
+_EMPTY: Mapping = MappingProxyType({})
+
+
+def _empty() -> Mapping:
+    return _EMPTY
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionImage:
+    partition: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    leader: int
+    leader_epoch: int
+    partition_epoch: int
+    removing_replicas: tuple[int, ...] = ()
+    adding_replicas: tuple[int, ...] = ()
+    leader_recovery_state: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class TopicImage:
+    name: str
+    topic_id: uuid.UUID
+    partitions: Mapping[int, PartitionImage] = field(default_factory=_empty)
+    configs: Mapping[str, str] = field(default_factory=_empty)
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerRegistration:
+    node_id: int
+    host: str
+    port: int
+    rack: str | None
+    listener: str
+    fenced: bool
+    epoch: int = -1
+    incarnation_id: uuid.UUID = uuid.UUID(int=0)
+    security_protocol: int = 0
+    in_controlled_shutdown: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class MetadataImage:
+    cluster_id: str
+    controller_id: int
+    offset: int = -1  # last applied metadata log offset
+    topics_by_name: Mapping[str, TopicImage] = field(default_factory=_empty)
+    topics_by_id: Mapping[uuid.UUID, TopicImage] = field(default_factory=_empty)
+    brokers: Mapping[int, BrokerRegistration] = field(default_factory=_empty)
+    features: Mapping[str, int] = field(default_factory=_empty)
+    # Non-topic config resources, keyed by (resource type, resource name); a
+    # broker's name is its id as a string and "" is the cluster-wide default.
+    configs: Mapping[tuple[int, str], Mapping[str, str]] = field(default_factory=_empty)
+    next_producer_id: int = 0
+
+    def topic(self, name_or_id: str | uuid.UUID) -> TopicImage | None:
+        if isinstance(name_or_id, uuid.UUID):
+            return self.topics_by_id.get(name_or_id)
+        return self.topics_by_name.get(name_or_id)
+
+    def live_brokers(self) -> list[int]:
+        """Ids of registered, unfenced brokers, sorted."""
+        return sorted(b.node_id for b in self.brokers.values() if not b.fenced)
+
+    def broker_configs(self, node_id: int | None) -> Mapping[str, str]:
+        """Dynamic configs of one broker, or the cluster default with node_id None."""
+        return self.configs.get((BROKER_RESOURCE, "" if node_id is None else str(node_id)), _EMPTY)
+
+
+def empty_image(cluster_id: str, controller_id: int) -> MetadataImage:
+    return MetadataImage(cluster_id=cluster_id, controller_id=controller_id)
+
+
+class ImageBuilder:
+    """Accumulates the records of one or more batches on top of a base image."""
+
+    def __init__(self, base: MetadataImage) -> None:
+        self.base = base
+        self.offset = base.offset
+        self.topics: dict[uuid.UUID, TopicImage] = dict(base.topics_by_id)
+        self.topic_ids: dict[str, uuid.UUID] = {name: t.topic_id for name, t in base.topics_by_name.items()}
+        self.brokers: dict[int, BrokerRegistration] = dict(base.brokers)
+        self.features: dict[str, int] = dict(base.features)
+        self.configs: dict[tuple[int, str], Mapping[str, str]] = dict(base.configs)
+        self.next_producer_id = base.next_producer_id
+        # Partition maps copied on first change, per topic id.
+        self._partitions: dict[uuid.UUID, dict[int, PartitionImage]] = {}
+
+    def apply(self, record: MetadataRecord, offset: int | None = None) -> None:
+        handler = _HANDLERS.get(record.type)
+        if handler is None:
+            log.debug("ignoring metadata record %s", record.type)
+        else:
+            handler(self, record.data)
+        if offset is not None:
+            self.offset = offset
+
+    def build(self) -> MetadataImage:
+        for topic_id, partitions in self._partitions.items():
+            topic = self.topics.get(topic_id)
+            if topic is not None:
+                self.topics[topic_id] = replace(topic, partitions=MappingProxyType(dict(partitions)))
+        self._partitions.clear()
+        return MetadataImage(
+            cluster_id=self.base.cluster_id,
+            controller_id=self.base.controller_id,
+            offset=self.offset,
+            topics_by_name=MappingProxyType({t.name: t for t in self.topics.values()}),
+            topics_by_id=MappingProxyType(dict(self.topics)),
+            brokers=MappingProxyType(dict(self.brokers)),
+            features=MappingProxyType(dict(self.features)),
+            configs=MappingProxyType(dict(self.configs)),
+            next_producer_id=self.next_producer_id,
+        )
+
+    # -- helpers used by the handlers
+
+    def partitions_of(self, topic_id: uuid.UUID) -> dict[int, PartitionImage] | None:
+        if topic_id not in self.topics:
+            return None
+        partitions = self._partitions.get(topic_id)
+        if partitions is None:
+            partitions = dict(self.topics[topic_id].partitions)
+            self._partitions[topic_id] = partitions
+        return partitions
+
+    def drop_partitions(self, topic_id: uuid.UUID) -> None:
+        self._partitions.pop(topic_id, None)
+
+    def topic_named(self, name: str) -> TopicImage | None:
+        topic_id = self.topic_ids.get(name)
+        return None if topic_id is None else self.topics.get(topic_id)
+
+
+def apply(image: MetadataImage, record: MetadataRecord, offset: int | None = None) -> MetadataImage:
+    """The image after one record (`offset` becomes image.offset when given)."""
+    builder = ImageBuilder(image)
+    builder.apply(record, offset)
+    return builder.build()
+
+
+def apply_batch(image: MetadataImage, records: Iterable[tuple[int, MetadataRecord]]) -> MetadataImage:
+    """The image after a batch of (offset, record) pairs."""
+    builder = ImageBuilder(image)
+    for offset, record in records:
+        builder.apply(record, offset)
+    return builder.build()
+
+
+# ---------------------------------------------------------------------------
+# Record handlers: one per record type, each mutating only the builder.
+
+
+def _register_broker(b: ImageBuilder, d: Mapping[str, Any]) -> None:
+    endpoints = d["end_points"]
+    first = endpoints[0] if endpoints else {"name": "", "host": "", "port": 0, "security_protocol": 0}
+    b.brokers[d["broker_id"]] = BrokerRegistration(
+        node_id=d["broker_id"],
+        host=first["host"],
+        port=first["port"],
+        rack=d["rack"],
+        listener=first["name"],
+        fenced=d["fenced"],
+        epoch=d["broker_epoch"],
+        incarnation_id=d["incarnation_id"],
+        security_protocol=first["security_protocol"],
+        in_controlled_shutdown=d.get("in_controlled_shutdown", False),
+    )
+
+
+def _unregister_broker(b: ImageBuilder, d: Mapping[str, Any]) -> None:
+    b.brokers.pop(d["broker_id"], None)
+
+
+def _set_fenced(b: ImageBuilder, broker_id: int, fenced: bool) -> None:
+    broker = b.brokers.get(broker_id)
+    if broker is not None:
+        b.brokers[broker_id] = replace(broker, fenced=fenced)
+
+
+def _fence_broker(b: ImageBuilder, d: Mapping[str, Any]) -> None:
+    _set_fenced(b, d["id"], True)
+
+
+def _unfence_broker(b: ImageBuilder, d: Mapping[str, Any]) -> None:
+    _set_fenced(b, d["id"], False)
+
+
+def _broker_registration_change(b: ImageBuilder, d: Mapping[str, Any]) -> None:
+    # Fenced: -1 unfenced, 0 no change, 1 fenced.
+    if d["fenced"] != 0:
+        _set_fenced(b, d["broker_id"], d["fenced"] > 0)
+    broker = b.brokers.get(d["broker_id"])
+    if broker is not None and d.get("in_controlled_shutdown", 0) == 1:
+        b.brokers[broker.node_id] = replace(broker, in_controlled_shutdown=True)
+
+
+def _topic(b: ImageBuilder, d: Mapping[str, Any]) -> None:
+    b.topics[d["topic_id"]] = TopicImage(name=d["name"], topic_id=d["topic_id"])
+    b.topic_ids[d["name"]] = d["topic_id"]
+
+
+def _remove_topic(b: ImageBuilder, d: Mapping[str, Any]) -> None:
+    topic = b.topics.pop(d["topic_id"], None)
+    if topic is not None and b.topic_ids.get(topic.name) == topic.topic_id:
+        del b.topic_ids[topic.name]
+    b.drop_partitions(d["topic_id"])
+
+
+def _partition(b: ImageBuilder, d: Mapping[str, Any]) -> None:
+    partitions = b.partitions_of(d["topic_id"])
+    if partitions is None:
+        log.warning("PartitionRecord for unknown topic id %s", d["topic_id"])
+        return
+    partitions[d["partition_id"]] = PartitionImage(
+        partition=d["partition_id"],
+        replicas=tuple(d["replicas"]),
+        isr=tuple(d["isr"]),
+        leader=d["leader"],
+        leader_epoch=d["leader_epoch"],
+        partition_epoch=d["partition_epoch"],
+        removing_replicas=tuple(d["removing_replicas"]),
+        adding_replicas=tuple(d["adding_replicas"]),
+        leader_recovery_state=d["leader_recovery_state"],
+    )
+
+
+def _partition_change(b: ImageBuilder, d: Mapping[str, Any]) -> None:
+    partitions = b.partitions_of(d["topic_id"])
+    current = None if partitions is None else partitions.get(d["partition_id"])
+    if current is None:
+        log.warning("PartitionChangeRecord for unknown partition %s-%s", d["topic_id"], d["partition_id"])
+        return
+    changes: dict[str, Any] = {"partition_epoch": current.partition_epoch + 1}
+    for key in ("isr", "replicas", "removing_replicas", "adding_replicas"):
+        if d[key] is not None:
+            changes[key] = tuple(d[key])
+    # As in Kafka's PartitionRegistration.merge: a leader change bumps the leader epoch.
+    if d["leader"] != NO_LEADER_CHANGE:
+        changes["leader"] = d["leader"]
+        changes["leader_epoch"] = current.leader_epoch + 1
+    if d["leader_recovery_state"] != -1:
+        changes["leader_recovery_state"] = d["leader_recovery_state"]
+    partitions[current.partition] = replace(current, **changes)
+
+
+def _config(b: ImageBuilder, d: Mapping[str, Any]) -> None:
+    resource_type, resource_name, name, value = d["resource_type"], d["resource_name"], d["name"], d["value"]
+    if resource_type == TOPIC_RESOURCE:
+        topic = b.topic_named(resource_name)
+        if topic is None:
+            log.warning("ConfigRecord for unknown topic %s", resource_name)
+            return
+        b.topics[topic.topic_id] = replace(topic, configs=_with_config(topic.configs, name, value))
+        return
+    key = (resource_type, resource_name)
+    configs = _with_config(b.configs.get(key, _EMPTY), name, value)
+    if configs:
+        b.configs[key] = configs
+    else:
+        b.configs.pop(key, None)
+
+
+def _with_config(configs: Mapping[str, str], name: str, value: str | None) -> Mapping[str, str]:
+    updated = dict(configs)
+    if value is None:  # a null value deletes the config
+        updated.pop(name, None)
+    else:
+        updated[name] = value
+    return MappingProxyType(updated)
+
+
+def _feature_level(b: ImageBuilder, d: Mapping[str, Any]) -> None:
+    if d["feature_level"] == 0:  # level 0: the feature is disabled
+        b.features.pop(d["name"], None)
+    else:
+        b.features[d["name"]] = d["feature_level"]
+
+
+def _producer_ids(b: ImageBuilder, d: Mapping[str, Any]) -> None:
+    b.next_producer_id = d["next_producer_id"]
+
+
+_HANDLERS = {
+    "RegisterBrokerRecord": _register_broker,
+    "UnregisterBrokerRecord": _unregister_broker,
+    "FenceBrokerRecord": _fence_broker,
+    "UnfenceBrokerRecord": _unfence_broker,
+    "BrokerRegistrationChangeRecord": _broker_registration_change,
+    "TopicRecord": _topic,
+    "RemoveTopicRecord": _remove_topic,
+    "PartitionRecord": _partition,
+    "PartitionChangeRecord": _partition_change,
+    "ConfigRecord": _config,
+    "FeatureLevelRecord": _feature_level,
+    "ProducerIdsRecord": _producer_ids,
+}
