@@ -33,11 +33,11 @@ def value(prefix: str, i: int, size: int = 0) -> bytes | None:
     return base + fill[:n]
 
 
-def headers(i: int) -> list[tuple[str, bytes | None]]:
+def headers(i: int, null_header: bool = True) -> list[tuple[str, bytes | None]]:
     if i % 3 == 2:
         return []
     h: list[tuple[str, bytes | None]] = [("idx", str(i).encode()), ("bin", bytes([i % 256, 0, 255]))]
-    if i % 6 == 0:
+    if i % 6 == 0 and null_header:
         h.append(("nullh", None))
     return h
 
@@ -49,8 +49,18 @@ class Rec:
     headers: tuple[tuple[str, bytes | None], ...]
 
 
-def expected(prefix: str, count: int, size: int = 0) -> list[Rec]:
-    return [Rec(key(prefix, i), value(prefix, i, size), tuple(headers(i))) for i in range(count)]
+def expected(prefix: str, count: int, size: int = 0, *, null_header: bool = True,
+             both_null: bool = True) -> list[Rec]:
+    """The records of a stream.  kafka-python can produce neither null header values
+    (null_header=False drops that header) nor records whose key and value are both
+    null (both_null=False makes such a value b"" instead)."""
+    out = []
+    for i in range(count):
+        k, v = key(prefix, i), value(prefix, i, size)
+        if k is None and v is None and not both_null:
+            v = b""
+        out.append(Rec(k, v, tuple(headers(i, null_header))))
+    return out
 
 
 def norm_headers(h) -> tuple[tuple[str, bytes | None], ...]:

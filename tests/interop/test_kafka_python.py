@@ -1,0 +1,41 @@
+"""kafka-python against the broker: producer + assign/seek consumer, every codec."""
+
+from __future__ import annotations
+
+import pytest
+
+from .helpers import create_topic, kp_consume, kp_produce, kp_recs
+from .records import CODECS, diff, expected
+
+pytestmark = pytest.mark.timeout(120)
+
+
+@pytest.mark.parametrize("acks", [1, "all"])
+@pytest.mark.parametrize("codec", CODECS)
+def test_produce_consume(broker, topic, codec, acks):
+    create_topic(broker.bootstrap, topic)
+    want = expected("kp", 40, size=120, null_header=False, both_null=False)
+    offsets = kp_produce(broker.bootstrap, topic, want, codec=codec, acks=acks)
+    assert offsets == list(range(len(want)))
+    msgs = kp_consume(broker.bootstrap, topic, 0, 0, len(want))
+    assert [m.offset for m in msgs] == list(range(len(want)))
+    got = kp_recs(msgs)
+    assert got == want, diff(got, want)
+    assert all(m.timestamp_type == 0 and m.timestamp > 0 for m in msgs)
+
+
+def test_seek_into_middle(broker, topic):
+    create_topic(broker.bootstrap, topic)
+    want = expected("kpm", 30, null_header=False, both_null=False)
+    kp_produce(broker.bootstrap, topic, want[:15], codec="gzip")
+    kp_produce(broker.bootstrap, topic, want[15:], codec="lz4")
+    msgs = kp_consume(broker.bootstrap, topic, 0, 12, 10)
+    assert [m.offset for m in msgs] == list(range(12, 22))
+    assert kp_recs(msgs) == want[12:22]
+
+
+def test_acks_0(broker, topic):
+    create_topic(broker.bootstrap, topic)
+    want = expected("kp0", 20, null_header=False, both_null=False)
+    kp_produce(broker.bootstrap, topic, want, codec="zstd", acks=0)
+    assert kp_recs(kp_consume(broker.bootstrap, topic, 0, 0, 20)) == want

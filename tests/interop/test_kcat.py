@@ -1,0 +1,94 @@
+"""kcat (librdkafka CLI) against the broker: -L, -P with -K/-z/-H/-Z, -C -e -o beginning.
+
+KLAMM_KCAT_ARGS adds extra kcat arguments (development only, e.g. against other brokers).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+
+import pytest
+
+from .helpers import confluent_consume, confluent_recs, create_topic
+from .records import CODECS
+
+pytestmark = [pytest.mark.timeout(120), pytest.mark.kcat]
+
+EXTRA = shlex.split(os.environ.get("KLAMM_KCAT_ARGS", ""))
+
+
+def kcat(exe: str, bootstrap: str, *args: str, stdin: str | None = None, timeout: float = 60):
+    cmd = [exe, "-b", bootstrap, *EXTRA, *args]
+    p = subprocess.run(cmd, input=stdin, capture_output=True, text=True, timeout=timeout)
+    assert p.returncode == 0, f"{shlex.join(cmd)} failed rc={p.returncode}\n{p.stderr}"
+    assert "% ERROR" not in p.stderr and "Delivery failed" not in p.stderr, p.stderr
+    return p.stdout
+
+
+def test_metadata(kcat_bin, broker, make_topic):
+    t = create_topic(broker.bootstrap, make_topic(), partitions=2)
+    out = kcat(kcat_bin, broker.bootstrap, "-L", "-m", "15")
+    assert "1 brokers:" in out, out
+    assert f"127.0.0.1:{broker.port}" in out, out
+    assert f'topic "{t}" with 2 partitions' in out, out
+
+    md = json.loads(kcat(kcat_bin, broker.bootstrap, "-L", "-J", "-m", "15", "-t", t))
+    (b,) = md["brokers"]
+    assert b["name"] == f"127.0.0.1:{broker.port}"
+    (tm,) = md["topics"]
+    assert tm["topic"] == t
+    parts = sorted(tm["partitions"], key=lambda p: p["partition"])
+    assert [p["partition"] for p in parts] == [0, 1]
+    for p in parts:
+        assert p["leader"] == b["id"]
+        assert [r["id"] for r in p["replicas"]] == [b["id"]]
+        assert [r["id"] for r in p["isrs"]] == [b["id"]]
+
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_produce_consume(kcat_bin, broker, topic, codec):
+    create_topic(broker.bootstrap, topic)
+    n = 25
+    lines = [f"key-{i}:value {i} {codec}" for i in range(n)] + ["knull:"]
+    kcat(kcat_bin, broker.bootstrap, "-P", "-t", topic, "-p", "0", "-K", ":", "-z", codec,
+         "-Z", "-H", "src=kcat", "-H", "n=1", stdin="\n".join(lines) + "\n")
+
+    out = kcat(kcat_bin, broker.bootstrap, "-C", "-t", topic, "-p", "0", "-o", "beginning", "-e",
+               "-J")
+    msgs = [json.loads(line) for line in out.splitlines() if line.strip()]
+    assert [m["offset"] for m in msgs] == list(range(n + 1))
+    assert [m["key"] for m in msgs] == [f"key-{i}" for i in range(n)] + ["knull"]
+    assert [m["payload"] for m in msgs] == [f"value {i} {codec}" for i in range(n)] + [None]
+    for m in msgs:
+        assert m["partition"] == 0
+        assert m["headers"] == ["src", "kcat", "n", "1"]
+        assert m["tstype"] == "create" and m["ts"] > 0
+
+    out = kcat(kcat_bin, broker.bootstrap, "-C", "-t", topic, "-p", "0", "-o", "20", "-e",
+               "-f", "%o|%k|%s\\n")
+    assert out.splitlines() == [f"{i}|key-{i}|value {i} {codec}" for i in range(20, n)] + [f"{n}|knull|"]
+
+    # and another client agrees on what kcat wrote
+    got = confluent_recs(confluent_consume(broker.bootstrap, topic, 0, 0, n + 1))
+    assert got[3].key == b"key-3" and got[3].value == f"value 3 {codec}".encode()
+    assert got[3].headers == (("src", b"kcat"), ("n", b"1"))
+    assert got[n].value is None
+
+
+def test_consume_what_others_produced(kcat_bin, broker, topic):
+    from .helpers import confluent_produce
+    from .records import expected
+
+    create_topic(broker.bootstrap, topic)
+    recs = expected("kc", 30)
+    confluent_produce(broker.bootstrap, topic, recs, codec="zstd")
+    out = kcat(kcat_bin, broker.bootstrap, "-C", "-t", topic, "-p", "0", "-o", "beginning", "-e", "-J")
+    msgs = [json.loads(line) for line in out.splitlines() if line.strip()]
+    assert len(msgs) == 30
+    for i, (m, r) in enumerate(zip(msgs, recs)):
+        assert m["offset"] == i
+        assert m["key"] == (None if r.key is None else r.key.decode())
+        assert m["payload"] == (None if r.value is None else r.value.decode())
