@@ -173,7 +173,7 @@ class TimeIndex(_Index):
     @property
     def is_full(self) -> bool:
         # Kafka keeps one slot for the final entry written when the segment rolls.
-        return self.entries >= self.max_entries - 1
+        return self.entries >= max(self.max_entries - 1, 1)
 
     def last_entry(self) -> tuple[int, int]:
         """(timestamp, offset) of the last entry, or (-1, base_offset) if empty."""

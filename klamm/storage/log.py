@@ -96,6 +96,7 @@ class Log:
         self.log_end_offset = 0
         self.recovery_point = 0
         self._last_flush_ms = time_ms()
+        self._closed = False
         self.producer_state = ProducerStateManager(directory)
         self.leader_epoch_cache = LeaderEpochCache(directory, lambda: self.log_end_offset)
 
@@ -375,7 +376,8 @@ class Log:
         if offset < self.log_start_offset or offset > self.log_end_offset:
             raise KafkaError(
                 ErrorCode.offset_out_of_range,
-                f"offset {offset} outside [{self.log_start_offset}, {self.log_end_offset}] of {self.topic}-{self.partition}",
+                f"offset {offset} outside [{self.log_start_offset}, {self.log_end_offset}]"
+                f" of {self.topic}-{self.partition}",
             )
         index = max(bisect.bisect_right(self._bases, offset) - 1, 0)
         if offset < self.log_end_offset:
@@ -449,7 +451,10 @@ class Log:
         self.producer_state.truncate_fully_and_start_at(offset)
 
     def close(self) -> None:
-        """Flush, snapshot producer state at the log end, and close every file."""
+        """Flush, snapshot producer state at the log end, and close every file (idempotent)."""
+        if self._closed:
+            return
+        self._closed = True
         self.flush()
         self.producer_state.map_end_offset = self.log_end_offset
         self.producer_state.take_snapshot()
@@ -458,6 +463,7 @@ class Log:
 
     def delete(self) -> None:
         """Close and remove the whole partition directory."""
+        self._closed = True
         for segment in self._segments:
             segment.delete()
         self._segments, self._bases = [], []

@@ -340,6 +340,13 @@ def test_leader_epoch_cache_follows_appends(tmp_path):
     assert (tmp_path / "topic-0" / "leader-epoch-checkpoint").read_text() == "0\n1\n1 0\n"
 
 
+def test_close_is_idempotent(tmp_path):
+    log = open_log(tmp_path)
+    append(log, batch(1))
+    log.close()
+    log.close()
+
+
 def test_delete(tmp_path):
     log = open_log(tmp_path, SMALL)
     fill(log, 5)
