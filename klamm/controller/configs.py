@@ -14,9 +14,23 @@ from klamm.controller.image import BROKER_RESOURCE, TOPIC_RESOURCE, MetadataImag
 from klamm.controller.records import MetadataRecord
 from klamm.protocol.errors import ErrorCode, KafkaError
 
-__all__ = ["decide_alter_broker_configs", "decide_alter_topic_configs", "resulting_configs"]
+__all__ = ["ConfigValidator", "decide_alter_broker_configs", "decide_alter_topic_configs", "resulting_configs",
+           "run_validator"]
 
+# Raises KafkaError(invalid_config) or ValueError (e.g. klamm.config's ConfigError) to refuse.
 ConfigValidator = Callable[[dict[str, str]], object]
+
+
+def run_validator(validate_config: ConfigValidator | None, configs: Mapping[str, str]) -> None:
+    """Run the validator on a copy; a ValueError becomes INVALID_CONFIG with its text."""
+    if validate_config is None:
+        return
+    try:
+        validate_config(dict(configs))
+    except KafkaError:
+        raise
+    except ValueError as exc:
+        raise KafkaError(ErrorCode.invalid_config, str(exc)) from exc
 
 
 def resulting_configs(current: Mapping[str, str], set_configs: Mapping[str, str], delete_configs: Iterable[str],
@@ -47,8 +61,7 @@ def _decide(resource_type: int, resource_name: str, current: Mapping[str, str], 
     if null_names:
         raise KafkaError(ErrorCode.invalid_config, "Null value not supported for : " + ",".join(null_names))
     target = resulting_configs(current, set_configs, delete_configs, replace)
-    if validate_config is not None:
-        validate_config(dict(target))
+    run_validator(validate_config, target)
     return target, _diff_records(resource_type, resource_name, current, target)
 
 

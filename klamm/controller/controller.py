@@ -24,7 +24,7 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
 from klamm.controller.brokers import decide_register_broker, decide_unregister_broker
-from klamm.controller.configs import decide_alter_broker_configs, decide_alter_topic_configs
+from klamm.controller.configs import ConfigValidator, decide_alter_broker_configs, decide_alter_topic_configs
 from klamm.controller.image import BrokerRegistration, ImageBuilder, MetadataImage, empty_image
 from klamm.controller.meta_properties import random_base64_uuid
 from klamm.controller.metadata_log import MetadataLog
@@ -60,7 +60,6 @@ METADATA_VERSION = 21
 PRODUCER_ID_BLOCK_SIZE = 1000  # Kafka's ProducerIdsBlock.PRODUCER_ID_BLOCK_SIZE
 
 ChangeListener = Callable[[MetadataImage, MetadataImage], None]
-ConfigValidator = Callable[[dict[str, str]], object]
 
 
 class Controller:

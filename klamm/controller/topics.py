@@ -13,6 +13,7 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from klamm.controller.configs import ConfigValidator, run_validator
 from klamm.controller.image import TOPIC_RESOURCE, MetadataImage
 from klamm.controller.records import MetadataRecord
 from klamm.protocol.errors import ErrorCode, KafkaError
@@ -34,8 +35,6 @@ __all__ = [
 
 METADATA_TOPIC = "__cluster_metadata"
 ZERO_UUID = uuid.UUID(int=0)
-
-ConfigValidator = Callable[[dict[str, str]], object]
 
 
 @dataclass(frozen=True)
@@ -242,8 +241,7 @@ def _creation_configs(configs: Mapping[str, str | None], validate_config: Config
         raise KafkaError(ErrorCode.invalid_config,
                          "Null value not supported for topic configs: " + ",".join(null_names))
     result = {name: value for name, value in configs.items() if value is not None}
-    if validate_config is not None:
-        validate_config(dict(result))
+    run_validator(validate_config, result)
     return result
 
 

@@ -496,3 +496,17 @@ def test_replay_equivalence_over_random_operations() -> None:
             except KafkaError:
                 pass
     assert reloaded(log) == controller.image
+
+
+def test_validator_value_error_becomes_invalid_config() -> None:
+    def validate(configs: dict[str, str]) -> None:
+        if configs:
+            raise ValueError("Unknown topic config name: nope")
+
+    controller = make_controller()
+    [result] = create(controller, CreateTopicSpec("t", configs={"nope": "1"}), validate_config=validate)
+    assert (result.error, result.message) == (ErrorCode.invalid_config, "Unknown topic config name: nope")
+    create(controller, CreateTopicSpec("t"))
+    with pytest.raises(KafkaError) as err:
+        controller.alter_topic_configs("t", {"nope": "1"}, validate_config=validate)
+    assert err.value.code == ErrorCode.invalid_config
