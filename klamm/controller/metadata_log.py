@@ -13,15 +13,16 @@ wait for commit" behind the same protocol.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Protocol
+from dataclasses import replace
+from pathlib import Path
+from typing import Protocol
 
 from klamm.controller.meta_properties import ensure_meta_properties  # re-exported for the broker
 from klamm.protocol.batch import split_batches
 from klamm.protocol.records import NewRecord, build_batch, decode_batch
-
-if TYPE_CHECKING:
-    from klamm.storage.log import Log
-    from klamm.storage.log_manager import LogManager
+from klamm.storage.config import LogConfig
+from klamm.storage.log import Log
+from klamm.storage.log_manager import LogManager
 
 __all__ = [
     "METADATA_PARTITION",
@@ -91,9 +92,7 @@ class FileMetadataLog:
     """
 
     def __init__(self, source: LogManager | Log) -> None:
-        from klamm.storage.config import LogConfig
-
-        if hasattr(source, "create_log"):
+        if isinstance(source, LogManager):
             log = source.get_log(METADATA_TOPIC, METADATA_PARTITION)
             if log is None:
                 log = source.create_log(METADATA_TOPIC, METADATA_PARTITION, _metadata_log_config(LogConfig()))
@@ -106,12 +105,8 @@ class FileMetadataLog:
         self._owns_log = False  # a LogManager's log is closed by the LogManager
 
     @classmethod
-    def open(cls, log_dir, *, clean_shutdown: bool = True) -> FileMetadataLog:
-        from pathlib import Path
-
-        from klamm.storage.config import LogConfig
-        from klamm.storage.log import Log
-
+    def open(cls, log_dir: Path | str, *, clean_shutdown: bool = True) -> FileMetadataLog:
+        """Open `<log_dir>/__cluster_metadata-0` directly (no LogManager); close() closes it."""
         directory = Path(log_dir) / f"{METADATA_TOPIC}-{METADATA_PARTITION}"
         metadata_log = cls(Log.open(directory, _metadata_log_config(LogConfig()), clean_shutdown=clean_shutdown))
         metadata_log._owns_log = True
@@ -149,7 +144,5 @@ class FileMetadataLog:
             self.log.flush()
 
 
-def _metadata_log_config(config):
-    from dataclasses import replace
-
+def _metadata_log_config(config: LogConfig) -> LogConfig:
     return replace(config, retention_ms=-1, retention_bytes=-1, flush_messages=1)

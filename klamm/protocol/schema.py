@@ -261,6 +261,7 @@ def parse_spec(text: str) -> MessageSpec:
         fields=tuple(_parse_field(f) for f in raw["fields"]),
         common_structs=MappingProxyType(structs),
     )
+    # Codecs need the finished spec (common structs), so they are attached after construction.
     codecs = {version: MessageCodec(spec, version) for version in spec.valid_versions}
     object.__setattr__(spec, "codecs", MappingProxyType(codecs))
     return spec
@@ -358,8 +359,6 @@ _SCALARS: dict[str, tuple[Reader, Writer]] = {
     "uuid": (_read_uuid, _write_uuid),
 }
 _INT_TYPES = {"int8", "int16", "int32", "int64", "uint16", "uint32"}
-_I16 = struct.Struct(">h")
-_I32 = struct.Struct(">i")
 
 
 def _length_codec(compact: bool, wide: bool) -> tuple[Reader, Writer]:
