@@ -38,6 +38,12 @@ def _convert_ms(value: Any) -> Any:
     return value if isinstance(value, datetime.timedelta) else datetime.timedelta(milliseconds=value)
 
 
+def _convert_datetime(value: Any) -> Any:
+    if isinstance(value, datetime.datetime):
+        return value
+    return datetime.datetime.fromtimestamp(value / 1000, datetime.timezone.utc)
+
+
 def _identity(value: Any) -> Any:
     return value
 
@@ -46,6 +52,7 @@ _CONVERTERS: dict[str, Callable[[Any], Any]] = {
     "error_code": _convert_error,
     "timedelta_i32": _convert_ms,
     "timedelta_i64": _convert_ms,
+    "datetime_i64": _convert_datetime,
 }
 
 

@@ -132,15 +132,20 @@ class LogManager:
             counts[log_dir] += 1
         return min(self.log_dirs, key=lambda d: counts[d])
 
-    def delete_log(self, topic: str, partition: int) -> None:
-        """Remove the log: rename its directory to `<name>.<uuid>-delete` (atomic), then delete it."""
+    def delete_log(self, topic: str, partition: int, *, close: bool = True) -> None:
+        """Remove the log: rename its directory to `<name>.<uuid>-delete` (atomic), then delete it.
+
+        With close=False the caller closes the log later (after file.delete.delay.ms):
+        open descriptors of unlinked files stay readable for fetches in flight.
+        """
         key = (topic, partition)
         log = self._logs.pop(key, None)
         log_dir = self._log_dir_of.pop(key, None)
         if log is None or log_dir is None:
             return
-        for segment in log.segments:
-            segment.close()
+        if close:
+            for segment in log.segments:
+                segment.close()
         renamed = log.directory.with_name(f"{log.directory.name}.{uuid.uuid4().hex}{DELETE_SUFFIX}")
         log.directory.rename(renamed)
         fsync_dir(log_dir)

@@ -1,0 +1,5 @@
+import sys
+
+from klamm.cli.main import main
+
+sys.exit(main())

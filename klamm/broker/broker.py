@@ -1,0 +1,151 @@
+"""The broker: one object that owns storage, metadata, handlers and the network.
+
+Nothing here is global, so a process (a test) can run several brokers. Start-up
+order: load the logs (recovering after an unclean stop), replay the metadata
+log into the image, host the partitions it assigns to this node, bind the
+listener, register the endpoint, then serve. Shutdown reverses it and ends with
+the log manager's checkpoints and clean-shutdown marker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from klamm.broker.handlers import Api, registry
+from klamm.broker.network import Acceptor, ClientConnection, Processor
+from klamm.broker.partition import log_config
+from klamm.broker.replica_manager import ReplicaManager
+from klamm.config.broker import BrokerConfig
+from klamm.config.topic import TopicConfig
+from klamm.controller.controller import Controller, CreateTopicSpec
+from klamm.controller.metadata_log import FileMetadataLog, ensure_meta_properties
+from klamm.protocol.api import API_VERSIONS_KEY, message_types
+from klamm.protocol.build import build
+from klamm.protocol.connection import Request
+from klamm.protocol.errors import KafkaError
+from klamm.storage.log_manager import LogManager
+
+log = logging.getLogger("klamm.broker")
+
+
+def parse_listener(listener: str) -> tuple[str, str, int]:
+    """'PLAINTEXT://host:port' -> (name, host, port); an empty host binds every interface."""
+    parts = urlsplit(listener)
+    if not parts.scheme or parts.port is None:
+        raise ValueError(f"invalid listener {listener!r}: expected NAME://host:port")
+    return parts.scheme.upper(), parts.hostname or "", parts.port
+
+
+class Broker:
+    def __init__(self, config: BrokerConfig) -> None:
+        self.config = config
+        self.node_id = config.node_id
+        self.log_dirs = [Path(d) for d in config.log_dirs]
+        self._apis: dict[int, Api] = registry()
+        self.listener_name, self.host, self.port = parse_listener(config.listeners[0])
+        self.advertised_host = self.host
+        self.advertised_port = self.port
+        self.logs: LogManager | None = None
+        self.controller: Controller = None  # type: ignore[assignment]
+        self.replicas: ReplicaManager = None  # type: ignore[assignment]
+        self._acceptor: Acceptor | None = None
+        self._processors: list[Processor] = []
+        self._stopped = asyncio.Event()
+        self.bytes_in = 0
+
+    # lifecycle
+    async def start(self) -> None:
+        for directory in self.log_dirs:
+            directory.mkdir(parents=True, exist_ok=True)
+        cluster_id = ensure_meta_properties(self.log_dirs, self.node_id, self.config.cluster_id)
+        self.logs = LogManager(self.log_dirs, log_config(TopicConfig.resolve(self.config, {})))
+        self.replicas = ReplicaManager(self.node_id, self.config, self.logs)
+        self.logs.startup(lambda topic: log_config(self.replicas.topic_config(topic)))
+        self.controller = Controller(FileMetadataLog(self.logs), self.node_id, cluster_id)
+        self.controller.load()
+        self.replicas.apply_image(self.controller.image)
+        self.controller.on_change(lambda _old, new: self.replicas.apply_image(new))
+        await self._start_network()
+        self.controller.register_broker(self.node_id, self.advertised_host, self.advertised_port, self.listener_name)
+        log.info("klamm ready: node %d serving %s on %s:%d (cluster %s, data in %s)", self.node_id,
+                 self.listener_name, self.host or "0.0.0.0", self.port, cluster_id,
+                 ",".join(str(d) for d in self.log_dirs))
+
+    async def _start_network(self) -> None:
+        native = _loop_has_native_sendfile(asyncio.get_running_loop())
+        self._processors = [
+            Processor(i, self.handle, self.supported_versions, self.config.socket_request_max_bytes,
+                      self.config.connections_max_idle_ms, native)
+            for i in range(max(1, self.config.num_network_threads))
+        ]
+        for processor in self._processors:
+            processor.start()
+        self._acceptor = Acceptor(self.host, self.port, self._processors)
+        await self._acceptor.start()
+        self.port = self._acceptor.port
+        advertised = self.config.advertised_listeners or self.config.listeners
+        _, host, port = parse_listener(advertised[0])
+        self.advertised_host = host or socket.gethostname()
+        self.advertised_port = port or self.port
+
+    async def stop(self) -> None:
+        if self._acceptor is not None:
+            await self._acceptor.stop()
+        for processor in self._processors:
+            processor.close_all()
+        if self.controller is not None:
+            self.controller.close()
+        if self.replicas is not None:
+            self.replicas.shutdown()
+        self._stopped.set()
+        log.info("klamm stopped: node %d", self.node_id)
+
+    async def wait_stopped(self) -> None:
+        await self._stopped.wait()
+
+    # request dispatch
+    def supported_versions(self) -> dict[int, tuple[int, int]]:
+        return {key: (api.min_version, api.max_version) for key, api in self._apis.items()}
+
+    async def handle(self, request: Request, connection: ClientConnection) -> Any:
+        self.bytes_in += request.size
+        api = self._apis[request.api_key]
+        response = await api.handle(self, request)
+        if response is None or not isinstance(response, dict):
+            return response
+        types = request.types or message_types(API_VERSIONS_KEY, 0)
+        return build(types.response, response)
+
+    # services for handlers
+    def broker_endpoints(self) -> list[dict[str, Any]]:
+        return [{"node_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
+                for b in sorted(self.controller.image.brokers.values(), key=lambda b: b.node_id)
+                if not b.fenced]
+
+    def auto_create_topic(self, name: str) -> None:
+        spec = CreateTopicSpec(name=name, num_partitions=-1, replication_factor=-1, assignments=None, configs={})
+        [result] = self.create_topics([spec], validate_only=False)
+        if result.error and result.error.value != 0 and result.error.name != "topic_already_exists":
+            raise KafkaError(result.error, result.message)
+
+    def create_topics(self, specs: list[CreateTopicSpec], *, validate_only: bool) -> list[Any]:
+        return self.controller.create_topics(
+            specs, validate_only=validate_only, default_partitions=self.config.num_partitions,
+            default_replication_factor=self.config.default_replication_factor,
+            validate_config=lambda configs: TopicConfig.resolve(self.config, configs))
+
+    def allocate_producer_id(self) -> int:
+        return self.controller.allocate_producer_id()
+
+    def metrics_produced(self, topic: str, size: int) -> None:
+        pass
+
+
+def _loop_has_native_sendfile(loop: asyncio.AbstractEventLoop) -> bool:
+    """The stock selector loop sends files with os.sendfile; uvloop has no loop.sendfile."""
+    return isinstance(loop, asyncio.selector_events.BaseSelectorEventLoop)

@@ -1,0 +1,33 @@
+"""Request handlers, one module per API family, each declaring its keys and versions.
+
+A handler is `async def handle(broker, request) -> dict | entity | None`: a dict
+is built into the negotiated version's response type; None means no response
+(acks=0). Handlers do their synchronous work before their first await, so
+requests of one connection take effect in arrival order. ApiVersions is built
+from this registry, so only what is registered is advertised.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Api:
+    key: int
+    min_version: int
+    max_version: int
+    handle: Callable[[Any, Any], Awaitable[Any]]
+
+
+def registry() -> dict[int, Api]:
+    from klamm.broker.handlers import (api_versions, cluster, fetch, list_offsets, metadata, produce,
+                                       producer_ids, topics)
+
+    apis: dict[int, Api] = {}
+    for module in (api_versions, metadata, produce, fetch, list_offsets, topics, cluster, producer_ids):
+        for api in module.APIS:
+            apis[api.key] = api
+    return apis

@@ -1,0 +1,32 @@
+"""DescribeCluster (60): cluster id, controller and brokers, for admin clients."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from klamm.broker.handlers import Api
+from klamm.protocol.errors import ErrorCode
+
+BROKERS_ENDPOINT = 1
+NO_OPERATIONS = -2147483648
+
+
+async def handle(broker: Any, request: Any) -> dict[str, Any]:
+    body = request.body
+    endpoint_type = getattr(body, "endpoint_type", BROKERS_ENDPOINT)
+    image = broker.controller.image
+    if endpoint_type != BROKERS_ENDPOINT:
+        return {"error_code": ErrorCode.unsupported_endpoint_type, "endpoint_type": endpoint_type,
+                "cluster_id": image.cluster_id, "controller_id": -1, "brokers": []}
+    return {
+        "error_code": ErrorCode.none,
+        "endpoint_type": endpoint_type,
+        "cluster_id": image.cluster_id,
+        "controller_id": broker.node_id,
+        "brokers": [{"broker_id": b["node_id"], "host": b["host"], "port": b["port"], "rack": b["rack"]}
+                    for b in broker.broker_endpoints()],
+        "cluster_authorized_operations": NO_OPERATIONS,
+    }
+
+
+APIS = [Api(60, 0, 1, handle)]

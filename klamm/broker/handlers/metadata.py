@@ -1,0 +1,89 @@
+"""Metadata (3): brokers, cluster id, controller, topics with their partitions.
+
+v0 asks for all topics with an empty list; v1+ with a null list. Topics that do
+not exist are created when `auto.create.topics.enable` is on and the request
+allows it (v4+), with the broker's default partitions and replication factor,
+and returned at once (Kafka answers LEADER_NOT_AVAILABLE first; ours is ready).
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from klamm.broker.handlers import Api
+from klamm.protocol.topics import is_internal, validate_topic_name
+from klamm.protocol.errors import ErrorCode, KafkaError
+
+NO_OPERATIONS = -2147483648
+
+
+async def handle(broker: Any, request: Any) -> dict[str, Any]:
+    body = request.body
+    image = broker.controller.image
+    requested = body.topics
+    if request.api_version == 0 and not requested:
+        requested = None
+    if requested is None:
+        topics = [_describe(broker, t.name, image) for t in image.topics_by_name.values()]
+    else:
+        allow_create = getattr(body, "allow_auto_topic_creation", True) and broker.config.auto_create_topics_enable
+        topics = [_lookup(broker, entry, allow_create) for entry in requested]
+    image = broker.controller.image
+    return {
+        "brokers": broker.broker_endpoints(),
+        "cluster_id": image.cluster_id,
+        "controller_id": broker.node_id,
+        "topics": topics,
+    }
+
+
+def _lookup(broker: Any, entry: Any, allow_create: bool) -> dict[str, Any]:
+    image = broker.controller.image
+    name = entry.name
+    topic_id = getattr(entry, "topic_id", None)
+    if name is None and topic_id is not None and topic_id != uuid.UUID(int=0):
+        topic = image.topics_by_id.get(topic_id)
+        if topic is None:
+            return {"error_code": ErrorCode.unknown_topic_id, "name": None, "topic_id": topic_id}
+        name = topic.name
+    if name not in image.topics_by_name:
+        try:
+            validate_topic_name(name)
+        except KafkaError as exc:
+            return {"error_code": exc.code, "name": name}
+        if not allow_create or is_internal(name):
+            return {"error_code": ErrorCode.unknown_topic_or_partition, "name": name}
+        broker.auto_create_topic(name)
+    return _describe(broker, name, broker.controller.image)
+
+
+def _describe(broker: Any, name: str, image: Any) -> dict[str, Any]:
+    topic = image.topics_by_name.get(name)
+    if topic is None:
+        return {"error_code": ErrorCode.unknown_topic_or_partition, "name": name}
+    live = set(image.brokers)
+    partitions = []
+    for index in sorted(topic.partitions):
+        p = topic.partitions[index]
+        leader = p.leader if p.leader in live else -1
+        partitions.append({
+            "error_code": ErrorCode.none if leader >= 0 else ErrorCode.leader_not_available,
+            "partition_index": index,
+            "leader_id": leader,
+            "leader_epoch": p.leader_epoch,
+            "replica_nodes": list(p.replicas),
+            "isr_nodes": list(p.isr),
+            "offline_replicas": [r for r in p.replicas if r not in live],
+        })
+    return {
+        "error_code": ErrorCode.none,
+        "name": name,
+        "topic_id": topic.topic_id,
+        "is_internal": is_internal(name),
+        "partitions": partitions,
+        "topic_authorized_operations": NO_OPERATIONS,
+    }
+
+
+APIS = [Api(3, 0, 12, handle)]

@@ -1,0 +1,95 @@
+"""CreateTopics (19), DeleteTopics (20), CreatePartitions (37): topic admin.
+
+Each goes to the controller, which decides metadata records, appends them to
+the metadata log and publishes the next image; the replica manager creates or
+removes partition logs from that image before the response leaves.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from klamm.broker.handlers import Api
+from klamm.config.topic import TopicConfig
+from klamm.controller.controller import CreateTopicSpec
+from klamm.protocol.errors import ErrorCode, KafkaError
+
+_ZERO_ID = uuid.UUID(int=0)
+
+
+async def create_topics(broker: Any, request: Any) -> dict[str, Any]:
+    body = request.body
+    specs, seen, duplicates = [], set(), set()
+    for topic in body.topics:
+        if topic.name in seen:
+            duplicates.add(topic.name)
+        seen.add(topic.name)
+    for topic in body.topics:
+        if topic.name in duplicates:
+            continue
+        assignments = {a.partition_index: list(a.broker_ids) for a in topic.assignments} or None
+        configs = {c.name: c.value for c in topic.configs}
+        specs.append(CreateTopicSpec(name=topic.name, num_partitions=topic.num_partitions,
+                                     replication_factor=topic.replication_factor,
+                                     assignments=assignments, configs=configs))
+    results = broker.create_topics(specs, validate_only=body.validate_only) if specs else []
+    topics = [_created(broker, result) for result in results]
+    topics += [{"name": name, "error_code": ErrorCode.invalid_request,
+                "error_message": f"Create topics request from client contains multiple entries for topic {name}",
+                "num_partitions": -1, "replication_factor": -1} for name in sorted(duplicates)]
+    return {"topics": topics}
+
+
+def _created(broker: Any, result: Any) -> dict[str, Any]:
+    entry: dict[str, Any] = {"name": result.name, "error_code": result.error, "error_message": result.message,
+                             "topic_id": result.topic_id or _ZERO_ID,
+                             "num_partitions": result.num_partitions, "replication_factor": result.replication_factor}
+    if result.error == ErrorCode.none:
+        config = TopicConfig.resolve(broker.config, result.configs)
+        entry["configs"] = [
+            {"name": c.name, "value": c.value, "read_only": c.read_only, "config_source": int(c.source),
+             "is_sensitive": c.sensitive}
+            for c in config.describe(broker.config)
+        ]
+    else:
+        entry["num_partitions"] = -1
+        entry["replication_factor"] = -1
+    return entry
+
+
+async def delete_topics(broker: Any, request: Any) -> dict[str, Any]:
+    body = request.body
+    if request.api_version >= 6:
+        wanted = [t.topic_id if t.name is None else t.name for t in body.topics]
+    else:
+        wanted = list(body.topic_names)
+    responses = []
+    for key in wanted:
+        by_id = isinstance(key, uuid.UUID)
+        try:
+            topic = broker.controller.image.topic(key)
+            if topic is None:
+                raise KafkaError(ErrorCode.unknown_topic_id if by_id else ErrorCode.unknown_topic_or_partition)
+            broker.controller.delete_topics([topic.name])
+            responses.append({"name": topic.name, "topic_id": topic.topic_id, "error_code": ErrorCode.none})
+        except KafkaError as exc:
+            responses.append({"name": None if by_id else key, "topic_id": key if by_id else _ZERO_ID,
+                              "error_code": exc.code, "error_message": exc.message})
+    return {"responses": responses}
+
+
+async def create_partitions(broker: Any, request: Any) -> dict[str, Any]:
+    body = request.body
+    results = []
+    for topic in body.topics:
+        assignments = [list(a.broker_ids) for a in topic.assignments] if topic.assignments is not None else None
+        try:
+            broker.controller.create_partitions(topic.name, topic.count, assignments, validate_only=body.validate_only)
+            results.append({"name": topic.name, "error_code": ErrorCode.none})
+        except KafkaError as exc:
+            results.append({"name": topic.name, "error_code": exc.code, "error_message": exc.message})
+    return {"results": results}
+
+
+APIS = [Api(19, 2, 7, create_topics), Api(20, 1, 6, delete_topics), Api(37, 0, 3, create_partitions)]

@@ -1,0 +1,129 @@
+"""One partition hosted by this broker: its log, leader epoch and high watermark.
+
+The produce path validates batches from their headers alone (magic, sizes,
+CRC32C), recompresses only when the topic's compression.type differs from the
+batch's, and hands the bytes to the log, which assigns offsets in place.
+Invariant: log_start_offset <= high_watermark <= log_end_offset. With one
+replica the high watermark follows the log end offset; replication will move it
+by the ISR's fetch positions instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Callable
+
+from klamm.config.topic import TopicConfig
+from klamm.protocol import batch as batches
+from klamm.protocol.batch import BatchHeader, InvalidBatch
+from klamm.protocol.errors import ErrorCode, KafkaError
+from klamm.storage.log import AppendResult, Log, LogConfig, ReadResult
+
+_CODECS = {"uncompressed": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+
+
+def log_config(config: TopicConfig) -> LogConfig:
+    """The storage view of a topic's configuration."""
+    return LogConfig(
+        segment_bytes=config.segment_bytes,
+        segment_ms=config.segment_ms,
+        index_interval_bytes=config.index_interval_bytes,
+        segment_index_bytes=config.segment_index_bytes,
+        flush_messages=config.flush_messages,
+        flush_ms=config.flush_ms,
+        retention_ms=config.retention_ms,
+        retention_bytes=config.retention_bytes,
+    )
+
+
+class Partition:
+    def __init__(self, topic: str, index: int, topic_id: uuid.UUID, log: Log, config: TopicConfig,
+                 leader_epoch: int = 0, time_ms: Callable[[], int] | None = None) -> None:
+        self.topic = topic
+        self.index = index
+        self.topic_id = topic_id
+        self.log = log
+        self.config = config
+        self.leader_epoch = leader_epoch
+        self.replicas: list[int] = []
+        self.isr: list[int] = []
+        self.high_watermark = log.log_end_offset
+        self._time_ms = time_ms or (lambda: int(time.time() * 1000))
+        self._waiters: set[asyncio.Future[None]] = set()
+
+    @property
+    def log_start_offset(self) -> int:
+        return self.log.log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.log.log_end_offset
+
+    @property
+    def last_stable_offset(self) -> int:
+        return self.high_watermark  # no open transactions yet
+
+    def append(self, records: bytes | bytearray | memoryview) -> AppendResult:
+        """Validate and append one produce request's records; raises KafkaError."""
+        buf, headers = self._validate(records)
+        append_time = self._time_ms() if self.config.message_timestamp_type == "LogAppendTime" else None
+        if self.log.leader_epoch_cache.latest_epoch() != self.leader_epoch:
+            self.log.leader_epoch_cache.assign(self.leader_epoch, self.log.log_end_offset)
+        result = self.log.append(buf, headers, leader_epoch=self.leader_epoch, log_append_time_ms=append_time)
+        if not result.duplicate:
+            self.high_watermark = self.log.log_end_offset
+            self._wake_waiters()
+        return result
+
+    def _validate(self, records: bytes | bytearray | memoryview) -> tuple[bytearray, list[BatchHeader]]:
+        buf = bytearray(records)
+        try:
+            headers = batches.split_batches(buf)
+        except InvalidBatch as exc:
+            raise KafkaError(ErrorCode.corrupt_message, str(exc)) from None
+        if not headers:
+            raise KafkaError(ErrorCode.invalid_record, "no record batches")
+        if len(buf) > self.config.segment_bytes:
+            raise KafkaError(ErrorCode.record_list_too_large)
+        for header in headers:
+            if header.size > self.config.max_message_bytes:
+                raise KafkaError(ErrorCode.message_too_large,
+                                 f"batch of {header.size} bytes exceeds max.message.bytes={self.config.max_message_bytes}")
+            if not batches.crc_ok(buf, header):
+                raise KafkaError(ErrorCode.corrupt_message, "record batch CRC mismatch")
+            if header.is_control:
+                raise KafkaError(ErrorCode.invalid_record, "clients may not write control batches")
+        target = _CODECS.get(self.config.compression_type)
+        if target is not None and any(h.compression != target for h in headers):
+            buf, headers = _recompress(buf, headers, target)
+        return buf, headers
+
+    def read(self, offset: int, max_bytes: int, *, read_committed: bool, min_one: bool) -> ReadResult:
+        limit = self.last_stable_offset if read_committed else self.high_watermark
+        return self.log.read(offset, max_bytes, max_offset=limit, min_one=min_one)
+
+    # Long-poll fetches wait here for the next append.
+    def add_waiter(self, future: asyncio.Future[None]) -> None:
+        self._waiters.add(future)
+
+    def remove_waiter(self, future: asyncio.Future[None]) -> None:
+        self._waiters.discard(future)
+
+    def _wake_waiters(self) -> None:
+        if self._waiters:
+            waiters, self._waiters = self._waiters, set()
+            for future in waiters:
+                if not future.done():
+                    future.set_result(None)
+
+
+def _recompress(buf: bytearray, headers: list[BatchHeader], codec: int) -> tuple[bytearray, list[BatchHeader]]:
+    from klamm.protocol.records import recompress_batch
+
+    out = bytearray()
+    for header in headers:
+        out += buf[header.position: header.position + header.size] if header.compression == codec \
+            else recompress_batch(buf, header, codec)
+    return out, batches.split_batches(out)

@@ -1,0 +1,108 @@
+"""The partitions this broker hosts, kept in step with the metadata image.
+
+When the controller publishes a new image, `apply_image` creates logs for new
+partitions of this node and removes those of deleted topics. Logs of deleted
+topics are closed after `file.delete.delay.ms`, as Kafka does, so a fetch
+already sending from their files (sendfile on the open descriptor) finishes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import Iterable
+from functools import partial
+
+from klamm.broker.partition import Partition, log_config
+from klamm.config.broker import BrokerConfig
+from klamm.config.topic import TopicConfig
+from klamm.controller.image import MetadataImage
+from klamm.protocol.errors import ErrorCode, KafkaError
+from klamm.storage.log import Log
+from klamm.storage.log_manager import LogManager
+
+log = logging.getLogger("klamm.replicas")
+
+
+class ReplicaManager:
+    def __init__(self, node_id: int, config: BrokerConfig, logs: LogManager) -> None:
+        self.node_id = node_id
+        self.config = config
+        self.logs = logs
+        self.partitions: dict[tuple[str, int], Partition] = {}
+        self._topic_configs: dict[str, TopicConfig] = {}
+
+    def topic_config(self, topic: str, overrides: dict[str, str] | None = None) -> TopicConfig:
+        if overrides is not None or topic not in self._topic_configs:
+            self._topic_configs[topic] = TopicConfig.resolve(self.config, overrides or {})
+        return self._topic_configs[topic]
+
+    def get(self, topic: str, index: int) -> Partition:
+        partition = self.partitions.get((topic, index))
+        if partition is None:
+            raise KafkaError(ErrorCode.unknown_topic_or_partition)
+        return partition
+
+    def apply_image(self, image: MetadataImage) -> None:
+        """Host exactly the partitions the image assigns to this node."""
+        wanted: set[tuple[str, int]] = set()
+        for topic in image.topics_by_name.values():
+            config = self.topic_config(topic.name, dict(topic.configs))
+            for index, meta in topic.partitions.items():
+                if self.node_id not in meta.replicas:
+                    continue
+                key = (topic.name, index)
+                wanted.add(key)
+                partition = self.partitions.get(key)
+                if partition is None or partition.topic_id != topic.topic_id:
+                    if partition is not None:
+                        self._remove(partition)
+                    partition = self._create(topic.name, index, topic.topic_id, config)
+                partition.config = config
+                partition.leader_epoch = meta.leader_epoch
+                partition.replicas = list(meta.replicas)
+                partition.isr = list(meta.isr)
+        for key in [k for k in self.partitions if k not in wanted]:
+            self._remove(self.partitions[key])
+
+    def _create(self, topic: str, index: int, topic_id: uuid.UUID, config: TopicConfig) -> Partition:
+        existing = self.logs.get_log(topic, index)
+        log_ = existing if existing is not None else self.logs.create_log(topic, index, log_config(config))
+        partition = Partition(topic, index, topic_id, log_, config)
+        self.partitions[(topic, index)] = partition
+        return partition
+
+    def _remove(self, partition: Partition) -> None:
+        del self.partitions[(partition.topic, partition.index)]
+        self._topic_configs.pop(partition.topic, None)
+        partition._wake_waiters()
+        self.logs.delete_log(partition.topic, partition.index, close=False)
+        close_files = partial(_close_segments, partition.log)
+        try:
+            asyncio.get_running_loop().call_later(partition.config.file_delete_delay_ms / 1000, close_files)
+        except RuntimeError:
+            close_files()
+
+    async def wait_for_append(self, partitions: Iterable[Partition], timeout: float) -> None:
+        """Return after the next append to any of `partitions`, or after `timeout` seconds."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[None] = loop.create_future()
+        watched = list(partitions)
+        for partition in watched:
+            partition.add_waiter(future)
+        try:
+            await asyncio.wait_for(future, timeout)
+        except asyncio.TimeoutError:
+            pass
+        finally:
+            for partition in watched:
+                partition.remove_waiter(future)
+
+    def shutdown(self) -> None:
+        self.logs.shutdown()
+
+
+def _close_segments(log_: Log) -> None:
+    for segment in log_.segments:
+        segment.close()

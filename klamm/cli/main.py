@@ -1,0 +1,77 @@
+"""`klamm` command line: `klamm serve` runs a broker in the foreground."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import signal
+import sys
+from pathlib import Path
+
+from klamm.broker.broker import Broker
+from klamm.config.broker import BrokerConfig
+from klamm.config.errors import ConfigError
+from klamm.config.properties import load_properties
+
+
+def _parse_override(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"expected key=value, got {text!r}")
+    return key.strip(), value.strip()
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="klamm", description="A Kafka-compatible broker.")
+    commands = parser.add_subparsers(dest="command", required=True)
+    serve = commands.add_parser("serve", help="run a broker in the foreground")
+    serve.add_argument("--config", type=Path, help="a server.properties file (Kafka's property names)")
+    serve.add_argument("--override", action="append", type=_parse_override, default=[], metavar="KEY=VALUE",
+                       help="set a property, over the config file (repeatable)")
+    serve.add_argument("--event-loop", choices=("asyncio", "uvloop"), default=os.environ.get("KLAMM_EVENT_LOOP", "asyncio"),
+                       help="asyncio's own loop sends fetches with os.sendfile (default); uvloop copies them")
+    serve.add_argument("--log-level", default=os.environ.get("KLAMM_LOG_LEVEL", "INFO"))
+    return parser
+
+
+def load_config(config_path: Path | None, overrides: list[tuple[str, str]]) -> BrokerConfig:
+    props = load_properties(config_path) if config_path else {}
+    props.update(dict(overrides))
+    return BrokerConfig.from_properties(props)
+
+
+async def serve(config: BrokerConfig) -> None:
+    broker = Broker(config)
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await broker.start()
+    try:
+        await stop.wait()
+    finally:
+        await broker.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        config = load_config(args.config, args.override)
+    except (ConfigError, OSError) as exc:
+        print(f"klamm: invalid configuration: {exc}", file=sys.stderr)
+        return 2
+    if args.event_loop == "uvloop":
+        import uvloop
+
+        runner = uvloop.run
+    else:
+        runner = asyncio.run
+    runner(serve(config))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
