@@ -23,11 +23,12 @@ from klamm.broker.replica_manager import ReplicaManager
 from klamm.config.broker import BrokerConfig
 from klamm.config.topic import TopicConfig
 from klamm.controller.controller import Controller, CreateTopicSpec
-from klamm.controller.metadata_log import FileMetadataLog, ensure_meta_properties
+from klamm.controller.meta_properties import ensure_meta_properties
+from klamm.controller.metadata_log import FileMetadataLog
 from klamm.protocol.api import API_VERSIONS_KEY, message_types
 from klamm.protocol.build import build
 from klamm.protocol.connection import Request
-from klamm.protocol.errors import KafkaError
+from klamm.protocol.errors import ErrorCode, KafkaError
 from klamm.storage.log_manager import LogManager
 
 log = logging.getLogger("klamm.broker")
@@ -130,7 +131,7 @@ class Broker:
     def auto_create_topic(self, name: str) -> None:
         spec = CreateTopicSpec(name=name, num_partitions=-1, replication_factor=-1, assignments=None, configs={})
         [result] = self.create_topics([spec], validate_only=False)
-        if result.error and result.error.value != 0 and result.error.name != "topic_already_exists":
+        if result.error not in (ErrorCode.none, ErrorCode.topic_already_exists):
             raise KafkaError(result.error, result.message)
 
     def create_topics(self, specs: list[CreateTopicSpec], *, validate_only: bool) -> list[Any]:

@@ -75,13 +75,11 @@ class ServerConnection:
             return NEED_DATA
         start = self._position + 4
         self._position = start + size
-        frame = memoryview(self._buffer)[start : start + size]
-        try:
-            return self._decode(frame, size)
-        finally:
-            frame.release()
+        # kio decodes from read-only buffers, and a view would pin our bytearray.
+        frame = bytes(memoryview(self._buffer)[start : start + size])
+        return self._decode(frame, size)
 
-    def _decode(self, frame: memoryview, size: int) -> Request:
+    def _decode(self, frame: bytes, size: int) -> Request:
         api_key, version, correlation_id = _KEY_VERSION_CORRELATION.unpack_from(frame, 0)
         versions = self._supported.get(api_key)
         if versions is None or not versions[0] <= version <= versions[1]:

@@ -12,8 +12,8 @@ from typing import Any
 
 from klamm.broker.handlers import Api
 from klamm.config.topic import TopicConfig
-from klamm.controller.controller import CreateTopicSpec
-from klamm.protocol.errors import ErrorCode, KafkaError
+from klamm.controller.controller import CreatePartitionsSpec, CreateTopicSpec
+from klamm.protocol.errors import ErrorCode
 
 _ZERO_ID = uuid.UUID(int=0)
 
@@ -64,32 +64,18 @@ async def delete_topics(broker: Any, request: Any) -> dict[str, Any]:
         wanted = [t.topic_id if t.name is None else t.name for t in body.topics]
     else:
         wanted = list(body.topic_names)
-    responses = []
-    for key in wanted:
-        by_id = isinstance(key, uuid.UUID)
-        try:
-            topic = broker.controller.image.topic(key)
-            if topic is None:
-                raise KafkaError(ErrorCode.unknown_topic_id if by_id else ErrorCode.unknown_topic_or_partition)
-            broker.controller.delete_topics([topic.name])
-            responses.append({"name": topic.name, "topic_id": topic.topic_id, "error_code": ErrorCode.none})
-        except KafkaError as exc:
-            responses.append({"name": None if by_id else key, "topic_id": key if by_id else _ZERO_ID,
-                              "error_code": exc.code, "error_message": exc.message})
-    return {"responses": responses}
+    results = broker.controller.delete_topics(wanted)
+    return {"responses": [{"name": r.name, "topic_id": r.topic_id, "error_code": r.error, "error_message": r.message}
+                          for r in results]}
 
 
 async def create_partitions(broker: Any, request: Any) -> dict[str, Any]:
     body = request.body
-    results = []
-    for topic in body.topics:
-        assignments = [list(a.broker_ids) for a in topic.assignments] if topic.assignments is not None else None
-        try:
-            broker.controller.create_partitions(topic.name, topic.count, assignments, validate_only=body.validate_only)
-            results.append({"name": topic.name, "error_code": ErrorCode.none})
-        except KafkaError as exc:
-            results.append({"name": topic.name, "error_code": exc.code, "error_message": exc.message})
-    return {"results": results}
+    specs = [CreatePartitionsSpec(topic=t.name, count=t.count,
+                                  assignments=[list(a.broker_ids) for a in t.assignments] if t.assignments else None)
+             for t in body.topics]
+    results = broker.controller.create_partitions(specs, validate_only=body.validate_only)
+    return {"results": [{"name": r.topic, "error_code": r.error, "error_message": r.message} for r in results]}
 
 
 APIS = [Api(19, 2, 7, create_topics), Api(20, 1, 6, delete_topics), Api(37, 0, 3, create_partitions)]
