@@ -53,6 +53,12 @@ class Partition:
         self._time_ms = time_ms or (lambda: int(time.time() * 1000))
         self._waiters: set[asyncio.Future[None]] = set()
 
+    def become_leader(self, leader_epoch: int) -> None:
+        """Start a leader epoch: later appends carry it, and the epoch cache records where it began."""
+        self.leader_epoch = leader_epoch
+        if self.log.leader_epoch_cache.latest_epoch < leader_epoch:
+            self.log.leader_epoch_cache.assign(leader_epoch, self.log.log_end_offset)
+
     @property
     def log_start_offset(self) -> int:
         return self.log.log_start_offset
@@ -69,8 +75,6 @@ class Partition:
         """Validate and append one produce request's records; raises KafkaError."""
         buf, headers = self._validate(records)
         append_time = self._time_ms() if self.config.message_timestamp_type == "LogAppendTime" else None
-        if self.log.leader_epoch_cache.latest_epoch() != self.leader_epoch:
-            self.log.leader_epoch_cache.assign(self.leader_epoch, self.log.log_end_offset)
         result = self.log.append(buf, headers, leader_epoch=self.leader_epoch, log_append_time_ms=append_time)
         if not result.duplicate:
             self.high_watermark = self.log.log_end_offset

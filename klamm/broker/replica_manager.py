@@ -60,7 +60,8 @@ class ReplicaManager:
                         self._remove(partition)
                     partition = self._create(topic.name, index, topic.topic_id, config)
                 partition.config = config
-                partition.leader_epoch = meta.leader_epoch
+                if partition.leader_epoch != meta.leader_epoch or partition.log.leader_epoch_cache.latest_epoch < 0:
+                    partition.become_leader(meta.leader_epoch)
                 partition.replicas = list(meta.replicas)
                 partition.isr = list(meta.isr)
         for key in [k for k in self.partitions if k not in wanted]:
