@@ -57,6 +57,7 @@ class Broker:
         self._acceptor: Acceptor | None = None
         self._processors: list[Processor] = []
         self._stopped = asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
         self.bytes_in = 0
 
     # lifecycle
@@ -73,6 +74,7 @@ class Broker:
         self.controller.on_change(lambda _old, new: self.replicas.apply_image(new))
         await self._start_network()
         self.controller.register_broker(self.node_id, self.advertised_host, self.advertised_port, self.listener_name)
+        self._tasks.append(asyncio.ensure_future(self._checkpoint_periodically()))
         log.info("klamm ready: node %d serving %s on %s:%d (cluster %s, data in %s)", self.node_id,
                  self.listener_name, self.host or "0.0.0.0", self.port, cluster_id,
                  ",".join(str(d) for d in self.log_dirs))
@@ -94,7 +96,17 @@ class Broker:
         self.advertised_host = host or socket.gethostname()
         self.advertised_port = port or self.port
 
+    async def _checkpoint_periodically(self) -> None:
+        """Recovery points and log start offsets reach disk every log.flush.offset.checkpoint.interval.ms."""
+        interval = self.config.log_flush_offset_checkpoint_interval_ms / 1000
+        while True:
+            await asyncio.sleep(interval)
+            assert self.logs is not None
+            self.logs.checkpoint()
+
     async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
         if self._acceptor is not None:
             await self._acceptor.stop()
         for processor in self._processors:
