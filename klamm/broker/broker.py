@@ -38,7 +38,7 @@ def parse_listener(listener: str) -> tuple[str, str, int]:
     """'PLAINTEXT://host:port' -> (name, host, port); an empty host binds every interface."""
     parts = urlsplit(listener)
     if not parts.scheme or parts.port is None:
-        raise ValueError(f"invalid listener {listener!r}: expected NAME://host:port")
+        raise ValueError(f"Invalid value {listener} for configuration listeners: expected NAME://host:port")
     return parts.scheme.upper(), parts.hostname or "", parts.port
 
 

@@ -42,8 +42,7 @@ def load_config(config_path: Path | None, overrides: list[tuple[str, str]]) -> B
     return BrokerConfig.from_properties(props)
 
 
-async def serve(config: BrokerConfig) -> None:
-    broker = Broker(config)
+async def serve(broker: Broker) -> None:
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -60,7 +59,8 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         config = load_config(args.config, args.override)
-    except (ConfigError, OSError) as exc:
+        broker = Broker(config)
+    except (ConfigError, OSError, ValueError) as exc:
         print(f"klamm: invalid configuration: {exc}", file=sys.stderr)
         return 2
     if args.event_loop == "uvloop":
@@ -69,7 +69,11 @@ def main(argv: list[str] | None = None) -> int:
         runner = uvloop.run
     else:
         runner = asyncio.run
-    runner(serve(config))
+    try:
+        runner(serve(broker))
+    except OSError as exc:  # e.g. the listener's port is taken
+        print(f"klamm: cannot serve: {exc}", file=sys.stderr)
+        return 1
     return 0
 
 
