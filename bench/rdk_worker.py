@@ -5,7 +5,7 @@ timeout.  Same modes and arguments as bench/java/KlammBench.java:
 
     python bench/rdk_worker.py produce bootstrap=H:P topic=T records=N size=B acks=1
     python bench/rdk_worker.py consume bootstrap=H:P topic=T expect=N
-    python bench/rdk_worker.py latency bootstrap=H:P topic=T records=N size=B interval_us=1000
+    python bench/rdk_worker.py latency bootstrap=H:P topic=T records=N size=B interval_us=1000 warmup=500
 
 Prints exactly one JSON line on stdout.  Client settings are fixed here so that
 every broker is driven by the same client configuration.
@@ -53,7 +53,10 @@ def _producer(args: dict, **extra) -> Producer:
 
 
 def _consumer(args: dict) -> Consumer:
-    return Consumer({"bootstrap.servers": args["bootstrap"], **CONSUMER_CONF})
+    conf = {"bootstrap.servers": args["bootstrap"], **CONSUMER_CONF}
+    if "fetch_wait_ms" in args:
+        conf["fetch.wait.max.ms"] = int(args["fetch_wait_ms"])
+    return Consumer(conf)
 
 
 def produce(args: dict) -> dict:
@@ -125,6 +128,8 @@ def consume(args: dict) -> dict:
             if time.perf_counter() > deadline:
                 break
         secs = time.perf_counter() - t0
+        if count < target and first_error is None:
+            first_error = f"read {count} of {target} records before the timeout"
         return {
             "ok": count >= target,
             "mode": "consume",
@@ -156,16 +161,18 @@ def latency(args: dict) -> dict:
             c = _consumer(args)
             c.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
             try:
+                # poll(), not consume(num_messages=...): a batch consume waits for the
+                # whole batch or the timeout, which would add up to 100 ms here.
                 while not stop.is_set() and state["received"] < n:
-                    for m in c.consume(num_messages=1000, timeout=0.1):
-                        now = time.perf_counter_ns()
-                        if m.error() is not None:
-                            continue
+                    m = c.poll(0.1)
+                    if m is None:
+                        continue
+                    now = time.perf_counter_ns()
+                    if m.error() is None:
                         seq, ts = HDR.unpack_from(m.value())
                         if seq < 0:
                             warm.set()
-                            continue
-                        if seq < n and lat[seq] is None:
+                        elif seq < n and lat[seq] is None:
                             lat[seq] = now - ts
                             state["received"] += 1
             finally:
@@ -191,8 +198,10 @@ def latency(args: dict) -> dict:
         if state["error"] is not None or time.monotonic() > warm_deadline:
             stop.set()
             raise RuntimeError(f"warm-up record never consumed ({state['error']})")
-    start = time.perf_counter()
-    for i in range(n):
+    # Then `warmup` paced records that are not measured (connections, JIT, caches).
+    warmup = int(args.get("warmup", 500))
+    start = time.perf_counter() + warmup * interval
+    for i in range(-warmup, n):
         due = start + i * interval
         while True:
             left = due - time.perf_counter()

@@ -130,8 +130,10 @@ def tansu_binary() -> Path:
 
 
 class Broker:
-    def __init__(self, name: str, logdir: Path, klamm_overrides: list[str]):
+    def __init__(self, name: str, logdir: Path, klamm_overrides: list[str],
+                 event_loop: str | None = None):
         self.name = name
+        self.event_loop = event_loop
         self.logdir = logdir
         self.klamm_overrides = klamm_overrides
         self.proc: subprocess.Popen | None = None
@@ -158,6 +160,8 @@ class Broker:
                    "--override", f"log.dirs={self.tmp / 'data'}"]
             for o in self.klamm_overrides:
                 cmd += ["--override", o]
+            if self.event_loop:
+                cmd += ["--event-loop", self.event_loop]
             return cmd, env
         for k in TANSU_ENV:
             env.pop(k, None)
@@ -350,8 +354,12 @@ def jar_version(jar: Path, prop: str = "kafka/kafka-version.properties") -> str:
 
 
 def run_client(client: str, java_cmd: list[str] | None, mode: str, args: dict,
-               timeout: float, logdir: Path, tag: str) -> dict:
-    """Run one measurement in a subprocess; always returns a dict with 'ok'."""
+               timeout: float, logdir: Path, tag: str,
+               broker: "Broker | None" = None) -> dict:
+    """Run one measurement in a subprocess; always returns a dict with 'ok'.
+
+    The client is killed when `timeout` expires, or a few seconds after the broker
+    process exits (so a crashed broker does not cost every remaining timeout)."""
     argv = [f"{k}={v}" for k, v in args.items()]
     if client == "librdkafka":
         cmd = [str(PYTHON), str(BENCH / "rdk_worker.py"), mode, *argv]
@@ -359,18 +367,46 @@ def run_client(client: str, java_cmd: list[str] | None, mode: str, args: dict,
         if java_cmd is None:
             return {"ok": False, "error": "java client unavailable"}
         cmd = [*java_cmd, mode, *argv]
+    out_path = logdir / f"{tag}.out"
+    err_path = logdir / f"{tag}.err"
     t0 = time.monotonic()
-    try:
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
-                           stdin=subprocess.DEVNULL)
-    except subprocess.TimeoutExpired as e:
-        _save(logdir, tag, e.stdout, e.stderr)
-        return {"ok": False, "error": f"timeout after {timeout:.0f}s", "timeout": True}
-    _save(logdir, tag, r.stdout, r.stderr)
-    lines = [ln for ln in r.stdout.splitlines() if ln.startswith("{")]
+    verdict = None
+    with open(out_path, "wb") as out, open(err_path, "wb") as err:
+        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+                                start_new_session=True)
+        try:
+            broker_dead_at = None
+            while True:
+                try:
+                    proc.wait(timeout=0.25)
+                    break
+                except subprocess.TimeoutExpired:
+                    pass
+                now = time.monotonic()
+                if now - t0 > timeout:
+                    verdict = {"ok": False, "error": f"timeout after {timeout:.0f}s", "timeout": True}
+                    break
+                if broker is not None and not broker.alive():
+                    broker_dead_at = broker_dead_at or now
+                    if now - broker_dead_at > 5:
+                        verdict = {"ok": False, "error": f"broker exited (rc={broker.proc.returncode})"
+                                   f" during the workload: {broker.log_tail(3)}"}
+                        break
+        finally:
+            if proc.poll() is None:
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                proc.wait()
+    if verdict is not None:
+        return verdict
+    stdout = out_path.read_text(errors="replace")
+    lines = [ln for ln in stdout.splitlines() if ln.startswith("{")]
     if not lines:
-        tail = " | ".join(r.stderr.strip().splitlines()[-3:])
-        return {"ok": False, "error": f"rc={r.returncode}, no result line: {tail}"}
+        stderr = err_path.read_text(errors="replace")
+        tail = " | ".join(stderr.strip().splitlines()[-3:])
+        return {"ok": False, "error": f"rc={proc.returncode}, no result line: {tail}"}
     try:
         res = json.loads(lines[-1])
     except json.JSONDecodeError as e:
@@ -379,19 +415,12 @@ def run_client(client: str, java_cmd: list[str] | None, mode: str, args: dict,
     return res
 
 
-def _save(logdir: Path, tag: str, out, err) -> None:
-    def s(x):
-        return x.decode(errors="replace") if isinstance(x, bytes) else (x or "")
-
-    (logdir / f"{tag}.out").write_text(s(out) + "\n--- stderr ---\n" + s(err))
-
-
 # --------------------------------------------------------------------------- running
 
 
 def run_broker(name: str, workloads: list[Workload], clients: list[str], java_cmd,
                opts, logdir: Path, runid: str, results: dict, info: dict) -> None:
-    b = Broker(name, logdir, opts.klamm_override)
+    b = Broker(name, logdir, opts.klamm_override, opts.event_loop)
     try:
         b.start(timeout=opts.start_timeout)
     except Exception as e:  # noqa: BLE001
@@ -403,48 +432,62 @@ def run_broker(name: str, workloads: list[Workload], clients: list[str], java_cm
         b.stop()
         return
     info["brokers"][name] = {"command": " ".join(b.command), "ready_line": b.ready_line}
+
+    def ensure_alive(where: str) -> str | None:
+        """Restart the broker (fresh, empty) if it died; return an error text if that fails."""
+        if b.alive():
+            return None
+        log(f"{name} died (rc={b.proc.returncode}): {b.log_tail(5)}; restarting it")
+        info["brokers"][name].setdefault("restarts", []).append(f"before {where}")
+        b.stop()
+        try:
+            b.start(timeout=opts.start_timeout)
+        except Exception as e:  # noqa: BLE001
+            log(f"{name} restart failed: {e}")
+            return f"broker restart failed: {e}"
+        return None
+
     try:
         for w in workloads:
-            if not b.alive():
-                log(f"{name} died (rc={b.proc.returncode}): {b.log_tail(5)}; restarting it")
-                info["brokers"][name].setdefault("restarts", []).append(f"before {w.key}")
-                b.stop()
-                try:
-                    b.start(timeout=opts.start_timeout)
-                except Exception as e:  # noqa: BLE001
-                    for w2 in workloads[workloads.index(w):]:
-                        for c in clients:
-                            results.setdefault((w2.key, c), {})[name] = {
-                                "ok": False, "error": f"broker restart failed: {e}"}
-                    return
             timeout = workload_timeout(w, opts.scale, opts.timeout_mult)
             seed_topic = None
             if w.seed:
                 seed_client = clients[0]
                 seed_topic = f"{w.key}-{runid}"
                 log(f"{name}: seeding {seed_topic} with {w.records:,} × {w.size} B via {seed_client}")
-                try:
-                    create_topic(b.bootstrap, seed_topic)
-                    res = run_client(seed_client, java_cmd, "produce",
-                                     dict(bootstrap=b.bootstrap, topic=seed_topic,
-                                          records=w.records, size=w.size, acks="1"),
-                                     timeout, logdir, f"{name}-{w.key}-seed-{seed_client}")
-                except Exception as e:  # noqa: BLE001
-                    res = {"ok": False, "error": f"topic creation failed: {e}"}
+                err = ensure_alive(f"{w.key} seed")
+                if err is not None:
+                    res = {"ok": False, "error": err}
+                else:
+                    try:
+                        create_topic(b.bootstrap, seed_topic)
+                        res = run_client(seed_client, java_cmd, "produce",
+                                         dict(bootstrap=b.bootstrap, topic=seed_topic,
+                                              records=w.records, size=w.size, acks="1"),
+                                         timeout, logdir, f"{name}-{w.key}-seed-{seed_client}", b)
+                    except Exception as e:  # noqa: BLE001
+                        res = {"ok": False, "error": f"topic creation failed: {e}"}
+                res["broker_start"] = b.starts
                 results.setdefault((w.key + "/seed", seed_client), {})[name] = res
                 log(f"{name}: seed -> {brief(res)}")
             for c in clients:
                 tag = f"{name}-{w.key}-{c}"
                 log(f"{name}: {w.key} with {c} (timeout {timeout:.0f}s)")
-                try:
-                    res = run_one(b, w, c, java_cmd, runid, seed_topic, timeout, logdir, tag,
-                                  results)
-                except Exception as e:  # noqa: BLE001
-                    res = {"ok": False, "error": str(e)}
+                err = ensure_alive(f"{w.key}/{c}")
+                if err is not None:
+                    res = {"ok": False, "error": err}
+                else:
+                    try:
+                        res = run_one(b, w, c, java_cmd, runid, seed_topic, timeout, logdir, tag,
+                                      results)
+                    except Exception as e:  # noqa: BLE001
+                        res = {"ok": False, "error": f"{type(e).__name__}: {e}"}
+                res["broker_start"] = b.starts
                 if not b.alive():
-                    res.setdefault("broker_died", True)
+                    res["broker_died"] = True
                     res["ok"] = False
-                    res.setdefault("error", f"broker exited rc={b.proc.returncode}")
+                    if not res.get("error"):
+                        res["error"] = f"broker exited (rc={b.proc.returncode})"
                 results.setdefault((w.key, c), {})[name] = res
                 log(f"{name}: {w.key} {c} -> {brief(res)}")
     finally:
@@ -458,7 +501,7 @@ def run_one(b: Broker, w: Workload, client: str, java_cmd, runid: str, seed_topi
         create_topic(b.bootstrap, topic)
         return run_client(client, java_cmd, "produce",
                           dict(bootstrap=b.bootstrap, topic=topic, records=w.records,
-                               size=w.size, acks=w.acks), timeout, logdir, tag)
+                               size=w.size, acks=w.acks), timeout, logdir, tag, b)
     if w.kind == "consume":
         if w.seed:
             src = results.get((w.key + "/seed", clients_first(results, w)), {}).get(b.name, {})
@@ -468,16 +511,18 @@ def run_one(b: Broker, w: Workload, client: str, java_cmd, runid: str, seed_topi
             topic = f"{w.source}-{client}-{runid}"
         if not src.get("ok"):
             return {"ok": False, "error": f"source topic incomplete ({src.get('error', 'not run')})"}
+        if src.get("broker_start") != b.starts:
+            return {"ok": False, "error": "source topic lost when the broker was restarted"}
         return run_client(client, java_cmd, "consume",
                           dict(bootstrap=b.bootstrap, topic=topic, expect=w.records,
-                               timeout_ms=int(timeout * 1000)), timeout + 30, logdir, tag)
+                               timeout_ms=int(timeout * 1000)), timeout + 30, logdir, tag, b)
     if w.kind == "latency":
         topic = f"{w.key}-{client}-{runid}"
         create_topic(b.bootstrap, topic)
         return run_client(client, java_cmd, "latency",
                           dict(bootstrap=b.bootstrap, topic=topic, records=w.records,
                                size=w.size, acks=w.acks, interval_us=w.interval_us,
-                               timeout_ms=60_000), timeout, logdir, tag)
+                               timeout_ms=60_000), timeout, logdir, tag, b)
     raise ValueError(w.kind)
 
 
@@ -582,10 +627,12 @@ def machine_info(opts, clients: list[str], java_cmd) -> dict:
                          "import sys,platform;print(platform.python_implementation(), sys.version.split()[0])"],
                         capture_output=True, text=True).stdout.strip()
     info["python"] = py or platform.python_version()
-    loop = subprocess.run([str(PYTHON), "-c",
-                           "import uvloop; print('uvloop', uvloop.__version__)"],
-                          capture_output=True, text=True).stdout.strip()
-    info["event_loop"] = loop or "asyncio (default selector loop; uvloop not installed)"
+    uv = subprocess.run([str(PYTHON), "-c",
+                         "import uvloop; print('uvloop', uvloop.__version__)"],
+                        capture_output=True, text=True).stdout.strip()
+    chosen = (f"`--event-loop {opts.event_loop}`" if opts.event_loop
+              else "klamm serve's default (asyncio's own loop, per `klamm serve --help`)")
+    info["event_loop"] = f"{chosen}; {uv + ' installed' if uv else 'uvloop not installed'}"
     try:
         import confluent_kafka
 
@@ -641,13 +688,18 @@ def write_report(path: Path, info: dict, header: list[str], rows: list[list[str]
                "membership), timed until the expected count is read; the 100 B variant reads the "
                "topic its client produced in the first workload, the 100 KB variant a topic seeded "
                "once per broker. latency = producer (linger.ms=0, acks=1) sends one 100 B record per "
-               "ms while a consumer in the same process polls; latency = receive time − send time "
-               "carried in the record (one clock), after one warm-up record.")
-    errs = []
+               "ms while a consumer in the same process polls (librdkafka: poll() per record; Java: "
+               "poll(100 ms)); latency = receive time − send time carried in the record (one "
+               "clock); a warm-up record that must arrive first and 500 paced records after it "
+               "are not measured. Client fetch settings are the clients' defaults "
+               "(fetch.wait.max.ms / fetch.max.wait.ms = 500).")
+    grouped: dict[tuple[str, str], list[str]] = {}
     for (k, c), per in results.items():
         for b, r in per.items():
             if not r.get("ok"):
-                errs.append(f"- {b} / {k} / {c}: {r.get('error') or r.get('first_error') or r}")
+                msg = str(r.get("error") or r.get("first_error") or r)
+                grouped.setdefault((b, msg), []).append(f"{k}/{c}")
+    errs = [f"- {b}: {', '.join(where)}: {msg}" for (b, msg), where in grouped.items()]
     if errs:
         out.append("")
         out.append("Errors:")
@@ -676,6 +728,8 @@ def main() -> int:
                     help="seconds to wait for a broker to accept connections")
     ap.add_argument("--klamm-override", action="append", default=[], metavar="KEY=VALUE",
                     help="extra `--override` passed to `klamm serve` (repeatable)")
+    ap.add_argument("--event-loop", choices=("asyncio", "uvloop"), default=None,
+                    help="pass `--event-loop` to `klamm serve` (default: klamm's own default)")
     ap.add_argument("--output", default=str(BENCH / "last-run.md"),
                     help="Markdown report path (default bench/last-run.md)")
     opts = ap.parse_args()
@@ -719,6 +773,10 @@ def main() -> int:
     if java_error:
         info["java"] = f"unavailable: {java_error}"
 
+    def on_term(signum, _frame):
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    signal.signal(signal.SIGTERM, on_term)
     results: dict = {}
     interrupted = False
     try:

@@ -5,7 +5,7 @@
 //   common keys: bootstrap=HOST:PORT topic=NAME
 //   produce: records=N size=BYTES acks=1|all
 //   consume: expect=N            (reads partition 0 from offset 0 until N records)
-//   latency: records=N size=BYTES interval_us=1000 acks=1
+//   latency: records=N size=BYTES interval_us=1000 acks=1 warmup=500 [fetch_wait_ms=N]
 //
 // Prints exactly one JSON line on stdout with the measurement (or {"ok":false,...}).
 // Client settings are fixed here so that every broker sees the same client.
@@ -97,6 +97,7 @@ public class KlammBench {
         p.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
         p.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
         p.put(ConsumerConfig.MAX_POLL_RECORDS_CONFIG, "10000");
+        if (args.containsKey("fetch_wait_ms")) p.put(ConsumerConfig.FETCH_MAX_WAIT_MS_CONFIG, args.get("fetch_wait_ms"));
         p.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
         p.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
         return p;
@@ -159,8 +160,9 @@ public class KlammBench {
             }
             double secs = (System.nanoTime() - t0) / 1e9;
             return String.format(Locale.ROOT,
-                "{\"ok\":%s,\"mode\":\"consume\",\"records\":%d,\"bytes\":%d,\"seconds\":%.6f,\"expected\":%d,\"end_offset\":%d}",
-                count >= target ? "true" : "false", count, bytes, secs, target, end);
+                "{\"ok\":%s,\"mode\":\"consume\",\"records\":%d,\"bytes\":%d,\"seconds\":%.6f,\"expected\":%d,\"end_offset\":%d,\"error\":%s}",
+                count >= target ? "true" : "false", count, bytes, secs, target, end,
+                count >= target ? "null" : jstr("read " + count + " of " + target + " records before the timeout"));
         }
     }
 
@@ -205,8 +207,10 @@ public class KlammBench {
             producer.send(new ProducerRecord<>(topic, 0, null, w)).get(30, TimeUnit.SECONDS);
             if (!warm.await(30, TimeUnit.SECONDS)) throw new RuntimeException("warm-up record never consumed");
             AtomicLong errs = new AtomicLong();
-            long start = System.nanoTime();
-            for (int i = 0; i < n; i++) {
+            // Then `warmup` paced records that are not measured (connections, JIT, caches).
+            int warmup = (int) argLong("warmup", 500);
+            long start = System.nanoTime() + warmup * intervalNs;
+            for (int i = -warmup; i < n; i++) {
                 long due = start + i * intervalNs;
                 long now;
                 while ((now = System.nanoTime()) < due) {
