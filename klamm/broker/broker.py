@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
+import time
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -128,7 +129,13 @@ class Broker:
     async def handle(self, request: Request, connection: ClientConnection) -> Any:
         self.bytes_in += request.size
         api = self._apis[request.api_key]
-        response = await api.handle(self, request)
+        if log.isEnabledFor(logging.DEBUG):
+            started = time.perf_counter()
+            response = await api.handle(self, request)
+            log.debug("api %d v%d corr %d from %s: %.2f ms", request.api_key, request.api_version,
+                      request.correlation_id, connection.peer, (time.perf_counter() - started) * 1000)
+        else:
+            response = await api.handle(self, request)
         if response is None or not isinstance(response, dict):
             return response
         types = request.types or message_types(API_VERSIONS_KEY, 0)
