@@ -1,0 +1,155 @@
+"""The Apache Kafka Java client 3.9.1 (default settings: idempotent producer) against the broker.
+
+JVM work is batched: a module fixture runs all produce/consume commands in one JVM.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from .helpers import admin, confluent_consume, confluent_recs, wait_for
+from .records import CODECS, diff, expected, from_java
+
+pytestmark = [pytest.mark.timeout(240), pytest.mark.java]
+
+COUNT = 30
+SIZE = 200
+MANY = 3000
+TS_BASE = 1_700_000_000_000
+
+
+@pytest.fixture(scope="module")
+def roundtrip(java_client, broker, request):
+    """One JVM: per codec create + produce + consume all + consume from the middle."""
+    bs = broker.bootstrap
+    suffix = request.node.name.replace("/", "-")[-40:].strip("-.")
+    topics = {c: f"java-{c}-{abs(hash(suffix)) % 10**8}" for c in CODECS}
+    topics["many"] = f"java-many-{abs(hash(suffix)) % 10**8}"
+    cmds = []
+    for c in CODECS:
+        t = topics[c]
+        cmds += [["admin-create", bs, t, 1],
+                 ["produce", bs, t, COUNT, c, f"size={SIZE}", f"prefix=j{c}"],
+                 ["consume", bs, t, 0, 0, COUNT],
+                 ["consume", bs, t, 0, 10, 5]]
+    t = topics["many"]
+    cmds += [["admin-create", bs, t, 1],
+             ["produce", bs, t, MANY, "lz4", "size=50", "prefix=many", "linger=20", "batch=16384"],
+             ["consume", bs, t, 0, 0, "all", 60000]]
+    res = java_client.batch(cmds, timeout=240)
+    out = {}
+    for k, c in enumerate([*CODECS, "many"]):
+        out[c] = res[4 * k: 4 * k + 4] if c != "many" else res[4 * k: 4 * k + 3]
+    return topics, out
+
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_idempotent_produce_and_consume(roundtrip, broker, codec):
+    topics, out = roundtrip
+    created, produced, consumed, middle = out[codec]
+    created.ok()
+    produced.ok()
+    acks = sorted(produced.lines, key=lambda o: o["i"])
+    assert [(o["i"], o["partition"], o["offset"]) for o in acks] == [(i, 0, i) for i in range(COUNT)]
+    want = expected(f"j{codec}", COUNT, SIZE)
+
+    consumed.ok()
+    assert [o["offset"] for o in consumed.lines] == list(range(COUNT))
+    got = [from_java(o) for o in consumed.lines]
+    assert got == want, diff(got, want)
+    assert [o["timestamp"] for o in consumed.lines] == [o["timestamp"] for o in acks]
+    assert all(o["timestampType"] == "CreateTime" for o in consumed.lines)
+
+    middle.ok()
+    assert [o["offset"] for o in middle.lines] == list(range(10, 15))
+    assert [from_java(o) for o in middle.lines] == want[10:15]
+
+    # librdkafka reads what the Java client wrote (snappy: xerial framing)
+    got = confluent_recs(confluent_consume(broker.bootstrap, topics[codec], 0, 0, COUNT))
+    assert got == want, diff(got, want)
+
+
+def test_many_batches_idempotent(roundtrip):
+    topics, out = roundtrip
+    created, produced, consumed = out["many"]
+    created.ok()
+    produced.ok()
+    assert sorted(o["offset"] for o in produced.lines) == list(range(MANY))
+    consumed.ok()
+    assert [o["offset"] for o in consumed.lines] == list(range(MANY))
+    got = [from_java(o) for o in consumed.lines]
+    want = expected("many", MANY, 50)
+    assert got == want, diff(got, want)
+
+
+def test_admin(java_client, broker, make_topic):
+    bs = broker.bootstrap
+    ta, tb = make_topic("a"), make_topic("b")
+    res = java_client.batch([
+        ["admin-create", bs, ta, 3],
+        ["admin-create", bs, ta, 3],
+        ["admin-create", bs, tb, 1, 1, "retention.ms=3600000", "cleanup.policy=delete"],
+        ["admin-list", bs],
+        ["admin-describe", bs, ta, tb],
+        ["admin-describe-cluster", bs],
+        ["admin-delete", bs, ta],
+        ["admin-delete", bs, make_topic("never")],
+    ])
+    create_a, dup, create_b, listed, described, cluster, deleted, del_missing = res
+    create_a.ok()
+    assert dup.rc == 3 and dup.error["error"] == "TopicExistsException", dup.lines
+    create_b.ok()
+    listed.ok()
+    assert {ta, tb} <= set(listed.lines[0]["topics"])
+
+    described.ok()
+    da, db = described.lines
+    cluster.ok()
+    (c,) = cluster.lines
+    (node,) = c["nodes"]
+    assert (node["host"], node["port"]) == ("127.0.0.1", broker.port)
+    assert c["controller"] is not None and c["clusterId"]
+    assert da["name"] == ta and db["name"] == tb
+    assert not da["internal"]
+    assert da["topicId"] not in ("AAAAAAAAAAAAAAAAAAAAAA", "null") and da["topicId"] != db["topicId"]
+    assert [p["partition"] for p in da["partitions"]] == [0, 1, 2]
+    for p in da["partitions"] + db["partitions"]:
+        assert p["leader"] == node["id"]
+        assert p["replicas"] == [node["id"]] and p["isr"] == [node["id"]]
+
+    deleted.ok()
+    assert del_missing.rc == 3 and del_missing.error["error"] == "UnknownTopicOrPartitionException"
+    a = admin(bs)
+    wait_for(lambda: ta not in a.list_topics(timeout=10).topics, what=f"{ta} deleted")
+    after = java_client.run("admin-list", bs).ok()
+    topics = set(after.lines[0]["topics"])
+    assert ta not in topics and tb in topics
+
+
+def test_list_offsets(java_client, broker, topic):
+    bs = broker.bootstrap
+    n = 20
+    res = java_client.batch([
+        ["admin-create", bs, topic, 1],
+        ["admin-list-offsets", bs, topic, 0, "earliest", "latest", "max-timestamp"],
+        ["produce", bs, topic, n, "zstd", f"ts={TS_BASE}", "prefix=lo"],
+        ["admin-list-offsets", bs, topic, 0, "earliest", "latest", "max-timestamp",
+         TS_BASE - 1, TS_BASE + 5, TS_BASE + n - 1, TS_BASE + 100],
+    ])
+    created, empty, produced, offs = res
+    created.ok()
+    empty.ok()
+    e = {o["spec"]: o for o in empty.lines}
+    assert e["earliest"]["offset"] == 0 and e["latest"]["offset"] == 0
+    assert e["max-timestamp"]["offset"] == -1
+    produced.ok()
+    assert sorted(o["timestamp"] for o in produced.lines) == [TS_BASE + i for i in range(n)]
+    offs.ok()
+    o = {x["spec"]: x for x in offs.lines}
+    assert o["earliest"]["offset"] == 0
+    assert o["latest"]["offset"] == n
+    assert (o["max-timestamp"]["offset"], o["max-timestamp"]["timestamp"]) == (n - 1, TS_BASE + n - 1)
+    assert (o[str(TS_BASE - 1)]["offset"], o[str(TS_BASE - 1)]["timestamp"]) == (0, TS_BASE)
+    assert (o[str(TS_BASE + 5)]["offset"], o[str(TS_BASE + 5)]["timestamp"]) == (5, TS_BASE + 5)
+    assert o[str(TS_BASE + n - 1)]["offset"] == n - 1
+    assert o[str(TS_BASE + 100)]["offset"] == -1
