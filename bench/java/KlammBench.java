@@ -14,6 +14,7 @@ import java.time.Duration;
 import java.util.*;
 import java.util.concurrent.*;
 import java.util.concurrent.atomic.*;
+import java.util.concurrent.locks.LockSupport;
 
 import org.apache.kafka.clients.consumer.*;
 import org.apache.kafka.clients.producer.*;
@@ -215,7 +216,7 @@ public class KlammBench {
                 long now;
                 while ((now = System.nanoTime()) < due) {
                     long left = due - now;
-                    if (left > 200_000) Thread.sleep(0, (int) Math.min(left - 100_000, 999_999));
+                    if (left > 200_000) LockSupport.parkNanos(left - 100_000);
                     else Thread.onSpinWait();
                 }
                 byte[] v = new byte[size];
