@@ -427,8 +427,9 @@ def run_broker(name: str, workloads: list[Workload], clients: list[str], java_cm
         log(f"{name} failed to start: {e}")
         info["brokers"][name] = {"error": str(e)}
         for w in workloads:
-            for c in clients:
-                results.setdefault((w.key, c), {})[name] = {"ok": False, "error": f"broker did not start: {e}"}
+            keys = [(w.key, c) for c in clients] + ([(w.key + "/seed", clients[0])] if w.seed else [])
+            for key in keys:
+                results.setdefault(key, {})[name] = {"ok": False, "error": f"broker did not start: {e}"}
         b.stop()
         return
     info["brokers"][name] = {"command": " ".join(b.command), "ready_line": b.ready_line}
@@ -569,9 +570,9 @@ def build_rows(workloads: list[Workload], clients: list[str], results: dict) -> 
         title = w.title.format(n=w.records)
         entries = []
         if w.seed:
-            for (k, c), _ in results.items():
-                if k == w.key + "/seed":
-                    entries.append((f"produce 100 KB × {w.records:,}, acks=1 (seed)", c, (k, c), "thr"))
+            c = clients[0]  # the seed is produced by the first client
+            entries.append((f"produce {human_size(w.size)} × {w.records:,}, acks=1 (seed)", c,
+                            (w.key + "/seed", c), "thr"))
         for c in clients:
             if w.kind == "latency":
                 entries.append((f"{title} — p50", c, (w.key, c), "p50_ms"))
@@ -585,6 +586,13 @@ def build_rows(workloads: list[Workload], clients: list[str], results: dict) -> 
             ratio = f"{k_val / t_val:.2f}×" if k_val is not None and t_val else "—"
             rows.append([label, c, k_txt, t_txt, ratio])
     return rows
+
+
+def human_size(n: int) -> str:
+    for unit, f in (("MB", 1_000_000), ("KB", 1000)):
+        if n >= f and n % f == 0:
+            return f"{n // f} {unit}"
+    return f"{n} B"
 
 
 def md_table(header: list[str], rows: list[list[str]]) -> str:
