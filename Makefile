@@ -31,7 +31,7 @@ interop: test-deps
 
 bench: test-deps
 	$(PY) -m pip install -q -e '.[bench]'
-	$(PY) bench/run.py
+	$(PY) bench/run.py $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) .cache klamm-data
