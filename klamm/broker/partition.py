@@ -27,7 +27,7 @@ _CODECS = {"uncompressed": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 def log_config(config: TopicConfig) -> LogConfig:
     """The storage view of a topic's configuration."""
     return LogConfig(
-        segment_bytes=config.segment_bytes,
+        segment_bytes=config.effective_segment_bytes,
         segment_ms=config.segment_ms,
         index_interval_bytes=config.index_interval_bytes,
         segment_index_bytes=config.segment_index_bytes,
@@ -89,7 +89,7 @@ class Partition:
             raise KafkaError(ErrorCode.corrupt_message, str(exc)) from None
         if not headers:
             raise KafkaError(ErrorCode.invalid_record, "no record batches")
-        if len(buf) > self.config.segment_bytes:
+        if len(buf) > self.config.effective_segment_bytes:
             raise KafkaError(ErrorCode.record_list_too_large)
         for header in headers:
             if header.size > self.config.max_message_bytes:
