@@ -59,7 +59,9 @@ class ReplicaManager:
                     if partition is not None:
                         self._remove(partition)
                     partition = self._create(topic.name, index, topic.topic_id, config)
-                partition.config = config
+                if partition.config is not config:
+                    partition.config = config
+                    partition.log.config = log_config(config)
                 if partition.leader_epoch != meta.leader_epoch or partition.log.leader_epoch_cache.latest_epoch < 0:
                     partition.become_leader(meta.leader_epoch)
                 partition.replicas = list(meta.replicas)
