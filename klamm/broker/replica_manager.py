@@ -34,9 +34,13 @@ class ReplicaManager:
         self._topic_configs: dict[str, TopicConfig] = {}
 
     def topic_config(self, topic: str, overrides: dict[str, str] | None = None) -> TopicConfig:
-        if overrides is not None or topic not in self._topic_configs:
-            self._topic_configs[topic] = TopicConfig.resolve(self.config, overrides or {})
-        return self._topic_configs[topic]
+        """The topic's effective config; re-resolved only when its overrides change."""
+        cached = self._topic_configs.get(topic)
+        if cached is not None and (overrides is None or dict(cached.overrides) == overrides):
+            return cached
+        config = TopicConfig.resolve(self.config, overrides or {})
+        self._topic_configs[topic] = config
+        return config
 
     def get(self, topic: str, index: int) -> Partition:
         partition = self.partitions.get((topic, index))
