@@ -26,6 +26,7 @@ from klamm.config.topic import TopicConfig
 from klamm.controller.controller import Controller, CreateTopicSpec
 from klamm.controller.meta_properties import ensure_meta_properties
 from klamm.controller.metadata_log import FileMetadataLog
+from klamm.coordinator.runtime import GroupCoordinatorRuntime
 from klamm.protocol.api import API_VERSIONS_KEY, message_types
 from klamm.protocol.build import build
 from klamm.protocol.connection import Request
@@ -55,6 +56,7 @@ class Broker:
         self.logs: LogManager | None = None
         self.controller: Controller = None  # type: ignore[assignment]
         self.replicas: ReplicaManager = None  # type: ignore[assignment]
+        self.group_coordinator: GroupCoordinatorRuntime = None  # type: ignore[assignment]  # group coordinator
         self._acceptor: Acceptor | None = None
         self._processors: list[Processor] = []
         self._stopped = asyncio.Event()
@@ -73,6 +75,9 @@ class Broker:
         self.controller.load()
         self.replicas.apply_image(self.controller.image)
         self.controller.on_change(lambda _old, new: self.replicas.apply_image(new))
+        # group coordinator: loads __consumer_offsets (if it exists) while serving
+        self.group_coordinator = GroupCoordinatorRuntime(self)
+        await self.group_coordinator.start()
         await self._start_network()
         self.controller.register_broker(self.node_id, self.advertised_host, self.advertised_port, self.listener_name)
         self._tasks.append(asyncio.ensure_future(self._checkpoint_periodically()))
@@ -112,6 +117,8 @@ class Broker:
             await self._acceptor.stop()
         for processor in self._processors:
             processor.close_all()
+        if self.group_coordinator is not None:  # group coordinator
+            await self.group_coordinator.stop()
         if self.controller is not None:
             self.controller.close()
         if self.replicas is not None:

@@ -1,0 +1,157 @@
+"""FindCoordinator (10), JoinGroup (11), Heartbeat (12), LeaveGroup (13), SyncGroup (14): group membership.
+
+The work is the group coordinator's (klamm/coordinator); these handlers only
+translate request versions into its calls and its answers into response dicts.
+JoinGroup and SyncGroup answer when the rebalance gets that far: the handler
+awaits a future the coordinator completes. The coordinator's records are
+appended (`runtime.apply`) before the handler's first await, so requests of
+one connection take effect in order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+from typing import Any
+
+from klamm.broker.handlers import Api
+from klamm.coordinator.coordinator import JoinRequest, SyncRequest, join_error, sync_response
+from klamm.protocol.errors import ErrorCode, KafkaError
+
+KEY_TYPE_GROUP = 0
+KEY_TYPE_TRANSACTION = 1
+
+
+def millis(value: Any) -> int:
+    """A duration field as milliseconds (kio gives timedeltas for *_ms fields)."""
+    if isinstance(value, datetime.timedelta):
+        return int(value / datetime.timedelta(milliseconds=1))
+    return int(value)
+
+
+def client_host(request: Any) -> str:
+    # Handlers do not see the connection; Kafka reports "/<peer address>" here.
+    return getattr(request, "client_host", None) or "/127.0.0.1"
+
+
+def apply_quietly(broker: Any, result: Any) -> None:
+    """Append a join/sync result whose failure the coordinator reports through the callbacks."""
+    try:
+        broker.group_coordinator.apply(result)
+    except KafkaError:
+        pass
+
+
+def _future() -> tuple[asyncio.Future[dict[str, Any]], Any]:
+    future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+
+    def respond(response: dict[str, Any]) -> None:
+        if not future.done():  # the connection may be gone (a cancelled handler)
+            future.set_result(response)
+
+    return future, respond
+
+
+# FindCoordinator
+async def find_coordinator(broker: Any, request: Any) -> dict[str, Any]:
+    body, version = request.body, request.api_version
+    key_type = getattr(body, "key_type", KEY_TYPE_GROUP)
+    keys = list(body.coordinator_keys) if version >= 4 else [body.key]
+    found = [_find(broker, key_type, key) for key in keys]
+    if version >= 4:
+        return {"coordinators": found}
+    return {k: v for k, v in found[0].items() if k != "key"}
+
+
+def _find(broker: Any, key_type: int, key: str) -> dict[str, Any]:
+    try:
+        if key_type not in (KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION):
+            raise KafkaError(ErrorCode.invalid_request, f"unknown key type {key_type}")
+        if key_type == KEY_TYPE_GROUP:
+            broker.group_coordinator.ensure_topic()
+    except KafkaError as exc:
+        return {"key": key, "node_id": -1, "host": "", "port": -1, "error_code": exc.code,
+                "error_message": exc.message}
+    # One node: this broker coordinates every group (and transactional id).
+    return {"key": key, "node_id": broker.node_id, "host": broker.advertised_host, "port": broker.advertised_port,
+            "error_code": ErrorCode.none, "error_message": None}
+
+
+# JoinGroup
+async def join_group(broker: Any, request: Any) -> dict[str, Any]:
+    body, version = request.body, request.api_version
+    try:
+        coordinator = broker.group_coordinator.ready()
+    except KafkaError as exc:
+        return _join_response(join_error(exc.code, body.member_id), version)
+    session_ms = millis(body.session_timeout)
+    rebalance = getattr(body, "rebalance_timeout", None)
+    join = JoinRequest(
+        group_id=body.group_id, member_id=body.member_id,
+        group_instance_id=getattr(body, "group_instance_id", None),
+        client_id=request.client_id or "", client_host=client_host(request),
+        session_timeout_ms=session_ms, rebalance_timeout_ms=session_ms if rebalance is None else millis(rebalance),
+        protocol_type=body.protocol_type, protocols=[(p.name, bytes(p.metadata)) for p in body.protocols],
+        # From v4 a new dynamic member first gets its id (MEMBER_ID_REQUIRED), then joins with it.
+        require_known_member_id=version >= 4 and getattr(body, "group_instance_id", None) is None)
+    future, respond = _future()
+    apply_quietly(broker, coordinator.join_group(join, respond))
+    return _join_response(await future, version)
+
+
+def _join_response(response: dict[str, Any], version: int) -> dict[str, Any]:
+    if version < 7 and response["protocol_name"] is None:
+        response = {**response, "protocol_name": ""}  # not nullable before v7
+    return response
+
+
+# SyncGroup
+async def sync_group(broker: Any, request: Any) -> dict[str, Any]:
+    body = request.body
+    try:
+        coordinator = broker.group_coordinator.ready()
+    except KafkaError as exc:
+        return sync_response(exc.code)
+    sync = SyncRequest(
+        group_id=body.group_id, member_id=body.member_id, group_instance_id=getattr(body, "group_instance_id", None),
+        generation=body.generation_id, protocol_type=getattr(body, "protocol_type", None),
+        protocol_name=getattr(body, "protocol_name", None),
+        assignments={a.member_id: bytes(a.assignment) for a in body.assignments})
+    future, respond = _future()
+    apply_quietly(broker, coordinator.sync_group(sync, respond))
+    return await future
+
+
+# Heartbeat
+async def heartbeat(broker: Any, request: Any) -> dict[str, Any]:
+    body = request.body
+    try:
+        coordinator = broker.group_coordinator.ready()
+        result = coordinator.heartbeat(body.group_id, body.member_id, getattr(body, "group_instance_id", None),
+                                       body.generation_id)
+        return {"error_code": broker.group_coordinator.apply(result)}
+    except KafkaError as exc:
+        return {"error_code": exc.code}
+
+
+# LeaveGroup
+async def leave_group(broker: Any, request: Any) -> dict[str, Any]:
+    body, version = request.body, request.api_version
+    if version >= 3:
+        leaving = [(m.member_id, m.group_instance_id) for m in body.members]
+    else:
+        leaving = [(body.member_id, None)]
+    try:
+        coordinator = broker.group_coordinator.ready()
+        error, errors = broker.group_coordinator.apply(coordinator.leave_group(body.group_id, leaving))
+    except KafkaError as exc:
+        error, errors = exc.code, [exc.code] * len(leaving)
+    if version < 3:
+        return {"error_code": error if error != ErrorCode.none else errors[0]}
+    return {"error_code": error,
+            "members": [{"member_id": member_id, "group_instance_id": instance_id, "error_code": member_error}
+                        for (member_id, instance_id), member_error in zip(leaving, errors)]}
+
+
+APIS = [Api(10, 0, 6, find_coordinator), Api(11, 0, 9, join_group), Api(12, 0, 4, heartbeat),
+        Api(13, 0, 5, leave_group), Api(14, 0, 5, sync_group)]

@@ -1,0 +1,107 @@
+"""OffsetCommit (8), OffsetFetch (9), OffsetDelete (47): a group's committed offsets.
+
+Commits to partitions that do not exist get UNKNOWN_TOPIC_OR_PARTITION, as
+Kafka's request handler answers before the coordinator sees them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from klamm.broker.handlers import Api
+from klamm.broker.handlers.groups import millis
+from klamm.coordinator.coordinator import OffsetToCommit
+from klamm.protocol.errors import ErrorCode, KafkaError
+
+INVALID_OFFSET = -1
+NO_EPOCH = -1
+
+
+def _exists(broker: Any, topic: str, partition: int) -> bool:
+    meta = broker.controller.image.topics_by_name.get(topic)
+    return meta is not None and partition in meta.partitions
+
+
+def _by_topic(errors: list[tuple[str, int, ErrorCode]]) -> list[dict[str, Any]]:
+    topics: dict[str, list[dict[str, Any]]] = {}
+    for topic, partition, error in errors:
+        topics.setdefault(topic, []).append({"partition_index": partition, "error_code": error})
+    return [{"name": name, "partitions": partitions} for name, partitions in topics.items()]
+
+
+# OffsetCommit
+async def offset_commit(broker: Any, request: Any) -> dict[str, Any]:
+    body, version = request.body, request.api_version
+    wanted = [(t.name, p) for t in body.topics for p in t.partitions]
+    unknown = {(name, p.partition_index) for name, p in wanted if not _exists(broker, name, p.partition_index)}
+    offsets = [OffsetToCommit(name, p.partition_index, p.committed_offset,
+                              getattr(p, "committed_leader_epoch", NO_EPOCH), p.committed_metadata)
+               for name, p in wanted if (name, p.partition_index) not in unknown]
+    retention = getattr(body, "retention_time", -1) if 2 <= version <= 4 else -1
+    try:
+        coordinator = broker.group_coordinator.ready()
+        result = coordinator.commit_offsets(body.group_id, body.generation_id_or_member_epoch, body.member_id,
+                                            getattr(body, "group_instance_id", None), offsets, millis(retention))
+        errors = broker.group_coordinator.apply(result)
+    except KafkaError as exc:
+        errors = {(o.topic, o.partition): exc.code for o in offsets}
+    rows = [(name, p.partition_index,
+             ErrorCode.unknown_topic_or_partition if (name, p.partition_index) in unknown
+             else errors[(name, p.partition_index)]) for name, p in wanted]
+    return {"topics": _by_topic(rows)}
+
+
+# OffsetFetch
+async def offset_fetch(broker: Any, request: Any) -> dict[str, Any]:
+    body, version = request.body, request.api_version
+    if version >= 8:
+        return {"groups": [_fetch_group(broker, g.group_id, g.topics, version) for g in body.groups]}
+    fetched = _fetch_group(broker, body.group_id, body.topics, version)
+    return {"topics": fetched["topics"], "error_code": fetched["error_code"]}
+
+
+def _fetch_group(broker: Any, group_id: str, topics: Any, version: int) -> dict[str, Any]:
+    wanted = None if topics is None else [(t.name, p) for t in topics for p in t.partition_indexes]
+    try:
+        coordinator = broker.group_coordinator.ready()
+        offsets = coordinator.fetch_offsets(group_id, wanted)
+    except KafkaError as exc:
+        if version >= 2:
+            return {"group_id": group_id, "topics": [], "error_code": exc.code}
+        # v1 has no group error: every partition carries it
+        rows = [(t, p, None, exc.code) for t, p in wanted or []]
+        return {"group_id": group_id, "topics": _fetched_topics(rows), "error_code": exc.code}
+    rows = [(topic, partition, committed, ErrorCode.none) for (topic, partition), committed in offsets.items()]
+    return {"group_id": group_id, "topics": _fetched_topics(rows), "error_code": ErrorCode.none}
+
+
+def _fetched_topics(rows: list[tuple[str, int, Any, ErrorCode]]) -> list[dict[str, Any]]:
+    topics: dict[str, list[dict[str, Any]]] = {}
+    for topic, partition, committed, error in rows:
+        topics.setdefault(topic, []).append({
+            "partition_index": partition,
+            "committed_offset": committed.offset if committed else INVALID_OFFSET,
+            "committed_leader_epoch": committed.leader_epoch if committed else NO_EPOCH,
+            "metadata": committed.metadata if committed else "",
+            "error_code": error,
+        })
+    return [{"name": name, "partitions": partitions} for name, partitions in topics.items()]
+
+
+# OffsetDelete
+async def offset_delete(broker: Any, request: Any) -> dict[str, Any]:
+    body = request.body
+    wanted = [(t.name, p.partition_index) for t in body.topics for p in t.partitions]
+    try:
+        coordinator = broker.group_coordinator.ready()
+        error, errors = broker.group_coordinator.apply(coordinator.delete_offsets(body.group_id, wanted))
+    except KafkaError as exc:
+        error, errors = exc.code, {}
+    if error != ErrorCode.none:
+        return {"error_code": error, "topics": []}
+    rows = [(topic, partition, ErrorCode.unknown_topic_or_partition if not _exists(broker, topic, partition)
+             else errors[(topic, partition)]) for topic, partition in wanted]
+    return {"error_code": ErrorCode.none, "topics": _by_topic(rows)}
+
+
+APIS = [Api(8, 2, 9, offset_commit), Api(9, 1, 9, offset_fetch), Api(47, 0, 0, offset_delete)]

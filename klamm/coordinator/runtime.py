@@ -1,0 +1,195 @@
+"""The group coordinator inside the broker: __consumer_offsets, loading, appends and timers.
+
+The topic is created on the first FindCoordinator(GROUP) (or at start-up when it
+already exists, it is loaded): `offsets.topic.num.partitions` partitions,
+cleanup.policy=compact, and a replication factor of
+min(offsets.topic.replication.factor, live brokers) — Kafka would refuse to
+create it with fewer brokers than asked; a single-node klamm caps it instead.
+Every partition is loaded (replayed from its start) before the coordinator
+answers for the groups on it; meanwhile it answers COORDINATOR_LOAD_IN_PROGRESS.
+
+`apply` writes an operation's records — one batch per partition, appended
+synchronously — then replays them into the state machine and runs its
+after-write actions. Timer deadlines run on the event loop, woken early when an
+earlier deadline is scheduled.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from klamm.controller.controller import CreateTopicSpec
+from klamm.coordinator.coordinator import CoordinatorConfig, GroupCoordinator, Result
+from klamm.coordinator.records import CoordinatorRecord
+from klamm.coordinator.timer import Timer
+from klamm.protocol.errors import ErrorCode, KafkaError
+from klamm.protocol.records import NewRecord, build_batch, iter_records
+from klamm.protocol.topics import CONSUMER_OFFSETS
+
+log = logging.getLogger("klamm.coordinator")
+
+# Append failures as an offset commit reports them (Kafka's GroupMetadataManager mapping).
+_APPEND_ERRORS = {
+    ErrorCode.unknown_topic_or_partition: ErrorCode.coordinator_not_available,
+    ErrorCode.not_enough_replicas: ErrorCode.coordinator_not_available,
+    ErrorCode.not_enough_replicas_after_append: ErrorCode.coordinator_not_available,
+    ErrorCode.not_leader_or_follower: ErrorCode.not_coordinator,
+    ErrorCode.message_too_large: ErrorCode.invalid_commit_offset_size,
+    ErrorCode.record_list_too_large: ErrorCode.invalid_commit_offset_size,
+    ErrorCode.invalid_fetch_size: ErrorCode.invalid_commit_offset_size,
+}
+_LOAD_READ_BYTES = 1024 * 1024
+
+
+def wall_clock_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def coordinator_config(config: Any, num_partitions: int) -> CoordinatorConfig:
+    return CoordinatorConfig(
+        num_partitions=num_partitions,
+        initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms,
+        min_session_timeout_ms=config.group_min_session_timeout_ms,
+        max_session_timeout_ms=config.group_max_session_timeout_ms,
+        max_group_size=config.group_max_size,
+        offsets_retention_ms=config.offsets_retention_minutes * 60 * 1000,
+        offsets_retention_check_interval_ms=config.offsets_retention_check_interval_ms,
+        offset_metadata_max_bytes=config.offset_metadata_max_bytes,
+    )
+
+
+class GroupCoordinatorRuntime:
+    def __init__(self, broker: Any) -> None:
+        self.broker = broker
+        self._wake = asyncio.Event()
+        self.timer = Timer(wall_clock_ms, on_change=self._wake.set)
+        self.coordinator: GroupCoordinator | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+
+    # lifecycle
+    async def start(self) -> None:
+        self._tasks.append(asyncio.ensure_future(self._run_timers()))
+        if self._topic() is not None:
+            self._tasks.append(asyncio.ensure_future(self._load(self._new_coordinator())))
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        self._tasks.clear()
+
+    def _topic(self) -> Any:
+        return self.broker.controller.image.topics_by_name.get(CONSUMER_OFFSETS)
+
+    def ensure_topic(self) -> None:
+        """Create __consumer_offsets if missing and start serving its (empty) partitions."""
+        if self._topic() is None:
+            config = self.broker.config
+            live = max(1, len(self.broker.broker_endpoints()))
+            spec = CreateTopicSpec(
+                name=CONSUMER_OFFSETS, num_partitions=config.offsets_topic_num_partitions,
+                replication_factor=min(config.offsets_topic_replication_factor, live), assignments=None,
+                configs={"cleanup.policy": "compact", "compression.type": "producer",
+                         "segment.bytes": str(config.offsets_topic_segment_bytes)})
+            [result] = self.broker.create_topics([spec], validate_only=False)
+            if result.error not in (ErrorCode.none, ErrorCode.topic_already_exists):
+                raise KafkaError(ErrorCode.coordinator_not_available, result.message)
+            log.info("created %s with %d partitions", CONSUMER_OFFSETS, config.offsets_topic_num_partitions)
+        if self.coordinator is None:
+            self._load_now()
+
+    # loading
+    def _new_coordinator(self) -> GroupCoordinator:
+        partitions = len(self._topic().partitions)
+        self.coordinator = GroupCoordinator(coordinator_config(self.broker.config, partitions), self.timer)
+        for index in range(partitions):
+            self.coordinator.begin_loading(index)
+        return self.coordinator
+
+    async def _load(self, coordinator: GroupCoordinator) -> None:
+        """Replay every partition, yielding between them so requests meanwhile get LOAD_IN_PROGRESS."""
+        started = time.monotonic()
+        for index in range(coordinator.config.num_partitions):
+            self._load_partition(coordinator, index)
+            await asyncio.sleep(0)
+        log.info("loaded %d groups from %s in %.0f ms", len(coordinator.groups), CONSUMER_OFFSETS,
+                 (time.monotonic() - started) * 1000)
+
+    def _load_now(self) -> None:
+        coordinator = self._new_coordinator()
+        for index in range(coordinator.config.num_partitions):
+            self._load_partition(coordinator, index)
+
+    def _load_partition(self, coordinator: GroupCoordinator, index: int) -> None:
+        for record in self._read_partition(index):
+            coordinator.replay(record)
+        coordinator.finish_loading(index)
+
+    def _read_partition(self, index: int) -> Iterator[CoordinatorRecord]:
+        partition = self.broker.replicas.get(CONSUMER_OFFSETS, index)
+        offset, end = partition.log_start_offset, partition.log_end_offset
+        while offset < end:
+            buf = partition.log.read_bytes(offset, _LOAD_READ_BYTES, max_offset=end)
+            if not buf:
+                return
+            for record in iter_records(buf):
+                if record.offset >= offset and record.key is not None:
+                    yield CoordinatorRecord(index, record.key, record.value)
+                offset = max(offset, record.offset + 1)
+
+    # serving
+    def ready(self) -> GroupCoordinator:
+        """The coordinator, or COORDINATOR_NOT_AVAILABLE before __consumer_offsets exists."""
+        if self.coordinator is None:
+            raise KafkaError(ErrorCode.coordinator_not_available)
+        return self.coordinator
+
+    def apply(self, result: Result) -> Any:
+        """Append the result's records, replay them, run its after-write actions; its response.
+
+        A failed append runs the actions with the error and raises it as KafkaError.
+        """
+        error = ErrorCode.none
+        try:
+            self._append(result.records)
+        except KafkaError as exc:
+            error = _APPEND_ERRORS.get(exc.code, ErrorCode.unknown_server_error)
+            log.warning("append to %s failed: %s", CONSUMER_OFFSETS, exc)
+        if error == ErrorCode.none:
+            for record in result.records:
+                self.ready().replay(record)
+        for action in result.after_write:
+            action(error)
+        if error != ErrorCode.none:
+            raise KafkaError(error)
+        return result.response
+
+    def _append(self, records: list[CoordinatorRecord]) -> None:
+        by_partition: dict[int, list[NewRecord]] = {}
+        for record in records:
+            by_partition.setdefault(record.partition, []).append(NewRecord(record.key, record.value))
+        for index, batch in by_partition.items():
+            self.broker.replicas.get(CONSUMER_OFFSETS, index).append(build_batch(batch))
+
+    async def _run_timers(self) -> None:
+        while True:
+            deadline = self.timer.next_deadline()
+            self._wake.clear()
+            if deadline is None or deadline > self.timer.clock():
+                delay = None if deadline is None else (deadline - self.timer.clock()) / 1000
+                try:
+                    await asyncio.wait_for(self._wake.wait(), delay)
+                except asyncio.TimeoutError:
+                    pass
+            if self.coordinator is None:
+                continue
+            for result in self.coordinator.poll_timers():
+                try:
+                    self.apply(result)
+                except KafkaError:
+                    pass  # logged by apply; the state machine has run the failure actions
+                except Exception:
+                    log.exception("group coordinator timer failed")
