@@ -485,8 +485,7 @@ class GroupCoordinator:
         group.remove(member.member_id)
         if group.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
             self._maybe_prepare_rebalance(group)
-        elif group.is_(GroupState.PREPARING_REBALANCE):
-            self._check_join(group)
+        self._check_join(group)  # e.g. the last member left: the group empties at once
 
     def _reset_and_propagate_assignment_error(self, group: ClassicGroup, error: ErrorCode) -> None:
         for member in group.members.values():
