@@ -531,3 +531,44 @@ def test_pipelined_requests_answered_in_order(seeded: BrokerThread) -> None:
             if expected[i - 1][1] == FETCH:
                 assert values(response.responses[0].partitions[0]) == [v for _, v in ACKED]
     assert_still_serving(seeded)
+
+
+# ------------------------------------------- a request that kills the broker ---
+_SERVE_IN_CHILD = r"""
+import asyncio, sys
+from klamm.broker.broker import Broker
+from klamm.config.broker import BrokerConfig
+
+async def main():
+    broker = Broker(BrokerConfig.from_properties({"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": sys.argv[1]}))
+    await broker.start()
+    print(broker.port, flush=True)
+    await broker.wait_stopped()
+
+asyncio.run(main())
+"""
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "a Metadata v12 request whose topics compact-array length is the varint ff ff ff ff 0f makes "
+    "kio's native decoder abort the broker process (Rust 'memory allocation of 34359738352 bytes "
+    "failed'); Kafka rejects the request and the broker lives on. Run in a child process, since "
+    "the in-process broker would take pytest down with it"))
+def test_huge_compact_array_length_does_not_kill_the_broker(tmp_path: Any) -> None:
+    import subprocess
+    import sys
+
+    child = subprocess.Popen([sys.executable, "-c", _SERVE_IN_CHILD, str(tmp_path)],
+                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        port = int(child.stdout.readline())  # type: ignore[union-attr]
+        with RawClient(port) as c:
+            header = struct.pack(">hhih", METADATA, 12, 1, 1) + b"c" + b"\x00"
+            c.send_raw(frame(header + bytes.fromhex("ffffffff0f") + b"\x00\x00\x00"))
+            c.expect_disconnect()
+        with RawClient(port) as c:
+            versions = c.request(API_VERSIONS, 3, {"client_software_name": "t", "client_software_version": "1"})
+            assert versions.error_code == NONE
+    finally:
+        child.kill()
+        child.wait(10)
