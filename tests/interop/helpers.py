@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from typing import Callable, Iterable
 
@@ -224,3 +225,22 @@ def aio_consume(bootstrap: str, topic: str, partition: int, start: int, count: i
 
 
 aio_recs = kp_recs
+
+
+# --------------------------------------------------------------------- kcat ---
+def kcat_json_lines(stdout: bytes) -> list[dict]:
+    """Parse `kcat -J` output.  kcat writes binary keys/values/headers unescaped, so
+    decode with surrogateescape; use kcat_bytes() to get the original bytes back."""
+    text = stdout.decode("utf-8", "surrogateescape")
+    return [json.loads(line, strict=False) for line in text.splitlines() if line.strip()]
+
+
+def kcat_bytes(s: str | None) -> bytes | None:
+    return None if s is None else s.encode("utf-8", "surrogateescape")
+
+
+def kcat_recs(msgs: list[dict]) -> list[Rec]:
+    def hdrs(m):
+        h = m.get("headers") or []
+        return tuple((h[k], kcat_bytes(h[k + 1])) for k in range(0, len(h), 2))
+    return [Rec(kcat_bytes(m["key"]), kcat_bytes(m["payload"]), hdrs(m)) for m in msgs]

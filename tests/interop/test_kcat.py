@@ -12,8 +12,9 @@ import subprocess
 
 import pytest
 
-from .helpers import confluent_consume, confluent_recs, create_topic
-from .records import CODECS
+from .helpers import (confluent_consume, confluent_produce, confluent_recs, create_topic,
+                      kcat_json_lines, kcat_recs)
+from .records import CODECS, diff, expected
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.kcat]
 
@@ -79,16 +80,13 @@ def test_produce_consume(kcat_bin, broker, topic, codec):
 
 
 def test_consume_what_others_produced(kcat_bin, broker, topic):
-    from .helpers import confluent_produce
-    from .records import expected
-
     create_topic(broker.bootstrap, topic)
     recs = expected("kc", 30)
     confluent_produce(broker.bootstrap, topic, recs, codec="zstd")
-    out = kcat(kcat_bin, broker.bootstrap, "-C", "-t", topic, "-p", "0", "-o", "beginning", "-e", "-J")
-    msgs = [json.loads(line) for line in out.splitlines() if line.strip()]
-    assert len(msgs) == 30
-    for i, (m, r) in enumerate(zip(msgs, recs)):
-        assert m["offset"] == i
-        assert m["key"] == (None if r.key is None else r.key.decode())
-        assert m["payload"] == (None if r.value is None else r.value.decode())
+    p = subprocess.run([kcat_bin, "-b", broker.bootstrap, *EXTRA, "-C", "-t", topic, "-p", "0",
+                        "-o", "beginning", "-e", "-J"], capture_output=True, timeout=60)
+    assert p.returncode == 0, p.stderr.decode(errors="replace")
+    msgs = kcat_json_lines(p.stdout)
+    assert [m["offset"] for m in msgs] == list(range(30))
+    got = kcat_recs(msgs)
+    assert got == recs, diff(got, recs)
