@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 from klamm.config.topic import TopicConfig
 from klamm.protocol import batch as batches
-from klamm.protocol.batch import BatchHeader, InvalidBatch
+from klamm.protocol.batch import BatchHeader, InvalidBatch, TruncatedBatch, UnsupportedMagic
 from klamm.protocol.errors import ErrorCode, KafkaError
 from klamm.storage.log import AppendResult, Log, LogConfig, ReadResult
 
@@ -85,10 +85,16 @@ class Partition:
         buf = bytearray(records)
         try:
             headers = batches.split_batches(buf)
+        except TruncatedBatch:
+            headers = []
+        except UnsupportedMagic as exc:
+            raise KafkaError(ErrorCode.invalid_record, str(exc)) from None
         except InvalidBatch as exc:
             raise KafkaError(ErrorCode.corrupt_message, str(exc)) from None
-        if not headers:
-            raise KafkaError(ErrorCode.invalid_record, "no record batches")
+        if len(headers) != 1:
+            # Kafka: produce v3+ carries exactly one complete v2 batch per partition.
+            raise KafkaError(ErrorCode.invalid_record,
+                             "Produce requests with version 3 and above must have exactly one record batch per partition")
         if len(buf) > self.config.effective_segment_bytes:
             raise KafkaError(ErrorCode.record_list_too_large)
         for header in headers:

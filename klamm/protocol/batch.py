@@ -51,6 +51,14 @@ class InvalidBatch(ValueError):
     """The bytes are not a well-formed v2 record batch."""
 
 
+class UnsupportedMagic(InvalidBatch):
+    """Not a v2 batch: produce v3+ accepts only magic 2 (Kafka answers INVALID_RECORD)."""
+
+
+class TruncatedBatch(InvalidBatch):
+    """The bytes end before the batch does (Kafka sees no complete batch there)."""
+
+
 @dataclass(slots=True)
 class BatchHeader:
     """The fixed fields of one v2 batch; `position` is where it starts in its buffer."""
@@ -106,12 +114,12 @@ def read_batch_header(buf: bytes | bytearray | memoryview, position: int = 0) ->
     """Parse the header at `position`; raise InvalidBatch if it cannot be a v2 batch."""
     if len(buf) - position < HEADER_SIZE:
         if len(buf) - position >= 17 and buf[position + 16] != 2:
-            raise InvalidBatch(f"unsupported magic {buf[position + 16]}")
-        raise InvalidBatch("truncated batch header")
+            raise UnsupportedMagic(f"unsupported magic {buf[position + 16]}")
+        raise TruncatedBatch("truncated batch header")
     fields = _HEADER.unpack_from(buf, position)
     header = BatchHeader(position, *fields)
     if header.magic != 2:
-        raise InvalidBatch(f"unsupported magic {header.magic}")
+        raise UnsupportedMagic(f"unsupported magic {header.magic}")
     if header.batch_length < HEADER_SIZE - LOG_OVERHEAD:
         raise InvalidBatch(f"batch length {header.batch_length} too small")
     if header.last_offset_delta < 0 or header.records_count < 0:
@@ -145,7 +153,7 @@ def split_batches(buf: bytes | bytearray | memoryview) -> list[BatchHeader]:
     while position < end:
         header = read_batch_header(buf, position)
         if position + header.size > end:
-            raise InvalidBatch("truncated batch")
+            raise TruncatedBatch("truncated batch")
         headers.append(header)
         position += header.size
     return headers

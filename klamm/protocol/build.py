@@ -64,7 +64,8 @@ def _plan(cls: type) -> tuple[tuple[str, Callable[[Any], Any], Any], ...]:
         kind = classify_field(field)
         if isinstance(kind, EntityTupleField):
             inner = kind.type_
-            convert: Callable[[Any], Any] = (lambda items, inner=inner: tuple(build(inner, item) for item in items))
+            convert: Callable[[Any], Any] = (
+                lambda items, inner=inner: None if items is None else tuple(build(inner, item) for item in items))
             zero: Any = ()
         elif isinstance(kind, EntityField):
             inner = kind.type_

@@ -20,6 +20,7 @@ from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
 from kio.serial import entity_reader, entity_writer
 
 from klamm.protocol.api import API_VERSIONS_KEY, MessageTypes, message_types
+from klamm.protocol.guard import check_lengths
 from klamm.protocol.sendplan import Part, SendPlanWriter
 
 _SIZE = struct.Struct(">i")
@@ -92,6 +93,7 @@ class ServerConnection:
         header_type = RequestHeaderV2 if types.request_header_version == 2 else RequestHeaderV1
         try:
             header, header_size = _reader(header_type)(frame, 0)
+            check_lengths(types.request, frame, header_size)
             body, body_size = _reader(types.request)(frame, header_size)
         except Exception as exc:  # kio raises several types for bad bytes
             raise ProtocolError(f"malformed request api_key={api_key} v{version}: {exc}") from exc

@@ -234,10 +234,6 @@ def test_produce_invalid_acks(seeded: BrokerThread) -> None:
     assert_still_serving(seeded)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "Kafka: a produce whose only batch is truncated has no complete batch "
-    "(ByteBufferLogInputStream.nextBatch returns null), so ProduceRequest.validateRecords "
-    "throws InvalidRecordException -> INVALID_RECORD (87); klamm answers CORRUPT_MESSAGE (2)"))
 def test_produce_truncated_batch_is_invalid_record(seeded: BrokerThread) -> None:
     batch = build_batch([(b"k", b"v" * 100)])
     with seeded.connect() as c:
@@ -549,11 +545,6 @@ asyncio.run(main())
 """
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "a Metadata v12 request whose topics compact-array length is the varint ff ff ff ff 0f makes "
-    "kio's native decoder abort the broker process (Rust 'memory allocation of 34359738352 bytes "
-    "failed'); Kafka rejects the request and the broker lives on. Run in a child process, since "
-    "the in-process broker would take pytest down with it"))
 def test_huge_compact_array_length_does_not_kill_the_broker(tmp_path: Any) -> None:
     import subprocess
     import sys

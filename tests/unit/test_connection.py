@@ -382,11 +382,6 @@ def test_fuzz_flexible_body_only_raises_protocol_error(choice: tuple[int, int], 
         pass
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "kio's native reader allocates a compact array's declared length up front: a length varint "
-    ">= 2**31 (e.g. ff ff ff ff 0f) makes Rust abort the whole process ('memory allocation of "
-    "34359738352 bytes failed'). One ~20-byte request kills the broker. Kafka checks the length "
-    "against the bytes remaining and fails the request instead"))
 @pytest.mark.parametrize(("key", "version"), [(METADATA, 12), (19, 7), (20, 6), (37, 3)])
 def test_huge_compact_array_length_is_a_protocol_error(key: int, version: int) -> None:
     import subprocess

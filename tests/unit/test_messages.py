@@ -112,10 +112,6 @@ def test_build_drops_fields_the_version_lacks() -> None:
     assert not hasattr(partition, "log_start_offset")
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "klamm.protocol.build: a nullable array of entities given as None raises TypeError "
-    "(the EntityTupleField converter iterates the value unconditionally); e.g. a Metadata v1+ "
-    "request for all topics (topics=null) cannot be built from a dict"))
 def test_build_nullable_entity_array_none() -> None:
     cls = message_types(3, 12).request
     request = build(cls, {"topics": None, "allow_auto_topic_creation": False,

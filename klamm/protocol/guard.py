@@ -1,0 +1,139 @@
+"""A length check of flexible requests before kio decodes them.
+
+kio's native reader reserves memory for a compact array's declared length
+before reading it: a declared length of 2**31 or more makes it try to allocate
+tens of gigabytes and abort the whole process. Kafka checks every length
+against the bytes that remain, so a 20-byte request cannot take a broker down.
+This module does that check, walking the same kio dataclasses (fields, Kafka
+types, tags) without building anything: every compact string, bytes and array
+length and every tagged field size must fit in what is left of the frame.
+Non-flexible versions use int32 lengths, which kio already bounds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import fields
+from functools import cache
+
+from kio.serial._introspect import EntityField, EntityTupleField, classify_field, get_field_tag, get_schema_field_type
+
+Check = Callable[[bytes, int, int], int]  # (frame, position, end) -> new position
+
+_FIXED = {
+    "int8": 1, "int16": 2, "int32": 4, "int64": 8, "uint8": 1, "uint16": 2, "uint32": 4, "uint64": 8,
+    "float64": 8, "bool": 1, "uuid": 16, "error_code": 2, "timedelta_i32": 4, "timedelta_i64": 8,
+    "datetime_i64": 8,
+}
+
+
+class LengthError(ValueError):
+    """A declared length runs past the end of the frame."""
+
+
+def _uvarint(buf: bytes, position: int, end: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        if position >= end:
+            raise LengthError("truncated varint")
+        byte = buf[position]
+        position += 1
+        value |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return value, position
+        shift += 7
+        if shift > 28:
+            raise LengthError("varint too long")
+
+
+def _fixed(size: int) -> Check:
+    def check(buf: bytes, position: int, end: int) -> int:
+        position += size
+        if position > end:
+            raise LengthError("truncated field")
+        return position
+    return check
+
+
+def _compact_bytes(buf: bytes, position: int, end: int) -> int:
+    length, position = _uvarint(buf, position, end)
+    position += max(length - 1, 0)
+    if position > end:
+        raise LengthError(f"length {length - 1} exceeds the frame")
+    return position
+
+
+def _compact_array(element: Check) -> Check:
+    def check(buf: bytes, position: int, end: int) -> int:
+        count, position = _uvarint(buf, position, end)
+        count -= 1
+        if count > end - position:  # every element takes at least one byte
+            raise LengthError(f"array of {count} exceeds the frame")
+        for _ in range(max(count, 0)):
+            position = element(buf, position, end)
+        return position
+    return check
+
+
+def _nullable_struct(inner: Check) -> Check:
+    def check(buf: bytes, position: int, end: int) -> int:
+        position = _fixed(1)(buf, position, end)
+        return inner(buf, position, end) if buf[position - 1] != 0xFF else position
+    return check
+
+
+def _primitive(kafka_type: str) -> Check:
+    if kafka_type in _FIXED:
+        return _fixed(_FIXED[kafka_type])
+    if kafka_type in ("string", "bytes", "records"):
+        return _compact_bytes
+    raise LengthError(f"unknown type {kafka_type}")
+
+
+def _field_check(field: object) -> Check:
+    kind = classify_field(field)  # type: ignore[arg-type]
+    if isinstance(kind, EntityTupleField):
+        return _compact_array(struct_check(kind.type_))
+    if isinstance(kind, EntityField):
+        inner = struct_check(kind.type_)
+        nullable = type(None) in getattr(field.type, "__args__", ())  # type: ignore[attr-defined]
+        return _nullable_struct(inner) if nullable else inner
+    element = _primitive(get_schema_field_type(field))  # type: ignore[arg-type]
+    return _compact_array(element) if kind.is_array else element
+
+
+@cache
+def struct_check(entity_type: type) -> Check:
+    """The check for one flexible struct: its fields in order, then its tagged fields."""
+    plain: list[Check] = []
+    tagged: dict[int, Check] = {}
+    for field in fields(entity_type):
+        tag = get_field_tag(field)
+        if tag is None:
+            plain.append(_field_check(field))
+        else:
+            tagged[tag] = _field_check(field)
+
+    def check(buf: bytes, position: int, end: int) -> int:
+        for field_check in plain:
+            position = field_check(buf, position, end)
+        count, position = _uvarint(buf, position, end)
+        if count > end - position:
+            raise LengthError("too many tagged fields")
+        for _ in range(count):
+            tag, position = _uvarint(buf, position, end)
+            size, position = _uvarint(buf, position, end)
+            if position + size > end:
+                raise LengthError("tagged field exceeds the frame")
+            if tag in tagged:
+                tagged[tag](buf, position, position + size)
+            position += size
+        return position
+
+    return check
+
+
+def check_lengths(entity_type: type, frame: bytes, position: int) -> None:
+    """Raise LengthError if any declared length of a flexible message overruns the frame."""
+    if entity_type.__flexible__:  # type: ignore[attr-defined]
+        struct_check(entity_type)(frame, position, len(frame))
