@@ -14,7 +14,7 @@ import textwrap
 import time
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from tests.conftest import BrokerFactory
 
@@ -47,6 +47,7 @@ class Member:
         conf = {"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest",
                 "session.timeout.ms": 6000, "heartbeat.interval.ms": 500, "enable.auto.commit": False}
         conf.update(extra)
+        self.consumer_auto_commits = bool(conf["enable.auto.commit"])
         self.consumer = Consumer(conf)
         self.assigned: set[int] = set()
         self.revocations = 0
@@ -60,12 +61,14 @@ class Member:
         self.revocations += 1
         self.assigned = set()
 
-    def poll(self, timeout: float = 0.05, commit: bool = True) -> None:
+    commit_async = False  # per-message commits: sync unless set
+
+    def poll(self, timeout: float = 0.05) -> None:
         msg = self.consumer.poll(timeout)
         if msg is not None and not msg.error():
             self.consumed.append((msg.partition(), msg.offset()))
-            if commit:
-                self.consumer.commit(message=msg, asynchronous=False)
+            if not self.consumer_auto_commits:
+                self.consumer.commit(message=msg, asynchronous=self.commit_async)
 
     def close(self) -> None:
         self.consumer.close()
@@ -183,13 +186,18 @@ def test_commits_survive_broker_restart(broker_factory, topic):
     bs = broker.bootstrap
     create_topic(bs, topic, PARTITIONS)
     produce(bs, topic, 300)
-    # first run: sync commits per message for two members, async for the third; stop half-way
+    # first run: commits per message, sync, then async for one member; stop part-way
     members = [Member(bs, topic, "grestart") for _ in range(3)]
     try:
         poll_until(members, lambda: covered(members), what="three members")
         poll_until(members, lambda: sum(len(m.consumed) for m in members) >= 150, what="half the records")
+        members[2].commit_async = True
+        poll_until(members, lambda: sum(len(m.consumed) for m in members) >= 200, what="more records")
         for m in members:
-            m.consumer.commit(asynchronous=False)  # what was consumed is committed
+            try:
+                m.consumer.commit(asynchronous=False)  # flushes the async member's last position
+            except KafkaException as exc:
+                assert exc.args[0].code() == KafkaError._NO_OFFSET  # nothing left to commit
     finally:
         for m in members:
             m.close()
