@@ -16,6 +16,7 @@ from kio.static.primitive import Records
 from klamm.broker.handlers import registry
 from klamm.protocol.api import API_VERSIONS_KEY, message_types
 from klamm.protocol.build import build
+from klamm.protocol.guard import LengthError, check_lengths
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -70,6 +71,10 @@ def test_request_and_response_round_trip(key: int, version: int) -> None:
             again = decode(type(entity), data)
             assert again == entity
             assert encode(again) == data
+            check_lengths(type(entity), data, 0)  # the pre-decode guard accepts every valid message
+            if types.flexible and len(data) > 1:
+                with pytest.raises(LengthError):
+                    check_lengths(type(entity), data[:-1], 0)
 
     round_trip()
 
