@@ -648,7 +648,7 @@ class GroupCoordinator:
         if group is None:  # a simple consumer (no group management) only stores offsets here
             group = self.groups[group_id] = ClassicGroup(group_id, self.partition_for(group_id),
                                                          state_timestamp=self.clock())
-        if group_id in self.groups and group.has(member_id):
+        if group.has(member_id):  # a commit counts as a sign of life, as a heartbeat does
             self._schedule_session(group, group.members[member_id])
         now = self.clock()
         response = {}
