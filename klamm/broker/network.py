@@ -53,6 +53,7 @@ class ClientConnection(asyncio.Protocol):
     def __init__(self, processor: Processor) -> None:
         self.processor = processor
         self.peer = "?"
+        self.client_host = ""
         self.last_active = time.monotonic()
         self._sans_io = ServerConnection(processor.max_request_size, processor.supported())
         self._transport: asyncio.Transport | None = None
@@ -70,6 +71,7 @@ class ClientConnection(asyncio.Protocol):
         self._transport = transport  # type: ignore[assignment]
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        self.client_host = f"/{peer[0]}" if peer else ""
         self.processor.connections.add(self)
         self._writer_task = asyncio.ensure_future(self._write_responses())
 
@@ -102,6 +104,7 @@ class ClientConnection(asyncio.Protocol):
 
     # request flow
     def _dispatch(self, request: Request) -> None:
+        request.client_host = self.client_host
         future = asyncio.ensure_future(self.processor.handler(request, self))
         self._pending.append(future)
         self._requests.append(request)

@@ -48,6 +48,7 @@ class Request:
     types: MessageTypes | None  # None: unsupported version (only for ApiVersions)
     body: Any
     size: int  # frame size in bytes
+    client_host: str = ""  # "/ip", as Kafka reports it; set by the network layer
 
 
 class ServerConnection:
