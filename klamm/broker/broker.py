@@ -18,6 +18,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from klamm.broker.handlers import Api, registry
+from klamm.broker.metrics import BrokerMetrics, MetricsServer
 from klamm.broker.network import Acceptor, ClientConnection, Processor
 from klamm.broker.partition import log_config
 from klamm.broker.replica_manager import ReplicaManager
@@ -62,6 +63,9 @@ class Broker:
         self._stopped = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self.bytes_in = 0
+        self.metrics = BrokerMetrics(self)  # always counted; served only when metrics.port >= 0
+        self._metrics_server: MetricsServer | None = None
+        self.metrics_port: int | None = None  # the endpoint's bound port, None when it is off
 
     # lifecycle
     async def start(self) -> None:
@@ -79,6 +83,7 @@ class Broker:
         self.group_coordinator = GroupCoordinatorRuntime(self)
         await self.group_coordinator.start()
         await self._start_network()
+        await self._start_metrics()
         self.controller.register_broker(self.node_id, self.advertised_host, self.advertised_port, self.listener_name)
         self._tasks.append(asyncio.ensure_future(self._checkpoint_periodically()))
         log.info("klamm ready: node %d serving %s on %s:%d (cluster %s, data in %s)", self.node_id,
@@ -102,6 +107,14 @@ class Broker:
         self.advertised_host = host or socket.gethostname()
         self.advertised_port = port or self.port
 
+    async def _start_metrics(self) -> None:
+        if self.config.metrics_port < 0:
+            return
+        self._metrics_server = MetricsServer(self.metrics, self.config.metrics_host, self.config.metrics_port)
+        await self._metrics_server.start()
+        self.metrics_port = self._metrics_server.port
+        log.info("metrics endpoint on http://%s:%d/metrics", self.config.metrics_host or "0.0.0.0", self.metrics_port)
+
     async def _checkpoint_periodically(self) -> None:
         """Recovery points and log start offsets reach disk every log.flush.offset.checkpoint.interval.ms."""
         interval = self.config.log_flush_offset_checkpoint_interval_ms / 1000
@@ -115,6 +128,8 @@ class Broker:
             task.cancel()
         if self._acceptor is not None:
             await self._acceptor.stop()
+        if self._metrics_server is not None:
+            await self._metrics_server.stop()
         for processor in self._processors:
             processor.close_all()
         if self.group_coordinator is not None:  # group coordinator
@@ -136,13 +151,15 @@ class Broker:
     async def handle(self, request: Request, connection: ClientConnection) -> Any:
         self.bytes_in += request.size
         api = self._apis[request.api_key]
+        started = time.perf_counter()
+        try:
+            response = await api.handle(self, request)
+        finally:
+            elapsed = time.perf_counter() - started
+            self.metrics.request_done(request.api_key, request.api_version, elapsed)
         if log.isEnabledFor(logging.DEBUG):
-            started = time.perf_counter()
-            response = await api.handle(self, request)
             log.debug("api %d v%d corr %d from %s: %.2f ms", request.api_key, request.api_version,
-                      request.correlation_id, connection.peer, (time.perf_counter() - started) * 1000)
-        else:
-            response = await api.handle(self, request)
+                      request.correlation_id, connection.peer, elapsed * 1000)
         if response is None or not isinstance(response, dict):
             return response
         types = request.types or message_types(API_VERSIONS_KEY, 0)
@@ -168,9 +185,6 @@ class Broker:
 
     def allocate_producer_id(self) -> int:
         return self.controller.allocate_producer_id()
-
-    def metrics_produced(self, topic: str, size: int) -> None:
-        pass
 
 
 def _loop_has_native_sendfile(loop: asyncio.AbstractEventLoop) -> bool:

@@ -73,6 +73,7 @@ class ClientConnection(asyncio.Protocol):
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         self.client_host = f"/{peer[0]}" if peer else ""
         self.processor.connections.add(self)
+        self.processor.connections_accepted += 1
         self._writer_task = asyncio.ensure_future(self._write_responses())
 
     def data_received(self, data: bytes) -> None:
@@ -187,6 +188,7 @@ class Processor:
         self.idle_seconds = idle_ms / 1000
         self.native_sendfile = native_sendfile
         self.connections: set[ClientConnection] = set()
+        self.connections_accepted = 0  # for metrics
         self.bytes_sent = 0
         self._sweeper: asyncio.Task[None] | None = None
 

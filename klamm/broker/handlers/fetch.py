@@ -36,12 +36,18 @@ async def handle(broker: Any, request: Any) -> dict[str, Any]:
     read_committed = body.isolation_level == READ_COMMITTED
     deadline = time.monotonic() + body.max_wait.total_seconds()
     while True:
-        responses, total, errors = _read_all(broker, wanted, body.max_bytes, read_committed)
+        responses, total, errors, reads = _read_all(broker, wanted, body.max_bytes, read_committed)
         remaining = deadline - time.monotonic()
         if total >= body.min_bytes or errors or remaining <= 0:
+            for topic, size in reads:  # only the reads that go out: a long poll reads again
+                broker.metrics.fetched(topic, size)
             return {"error_code": ErrorCode.none, "session_id": 0, "responses": responses}
         partitions = [p for _, _, p, _ in wanted if p is not None]
-        await broker.replicas.wait_for_append(partitions, remaining)
+        broker.metrics.parked_fetches += 1
+        try:
+            await broker.replicas.wait_for_append(partitions, remaining)
+        finally:
+            broker.metrics.parked_fetches -= 1
 
 
 def _resolve(broker: Any, topics: Any, by_id: bool) -> list[tuple[Any, Any, Any, Any]]:
@@ -76,8 +82,9 @@ def _check_epoch(partition: Any, epoch: int) -> None:
     raise KafkaError(ErrorCode.fenced_leader_epoch if epoch < partition.leader_epoch else ErrorCode.unknown_leader_epoch)
 
 
-def _read_all(broker: Any, wanted: list, max_bytes: int, read_committed: bool) -> tuple[list, int, bool]:
+def _read_all(broker: Any, wanted: list, max_bytes: int, read_committed: bool) -> tuple[list, int, bool, list]:
     responses: list[dict[str, Any]] = []
+    reads: list[tuple[str, int]] = []  # (topic, bytes) of each partition with data, for metrics
     by_key: dict[Any, list] = {}
     total = 0
     errors = False
@@ -98,6 +105,8 @@ def _read_all(broker: Any, wanted: list, max_bytes: int, read_committed: bool) -
             continue
         records: Any = FileRegion(read.fd, read.position, read.length) if read.length else b""
         total += read.length
+        if read.length:
+            reads.append((partition.topic, read.length))
         by_key[key].append({
             "partition_index": part.partition,
             "error_code": ErrorCode.none,
@@ -112,7 +121,7 @@ def _read_all(broker: Any, wanted: list, max_bytes: int, read_committed: bool) -
             entries["topic"] = ""
         if not isinstance(entries["topic_id"], uuid.UUID):
             entries["topic_id"] = uuid.UUID(int=0)
-    return responses, total, errors
+    return responses, total, errors, reads
 
 
 def _error(index: int, code: ErrorCode, partition: Any = None) -> dict[str, Any]:

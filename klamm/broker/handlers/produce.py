@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from klamm.broker.handlers import Api
+from klamm.broker.metrics import batch_records_count
 from klamm.broker.network import CloseConnection
 from klamm.protocol.errors import ErrorCode, KafkaError
 from klamm.protocol.topics import is_internal
@@ -48,7 +49,8 @@ def _append(broker: Any, topic: str, index: int, records: Any, acks: int, transa
         if records is None:
             raise KafkaError(ErrorCode.invalid_record, "null records")
         result = partition.append(records)
-        broker.metrics_produced(topic, len(records))
+        # records_count from the batch header; a producer retry (duplicate) appended nothing
+        broker.metrics.produced(topic, len(records), 0 if result.duplicate else batch_records_count(records))
     except KafkaError as exc:
         return {"index": index, "error_code": exc.code, "base_offset": -1, "log_append_time": -1,
                 "log_start_offset": -1, "error_message": exc.message}

@@ -1,0 +1,259 @@
+"""Prometheus metrics of one broker: counters on the hot paths, gauges read at scrape time.
+
+Every broker owns a `CollectorRegistry` (never prometheus_client's global one),
+so a process can run several brokers. Two kinds of figures:
+
+* counted as they happen, with the labelled child of each series cached in a
+  dict so a request costs a dict lookup and an increment: requests and their
+  latency per API, bytes and messages in and bytes out per topic;
+* computed when Prometheus scrapes, by `BrokerStateCollector` reading broker
+  state: connections, partitions and their offsets and sizes, parked fetches,
+  consumer-group lag, log cleaner totals. Nothing is updated on append.
+
+The endpoint is served on the broker's own event loop (`MetricsServer`), not in
+prometheus_client's HTTP thread: the collector then reads partitions and groups
+on the thread that changes them, so a scrape never sees a dict mid-update.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import struct
+from collections.abc import Iterator
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, generate_latest
+from prometheus_client.registry import Collector
+
+from klamm.protocol.api import api_name
+
+log = logging.getLogger("klamm.metrics")
+
+# records_count of a v2 batch header (see klamm.protocol.batch): read in place, records stay encoded
+_RECORDS_COUNT = struct.Struct(">i")
+_RECORDS_COUNT_OFFSET = 57
+
+# Kafka request latencies span sub-millisecond metadata calls to 500 ms long polls and beyond
+LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+
+
+def display_api_name(api_key: int) -> str:
+    """Kafka's name of an API key, as its JMX metrics spell it: 0 -> 'Produce', 18 -> 'ApiVersions'."""
+    try:
+        return "".join(part.capitalize() for part in api_name(api_key).split("_"))
+    except KeyError:
+        return f"Unknown{api_key}"
+
+
+def batch_records_count(records: bytes | bytearray | memoryview) -> int:
+    """The records_count field of the (single, validated) v2 batch a produce request carried."""
+    if len(records) < _RECORDS_COUNT_OFFSET + 4:
+        return 0
+    return _RECORDS_COUNT.unpack_from(records, _RECORDS_COUNT_OFFSET)[0]
+
+
+class BrokerMetrics:
+    """The registry of one broker and the counters its request paths increment."""
+
+    def __init__(self, broker: Any) -> None:
+        self.registry = CollectorRegistry(auto_describe=False)
+        self._requests = Counter("klamm_requests", "Requests handled, by API and version.",
+                                 ["api", "version"], registry=self.registry)
+        self._duration = Histogram("klamm_request_duration_seconds",
+                                   "Time from a request's decoding to its response (fetch long polls included).",
+                                   ["api"], buckets=LATENCY_BUCKETS, registry=self.registry)
+        self._bytes_in = Counter("klamm_topic_bytes_in", "Record batch bytes produced to a topic.",
+                                 ["topic"], registry=self.registry)
+        self._messages_in = Counter("klamm_topic_messages_in", "Records appended to a topic.",
+                                    ["topic"], registry=self.registry)
+        self._bytes_out = Counter("klamm_topic_bytes_out", "Record batch bytes fetched from a topic.",
+                                  ["topic"], registry=self.registry)
+        self._request_series: dict[tuple[int, int], tuple[Any, Any]] = {}
+        self._in_series: dict[str, tuple[Any, Any]] = {}
+        self._out_series: dict[str, Any] = {}
+        self.parked_fetches = 0  # fetches waiting in wait_for_append (Kafka's fetch purgatory)
+        self.registry.register(BrokerStateCollector(broker, self))
+
+    # hot paths: a dict lookup and increments
+    def request_done(self, api_key: int, version: int, seconds: float) -> None:
+        series = self._request_series.get((api_key, version))
+        if series is None:
+            series = self._new_request_series(api_key, version)
+        series[0].inc()
+        series[1].observe(seconds)
+
+    def produced(self, topic: str, size: int, messages: int) -> None:
+        series = self._in_series.get(topic)
+        if series is None:
+            series = self._in_series[topic] = (self._bytes_in.labels(topic), self._messages_in.labels(topic))
+        series[0].inc(size)
+        if messages:
+            series[1].inc(messages)
+
+    def fetched(self, topic: str, size: int) -> None:
+        series = self._out_series.get(topic)
+        if series is None:
+            series = self._out_series[topic] = self._bytes_out.labels(topic)
+        series.inc(size)
+
+    def _new_request_series(self, api_key: int, version: int) -> tuple[Any, Any]:
+        name = display_api_name(api_key)
+        series = (self._requests.labels(name, str(version)), self._duration.labels(name))
+        self._request_series[(api_key, version)] = series
+        return series
+
+    def exposition(self) -> bytes:
+        """The text a scrape returns (Prometheus text format 0.0.4)."""
+        return generate_latest(self.registry)
+
+
+class BrokerStateCollector(Collector):
+    """Gauges and totals read from the broker's state when Prometheus scrapes."""
+
+    def __init__(self, broker: Any, metrics: BrokerMetrics) -> None:
+        self.broker = broker
+        self.metrics = metrics
+
+    def collect(self) -> Iterator[Any]:
+        yield from self._network()
+        yield from self._partitions()
+        purgatory = GaugeMetricFamily("klamm_purgatory_size", "Requests parked until data arrives or they time out.",
+                                      labels=["operation"])
+        purgatory.add_metric(["fetch"], self.metrics.parked_fetches)
+        purgatory.add_metric(["produce"], 0)  # acks=-1 never waits: one replica is the whole ISR
+        yield purgatory
+        yield from self._groups()
+        yield from self._cleaner()
+
+    def _network(self) -> Iterator[Any]:
+        processors = getattr(self.broker, "_processors", [])
+        yield GaugeMetricFamily("klamm_connections_active", "Open client connections.",
+                                value=sum(len(p.connections) for p in processors))
+        yield CounterMetricFamily("klamm_connections_accepted", "Client connections accepted.",
+                                  value=sum(getattr(p, "connections_accepted", 0) for p in processors))
+        yield CounterMetricFamily("klamm_network_received_bytes", "Request bytes received.",
+                                  value=getattr(self.broker, "bytes_in", 0))
+        yield CounterMetricFamily("klamm_network_sent_bytes", "Response bytes sent.",
+                                  value=sum(p.bytes_sent for p in processors))
+
+    def _partitions(self) -> Iterator[Any]:
+        replicas = getattr(self.broker, "replicas", None)
+        partitions = list(replicas.partitions.values()) if replicas is not None else []
+        labels = ["topic", "partition"]
+        start = GaugeMetricFamily("klamm_partition_log_start_offset", "First offset in the log.", labels=labels)
+        end = GaugeMetricFamily("klamm_partition_log_end_offset", "Offset the next record will get.", labels=labels)
+        high = GaugeMetricFamily("klamm_partition_high_watermark", "Last committed offset + 1.", labels=labels)
+        size = GaugeMetricFamily("klamm_partition_size_bytes", "Bytes of the partition's log segments.", labels=labels)
+        under_replicated = 0
+        for partition in partitions:
+            key = [partition.topic, str(partition.index)]
+            start.add_metric(key, partition.log_start_offset)
+            end.add_metric(key, partition.log_end_offset)
+            high.add_metric(key, partition.high_watermark)
+            size.add_metric(key, partition.log.size_in_bytes())
+            under_replicated += len(partition.isr) < len(partition.replicas)
+        yield GaugeMetricFamily("klamm_partitions", "Partitions hosted by this broker.", value=len(partitions))
+        yield GaugeMetricFamily("klamm_topics", "Topics with a partition on this broker.",
+                                value=len({p.topic for p in partitions}))
+        yield GaugeMetricFamily("klamm_under_replicated_partitions", "Partitions whose ISR is smaller than their replica set.",
+                                value=under_replicated)
+        yield from (start, end, high, size)
+
+    def _groups(self) -> Iterator[Any]:
+        runtime = getattr(self.broker, "group_coordinator", None)
+        coordinator = getattr(runtime, "coordinator", None)
+        groups = list(coordinator.groups.values()) if coordinator is not None else []
+        replicas = getattr(self.broker, "replicas", None)
+        hosted = replicas.partitions if replicas is not None else {}
+        labels = ["group", "topic", "partition"]
+        committed = GaugeMetricFamily("klamm_consumer_group_committed_offset", "The group's committed offset.", labels=labels)
+        lag = GaugeMetricFamily("klamm_consumer_group_lag", "High watermark minus the committed offset.", labels=labels)
+        members = GaugeMetricFamily("klamm_consumer_group_members", "Members of the group.", labels=["group"])
+        for group in groups:
+            members.add_metric([group.group_id], len(group.members))
+            for (topic, index), offset in list(group.offsets.items()):
+                key = [group.group_id, topic, str(index)]
+                committed.add_metric(key, offset.offset)
+                partition = hosted.get((topic, index))
+                if partition is not None and offset.offset >= 0:
+                    lag.add_metric(key, max(0, partition.high_watermark - offset.offset))
+        yield GaugeMetricFamily("klamm_consumer_groups", "Consumer groups known to the coordinator.", value=len(groups))
+        yield from (members, committed, lag)
+
+    def _cleaner(self) -> Iterator[Any]:
+        # The log cleaner may not exist (yet): its totals are read if present, else 0.
+        cleaner = getattr(self.broker, "cleaner", None)
+        yield CounterMetricFamily("klamm_log_cleaner_runs", "Log cleaner passes completed.",
+                                  value=_cleaner_figure(cleaner, "runs"))
+        yield CounterMetricFamily("klamm_log_cleaner_cleaned_bytes", "Bytes of log the cleaner has read and rewritten.",
+                                  value=_cleaner_figure(cleaner, "bytes_cleaned"))
+
+
+def _cleaner_figure(cleaner: Any, name: str) -> float:
+    value = getattr(cleaner, name, 0) if cleaner is not None else 0
+    return value if isinstance(value, (int, float)) else 0
+
+
+class MetricsServer:
+    """A minimal HTTP/1.1 endpoint for GET /metrics, served on the broker's event loop."""
+
+    def __init__(self, metrics: BrokerMetrics, host: str, port: int) -> None:
+        self.metrics = metrics
+        self.host = host
+        self.port = port
+        self._server: asyncio.base_events.Server | None = None
+        self._clients: set[asyncio.StreamWriter] = set()
+
+    async def start(self) -> None:
+        self._server = await asyncio.start_server(self._serve, self.host or None, self.port, reuse_address=True)
+        self.port = self._server.sockets[0].getsockname()[1]
+
+    async def stop(self) -> None:
+        if self._server is None:
+            return
+        self._server.close()
+        for writer in list(self._clients):
+            writer.close()
+        await self._server.wait_closed()
+        self._server = None
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._clients.add(writer)
+        try:
+            while await self._answer_one(reader, writer):
+                pass
+        except (asyncio.TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError):
+            pass
+        finally:
+            self._clients.discard(writer)
+            writer.close()
+
+    async def _answer_one(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
+        """Answer one request; True if the client wants to keep the connection."""
+        request_line = await asyncio.wait_for(reader.readline(), 30)
+        if not request_line:
+            return False
+        keep_alive = request_line.rstrip().endswith(b"HTTP/1.1")
+        while True:  # headers: only Connection matters
+            line = await asyncio.wait_for(reader.readline(), 30)
+            if line in (b"\r\n", b"\n", b""):
+                break
+            if line.lower().startswith(b"connection:") and b"close" in line.lower():
+                keep_alive = False
+        parts = request_line.split()
+        method, path = (parts[0], parts[1].split(b"?")[0]) if len(parts) >= 2 else (b"", b"")
+        if method not in (b"GET", b"HEAD"):
+            status, content_type, body = b"405 Method Not Allowed", b"text/plain", b"only GET\n"
+        elif path in (b"/metrics", b"/"):
+            status, content_type, body = b"200 OK", CONTENT_TYPE_PLAIN_0_0_4.encode(), self.metrics.exposition()
+        else:
+            status, content_type, body = b"404 Not Found", b"text/plain", b"try /metrics\n"
+        head = (b"HTTP/1.1 " + status + b"\r\nContent-Type: " + content_type
+                + b"\r\nContent-Length: " + str(len(body)).encode()
+                + (b"\r\n" if keep_alive else b"\r\nConnection: close\r\n") + b"\r\n")
+        writer.write(head if method == b"HEAD" else head + body)
+        await writer.drain()
+        return keep_alive
