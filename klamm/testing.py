@@ -1,0 +1,119 @@
+"""klamm in your test suite: a real broker in the test process, on a free port, in a temporary directory.
+
+    async with klamm.testing.broker() as b:        # on the running event loop
+        producer = AIOKafkaProducer(bootstrap_servers=b.bootstrap_servers)
+
+    with klamm.testing.run_broker() as b:          # sync code: its own loop in a thread
+        Producer({"bootstrap.servers": b.bootstrap_servers})
+
+Overrides are broker configs, by Kafka name through `properties=` or as keyword
+arguments with underscores (`num_partitions=3` is `num.partitions=3`); values
+may be strings or Python values. Unless overridden, groups rebalance at once
+(group.initial.rebalance.delay.ms=0) and __consumer_offsets has one partition,
+so group tests do not wait; the data directory is removed afterwards.
+The pytest fixture `klamm_broker` (klamm.pytest_plugin) wraps `run_broker`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import tempfile
+import threading
+from collections.abc import AsyncIterator, Iterator, Mapping
+from contextlib import asynccontextmanager, contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from klamm.broker.broker import Broker
+from klamm.config.broker import BrokerConfig
+from klamm.config.broker_keys import BROKER_CONFIG_DEF
+
+__all__ = ["EmbeddedBroker", "broker", "run_broker", "config_for"]
+
+# Fast defaults for tests; each can be overridden.
+TEST_DEFAULTS: dict[str, Any] = {
+    "group.initial.rebalance.delay.ms": 0,
+    "offsets.topic.num.partitions": 1,
+}
+
+
+@dataclass
+class EmbeddedBroker:
+    """A running in-process broker as a test sees it."""
+
+    broker: Broker
+    log_dir: str
+    loop: asyncio.AbstractEventLoop
+
+    @property
+    def port(self) -> int:
+        return self.broker.port
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return f"127.0.0.1:{self.broker.port}"
+
+    @property
+    def metrics_url(self) -> str | None:
+        """http://127.0.0.1:port/metrics when started with metrics_port=0 (or another port), else None."""
+        port = self.broker.metrics_port
+        return None if port is None else f"http://127.0.0.1:{port}/metrics"
+
+
+def config_for(log_dir: str, properties: Mapping[str, Any] | None = None, **overrides: Any) -> BrokerConfig:
+    """The configuration of a test broker: loopback, ephemeral port, `log_dir`, then the overrides."""
+    props: dict[str, Any] = {"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": log_dir, **TEST_DEFAULTS}
+    props.update(properties or {})
+    props.update({_kafka_name(key): value for key, value in overrides.items()})
+    return BrokerConfig.from_properties(props)
+
+
+def _kafka_name(attr: str) -> str:
+    """num_partitions -> num.partitions (a Kafka name works as is, e.g. through **{'num.partitions': 3})."""
+    if attr in BROKER_CONFIG_DEF:
+        return attr
+    for key in BROKER_CONFIG_DEF:
+        if key.attr == attr:
+            return key.name
+    raise TypeError(f"unknown broker config {attr!r}")
+
+
+@asynccontextmanager
+async def broker(properties: Mapping[str, Any] | None = None, **overrides: Any) -> AsyncIterator[EmbeddedBroker]:
+    """Run a broker on the current event loop for the duration of the block."""
+    with tempfile.TemporaryDirectory(prefix="klamm-") as log_dir:
+        instance = Broker(config_for(log_dir, properties, **overrides))
+        await instance.start()
+        try:
+            yield EmbeddedBroker(instance, log_dir, asyncio.get_running_loop())
+        finally:
+            await instance.stop()
+
+
+@contextmanager
+def run_broker(properties: Mapping[str, Any] | None = None, **overrides: Any) -> Iterator[EmbeddedBroker]:
+    """Run a broker on its own event loop in a background thread, for synchronous or threaded tests."""
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, name="klamm-broker", daemon=True)
+    thread.start()
+    context = broker(properties, **overrides)
+    try:
+        running = asyncio.run_coroutine_threadsafe(context.__aenter__(), loop).result()
+        try:
+            yield running
+        finally:
+            asyncio.run_coroutine_threadsafe(context.__aexit__(None, None, None), loop).result()
+    finally:
+        asyncio.run_coroutine_threadsafe(_cancel_remaining_tasks(), loop).result()
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join()
+        loop.close()
+
+
+async def _cancel_remaining_tasks() -> None:
+    """Finish what the stopped broker left on the loop (connection writers and the like) before it closes."""
+    current = asyncio.current_task()
+    tasks = [task for task in asyncio.all_tasks() if task is not current]
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
