@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from klamm.broker.broker import Broker
+from klamm.cli import tools
 from klamm.config.broker import BrokerConfig
 from klamm.config.errors import ConfigError
 from klamm.config.properties import load_properties
@@ -33,6 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--event-loop", choices=("asyncio", "uvloop"), default=os.environ.get("KLAMM_EVENT_LOOP", "asyncio"),
                        help="asyncio's own loop sends fetches with os.sendfile (default); uvloop copies them")
     serve.add_argument("--log-level", default=os.environ.get("KLAMM_LOG_LEVEL", "INFO"))
+    tools.add_parsers(commands)
     return parser
 
 
@@ -56,6 +58,8 @@ async def serve(broker: Broker) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if tools.is_tool(args):
+        return tools.run(args)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         config = load_config(args.config, args.override)
