@@ -1,0 +1,198 @@
+"""Interop with kafkajs 2.2.4 (Node.js): producer, admin and consumer groups.
+
+Each scenario is a node script in tests/interop/js/ that reads its parameters as
+one JSON object on stdin and prints JSON lines; these tests check the lines.
+kafkajs is installed into .cache/js by scripts/js-deps.sh.  Without node or the
+install the tests skip (fail under CI=true / KLAMM_REQUIRE_INTEROP_TOOLS=1).
+
+kafkajs runs with its defaults except where noted (logs go to stderr; set
+KAFKAJS_LOG_LEVEL=INFO or DEBUG to see more).  The broker runs with
+group.initial.rebalance.delay.ms=0 like the other group tests.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import shutil
+import subprocess
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import BrokerFactory, skip_or_fail
+
+from .helpers import confluent_produce, create_topic
+from .records import Rec, diff, expected
+
+ROOT = Path(__file__).resolve().parents[2]
+JS_DIR = ROOT / "tests" / "interop" / "js"
+KAFKAJS = Path(os.environ.get("KAFKAJS_PATH") or ROOT / ".cache" / "js" / "node_modules" / "kafkajs")
+KAFKAJS_VERSION = json.loads((JS_DIR / "package.json").read_text())["dependencies"]["kafkajs"]
+OVERRIDES = {"group.initial.rebalance.delay.ms": 0, "offsets.topic.num.partitions": 5}
+
+
+@pytest.fixture(scope="session")
+def node_bin() -> str:
+    exe = shutil.which("node")
+    if not exe:
+        skip_or_fail("node not installed (need Node.js >= 14 for kafkajs)")
+    pkg = KAFKAJS / "package.json"
+    if not pkg.is_file():
+        skip_or_fail(f"kafkajs not installed in {KAFKAJS.parent}: run scripts/js-deps.sh")
+    version = json.loads(pkg.read_text())["version"]
+    if version != KAFKAJS_VERSION:
+        skip_or_fail(f"kafkajs {version} installed, {KAFKAJS_VERSION} expected: run scripts/js-deps.sh")
+    return exe
+
+
+@pytest.fixture(scope="module")
+def js_broker(tmp_path_factory):
+    factory = BrokerFactory(tmp_path_factory.mktemp("kafkajs"))
+    yield factory(overrides=OVERRIDES)
+    factory.close()
+
+
+@dataclass
+class JsResult:
+    script: str
+    rc: int
+    lines: list[dict] = field(default_factory=list)
+    stderr: str = ""
+
+    def ok(self) -> "JsResult":
+        assert self.rc == 0 and self.lines and self.lines[-1].get("done"), (
+            f"{self.script} failed rc={self.rc}: {self.lines[-3:]}\n--- stderr ---\n{self.stderr[-4000:]}")
+        return self
+
+    def get(self, key: str) -> list:
+        return [o[key] for o in self.lines if key in o]
+
+    def one(self, key: str):
+        vals = self.get(key)
+        assert len(vals) == 1, f"{self.script}: expected one {key!r} line, got {len(vals)}: {self.lines[-5:]}"
+        return vals[0]
+
+
+def run_js(node: str, script: str, cfg: dict, timeout: float = 90) -> JsResult:
+    env = {**os.environ, "KAFKAJS_PATH": str(KAFKAJS), "KAFKAJS_NO_PARTITIONER_WARNING": "1",
+           "KLAMM_JS_TIMEOUT_MS": str(int((timeout - 5) * 1000))}
+    try:
+        p = subprocess.run([node, str(JS_DIR / script)], input=json.dumps(cfg), capture_output=True,
+                           text=True, timeout=timeout, env=env, cwd=str(JS_DIR))
+    except subprocess.TimeoutExpired as e:
+        out = (e.stdout or b"").decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
+        err = (e.stderr or b"").decode() if isinstance(e.stderr, bytes) else (e.stderr or "")
+        raise AssertionError(f"{script} still running after {timeout}s\n{out[-3000:]}\n{err[-3000:]}")
+    lines = [json.loads(line) for line in p.stdout.splitlines() if line.startswith("{")]
+    return JsResult(script, p.returncode, lines, p.stderr)
+
+
+# ----------------------------------------------------------------- records ---
+def b64(b: bytes | None) -> str | None:
+    return None if b is None else base64.b64encode(b).decode()
+
+
+def unb64(s: str | None) -> bytes | None:
+    return None if s is None else base64.b64decode(s)
+
+
+def to_js(r: Rec, partition: int | None) -> dict:
+    return {"k": b64(r.key), "v": b64(r.value), "h": [[k, b64(v)] for k, v in r.headers],
+            "p": partition}
+
+
+def from_js(o: dict) -> Rec:
+    return Rec(unb64(o["k"]), unb64(o["v"]), tuple((k, unb64(v)) for k, v in o["h"]))
+
+
+# ---------------------------------------------------- 1. produce + consume ---
+SENDS = [  # (acks, compression, number of records)
+    (-1, "gzip", 90),
+    (1, "gzip", 90),
+    (-1, "none", 30),
+    (1, "none", 30),
+]
+
+
+@pytest.mark.timeout(90)
+def test_produce_acks_gzip_and_consume_back(node_bin, js_broker, topic):
+    parts = 3
+    total = sum(n for _, _, n in SENDS)
+    # kafkajs cannot write a header whose value is null (TypeError in sizeOfHeaders):
+    # null header values are read back in test_kafkajs_reads_records_of_confluent_kafka.
+    want = expected("kjs", total, size=300, null_header=False)
+    assert any(r.key is None for r in want) and any(r.value is None for r in want)
+    assert any(r.key is None and r.value is None for r in want)
+    sends, start = [], 0
+    for acks, codec, n in SENDS:
+        sends.append({"acks": acks, "compression": codec, "from": start, "to": start + n})
+        start += n
+    res = run_js(node_bin, "produce_consume.js", {
+        "bootstrap": js_broker.bootstrap, "topic": topic, "partitions": parts, "create": True,
+        "group": f"{topic}-g", "records": [to_js(r, i % parts) for i, r in enumerate(want)],
+        "sends": sends}).ok()
+    assert res.one("created") is True
+
+    # RecordMetadata: one entry per partition written, baseOffset = records already there
+    sent = res.get("sent")
+    assert [s for s in sent] == list(range(len(SENDS)))
+    before = Counter()
+    for line, s in zip([o for o in res.lines if "sent" in o], sends):
+        idx = range(s["from"], s["to"])
+        per_part = Counter(i % parts for i in idx)
+        md = {m["partition"]: m for m in line["metadata"]}
+        assert set(md) == set(per_part), line
+        for p, m in md.items():
+            assert m["topicName"] == topic and m["errorCode"] == 0, m
+            assert int(m["baseOffset"]) == before[p], (line["acks"], line["compression"], m)
+        before.update(per_part)
+
+    offsets = {o["partition"]: o for o in res.one("offsets")}
+    assert set(offsets) == set(range(parts))
+    for p in range(parts):
+        n = sum(1 for i in range(total) if i % parts == p)
+        assert (int(offsets[p]["low"]), int(offsets[p]["high"]), int(offsets[p]["offset"])) == (0, n, n)
+
+    recs = res.get("rec")
+    assert res.one("consumed") == total
+    assert sorted(res.one("assignment")[topic]) == list(range(parts))
+    for p in range(parts):
+        mine = [r for r in recs if r["p"] == p]
+        assert [r["o"] for r in mine] == list(range(len(mine))), f"partition {p} offsets"
+        wanted = [r for i, r in enumerate(want) if i % parts == p]
+        got = [from_js(r) for r in mine]
+        assert got == wanted, f"partition {p}:\n" + diff(got, wanted)
+    assert all(r["ts"] > 1_600_000_000_000 for r in recs)
+
+
+@pytest.mark.timeout(60)
+def test_produce_to_auto_created_topic(node_bin, js_broker, topic):
+    """kafkajs's producer asks for allowAutoTopicCreation; klamm creates the topic on metadata."""
+    want = expected("kjs-auto", 40, null_header=False)
+    res = run_js(node_bin, "produce_consume.js", {
+        "bootstrap": js_broker.bootstrap, "topic": topic, "partitions": 1, "create": False,
+        "group": f"{topic}-g", "records": [to_js(r, 0) for r in want],
+        "sends": [{"acks": -1, "compression": "gzip", "from": 0, "to": 40}]}).ok()
+    md = res.one("sent") == 0 and [o for o in res.lines if "sent" in o][0]["metadata"]
+    assert [(m["partition"], m["errorCode"], int(m["baseOffset"])) for m in md] == [(0, 0, 0)]
+    got = [from_js(r) for r in res.get("rec")]
+    assert got == want, diff(got, want)
+
+
+@pytest.mark.timeout(60)
+def test_kafkajs_reads_records_of_confluent_kafka(node_bin, js_broker, topic):
+    """Records with null header values (which kafkajs cannot write) written by librdkafka."""
+    want = expected("cf", 50)
+    assert any(v is None for r in want for _, v in r.headers)
+    create_topic(js_broker.bootstrap, topic, 1)
+    confluent_produce(js_broker.bootstrap, topic, want, codec="gzip")
+    res = run_js(node_bin, "produce_consume.js", {
+        "bootstrap": js_broker.bootstrap, "topic": topic, "create": False, "group": f"{topic}-g",
+        "records": [to_js(r, 0) for r in want], "sends": []}).ok()
+    got = [from_js(r) for r in res.get("rec")]
+    assert [r["o"] for r in res.get("rec")] == list(range(len(want)))
+    assert got == want, diff(got, want)
