@@ -415,6 +415,44 @@ class Log:
         best = max(self._segments, key=lambda segment: segment.max_timestamp)
         return best.offset_of_max_timestamp_record(record_timestamps)
 
+    # -- retention and record deletion -------------------------------------------------
+
+    def maybe_increment_log_start_offset(self, offset: int) -> bool:
+        """Raise the log start offset to `offset` (DeleteRecords, retention); True if it moved.
+
+        The caller bounds `offset` by the high watermark (OFFSET_OUT_OF_RANGE above it);
+        segments wholly below the new start are removed by the next retention pass.
+        """
+        if offset > self.log_end_offset:
+            raise ValueError(f"log start offset {offset} beyond the log end offset {self.log_end_offset}")
+        if offset <= self.log_start_offset:
+            return False
+        self.log_start_offset = offset
+        self.leader_epoch_cache.truncate_from_start(offset)
+        return True
+
+    def delete_oldest_segments(self, count: int) -> list[LogSegment]:
+        """Detach the `count` oldest segments and rename their files to `*.deleted`.
+
+        Deleting every segment rolls a fresh active segment first (a log always has
+        one). The log start offset moves to the new first segment. The returned
+        segments keep their descriptors open (reads in flight may still use them):
+        the caller deletes them after file.delete.delay.ms, off the event loop.
+        """
+        if count <= 0:
+            return []
+        count = min(count, len(self._segments))
+        if count == len(self._segments):
+            self.roll()
+        removed = self._segments[:count]
+        del self._segments[:count]
+        del self._bases[:count]
+        for segment in removed:
+            _rename_to_deleted(segment)
+        self.maybe_increment_log_start_offset(self._bases[0])
+        self.producer_state.delete_snapshots_before(self._bases[0])
+        return removed
+
     # -- truncation and lifecycle ----------------------------------------------------
 
     def truncate_to(self, offset: int) -> None:
@@ -474,3 +512,23 @@ class Log:
             f"Log({self.topic}-{self.partition}, start={self.log_start_offset}, end={self.log_end_offset}, "
             f"segments={len(self._segments)})"
         )
+
+
+DELETED_SUFFIX = ".deleted"
+
+
+def _rename_to_deleted(segment: LogSegment) -> None:
+    """Kafka's asynchronous delete, step one: the files get a `.deleted` suffix at once, so a
+    restart before the delayed delete finds them stale and removes them (see _clean_directory).
+    """
+    for owner in (segment, segment.offset_index, segment.time_index):
+        path: Path = owner.log_path if owner is segment else owner.path  # type: ignore[attr-defined]
+        target = path.with_name(path.name + DELETED_SUFFIX)
+        try:
+            path.rename(target)
+        except FileNotFoundError:
+            pass  # an index that was never written
+        if owner is segment:
+            segment.log_path = target
+        else:
+            owner.path = target  # type: ignore[attr-defined]
