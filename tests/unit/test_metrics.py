@@ -1,0 +1,162 @@
+"""Broker metrics: registry per broker, the HTTP endpoint's life cycle, scrape-time state, naming."""
+
+from __future__ import annotations
+
+import socket
+import urllib.error
+import urllib.request
+from types import SimpleNamespace
+
+import pytest
+from prometheus_client import REGISTRY
+from prometheus_client.parser import text_string_to_metric_families
+
+from klamm.broker.metrics import BrokerMetrics, batch_records_count, display_api_name
+from klamm.coordinator.records import CommittedOffset
+from klamm.protocol.records import NewRecord, build_batch
+from klamm.testing import run_broker
+
+
+def scrape(url: str) -> str:
+    with urllib.request.urlopen(url, timeout=10) as response:
+        assert response.headers["Content-Type"].startswith("text/plain; version=0.0.4")
+        return response.read().decode()
+
+
+def samples(text: str) -> dict[tuple[str, frozenset], float]:
+    """{(sample name, labels): value} of a scrape."""
+    return {(s.name, frozenset(s.labels.items())): s.value
+            for family in text_string_to_metric_families(text) for s in family.samples}
+
+
+def value(text: str, name: str, **labels: str) -> float | None:
+    return samples(text).get((name, frozenset(labels.items())))
+
+
+def test_api_names_follow_kafka():
+    assert display_api_name(0) == "Produce"
+    assert display_api_name(18) == "ApiVersions"
+    assert display_api_name(8) == "OffsetCommit"
+    assert display_api_name(9999) == "Unknown9999"
+
+
+def test_records_count_is_read_from_the_batch_header():
+    batch = build_batch([NewRecord(None, b"v%d" % i) for i in range(7)])
+    assert batch_records_count(batch) == 7
+    assert batch_records_count(b"short") == 0
+
+
+def test_metrics_are_off_by_default():
+    with run_broker() as b:
+        assert b.broker.metrics_port is None
+        assert b.metrics_url is None
+
+
+def test_endpoint_serves_and_stops_with_the_broker():
+    with run_broker(metrics_port=0) as b:
+        port = b.broker.metrics_port
+        text = scrape(b.metrics_url)
+        assert "klamm_connections_active 0.0" in text
+        assert value(text, "klamm_partitions") == 0
+        with pytest.raises(urllib.error.HTTPError) as missing:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/nope", timeout=10)
+        assert missing.value.code == 404
+    with pytest.raises(OSError):
+        socket.create_connection(("127.0.0.1", port), timeout=2).close()
+
+
+def test_each_broker_has_its_own_registry():
+    before = {family.name for family in REGISTRY.collect()}
+    with run_broker(metrics_port=0) as first, run_broker(metrics_port=0) as second:
+        assert first.broker.metrics.registry is not second.broker.metrics.registry
+        assert first.broker.metrics_port != second.broker.metrics_port
+        first.broker.metrics.produced("t", 100, 4)
+        assert value(scrape(first.metrics_url), "klamm_topic_messages_in_total", topic="t") == 4
+        assert value(scrape(second.metrics_url), "klamm_topic_messages_in_total", topic="t") is None
+    assert {family.name for family in REGISTRY.collect()} == before  # nothing in the global registry
+
+
+def test_requests_are_counted_and_timed_per_api():
+    metrics = BrokerMetrics(SimpleNamespace())
+    metrics.request_done(0, 9, 0.002)
+    metrics.request_done(0, 9, 0.004)
+    metrics.request_done(18, 3, 0.0001)
+    text = metrics.exposition().decode()
+    assert value(text, "klamm_requests_total", api="Produce", version="9") == 2
+    assert value(text, "klamm_requests_total", api="ApiVersions", version="3") == 1
+    assert value(text, "klamm_request_duration_seconds_count", api="Produce") == 2
+    assert value(text, "klamm_request_duration_seconds_sum", api="Produce") == pytest.approx(0.006)
+    assert value(text, "klamm_request_duration_seconds_bucket", api="Produce", le="0.005") == 2
+
+
+def _fake_partition(topic: str, index: int, start: int, end: int, size: int, replicas: int = 1, isr: int = 1):
+    return SimpleNamespace(topic=topic, index=index, log_start_offset=start, log_end_offset=end, high_watermark=end,
+                           log=SimpleNamespace(size_in_bytes=lambda: size), replicas=list(range(replicas)),
+                           isr=list(range(isr)))
+
+
+def _fake_broker(cleaner=None):
+    partitions = {("a", 0): _fake_partition("a", 0, 0, 100, 4096), ("a", 1): _fake_partition("a", 1, 10, 40, 512),
+                  ("b", 0): _fake_partition("b", 0, 0, 0, 0, replicas=3, isr=2)}
+    group = SimpleNamespace(group_id="g", members={"m1": object()},
+                            offsets={("a", 0): CommittedOffset(60, -1, "", 0), ("a", 1): CommittedOffset(40, -1, "", 0),
+                                     ("gone", 0): CommittedOffset(5, -1, "", 0)})
+    processor = SimpleNamespace(connections={1, 2, 3}, connections_accepted=7, bytes_sent=999)
+    broker = SimpleNamespace(replicas=SimpleNamespace(partitions=partitions), _processors=[processor], bytes_in=1234,
+                             group_coordinator=SimpleNamespace(coordinator=SimpleNamespace(groups={"g": group})))
+    if cleaner is not None:
+        broker.cleaner = cleaner
+    return broker
+
+
+def test_state_is_read_at_scrape_time():
+    broker = _fake_broker()
+    metrics = BrokerMetrics(broker)
+    metrics.parked_fetches = 2
+    text = metrics.exposition().decode()
+    assert value(text, "klamm_partitions") == 3
+    assert value(text, "klamm_topics") == 2
+    assert value(text, "klamm_under_replicated_partitions") == 1
+    assert value(text, "klamm_partition_log_end_offset", topic="a", partition="0") == 100
+    assert value(text, "klamm_partition_log_start_offset", topic="a", partition="1") == 10
+    assert value(text, "klamm_partition_size_bytes", topic="a", partition="0") == 4096
+    assert value(text, "klamm_connections_active") == 3
+    assert value(text, "klamm_connections_accepted_total") == 7
+    assert value(text, "klamm_network_received_bytes_total") == 1234
+    assert value(text, "klamm_network_sent_bytes_total") == 999
+    assert value(text, "klamm_purgatory_size", operation="fetch") == 2
+    assert value(text, "klamm_consumer_groups") == 1
+    assert value(text, "klamm_consumer_group_members", group="g") == 1
+    assert value(text, "klamm_consumer_group_lag", group="g", topic="a", partition="0") == 40
+    assert value(text, "klamm_consumer_group_lag", group="g", topic="a", partition="1") == 0
+    assert value(text, "klamm_consumer_group_committed_offset", group="g", topic="gone", partition="0") == 5
+    assert value(text, "klamm_consumer_group_lag", group="g", topic="gone", partition="0") is None  # not hosted
+    broker.replicas.partitions[("a", 0)].high_watermark = 150  # no update call: the next scrape sees it
+    assert value(metrics.exposition().decode(), "klamm_consumer_group_lag", group="g", topic="a", partition="0") == 90
+
+
+def test_cleaner_totals_are_read_if_present():
+    text = BrokerMetrics(_fake_broker()).exposition().decode()
+    assert value(text, "klamm_log_cleaner_runs_total") == 0
+    assert value(text, "klamm_log_cleaner_cleaned_bytes_total") == 0
+    cleaner = SimpleNamespace(runs=3, bytes_cleaned=2048)
+    text = BrokerMetrics(_fake_broker(cleaner)).exposition().decode()
+    assert value(text, "klamm_log_cleaner_runs_total") == 3
+    assert value(text, "klamm_log_cleaner_cleaned_bytes_total") == 2048
+
+
+def test_names_follow_prometheus_conventions():
+    metrics = BrokerMetrics(_fake_broker())
+    metrics.request_done(1, 12, 0.1)
+    metrics.produced("a", 10, 1)
+    metrics.fetched("a", 10)
+    for family in text_string_to_metric_families(metrics.exposition().decode()):
+        assert family.name.startswith("klamm_")
+        if family.name.endswith("_created"):  # prometheus_client's creation timestamps of counters and histograms
+            continue
+        if family.type == "counter":
+            assert all(s.name.endswith(("_total", "_created")) for s in family.samples), family.name
+        if "bytes" in family.name:
+            assert family.name.endswith(("_bytes", "_bytes_total", "_bytes_in", "_bytes_out")), family.name
+        if "duration" in family.name:
+            assert family.name.endswith("_seconds")
