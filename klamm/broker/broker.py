@@ -18,6 +18,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from klamm.broker.handlers import Api, registry
+from klamm.broker.handlers.configs import apply_dynamic_broker_configs
+from klamm.broker.log_tasks import LogRetention
 from klamm.broker.metrics import BrokerMetrics, MetricsServer
 from klamm.broker.network import Acceptor, ClientConnection, Processor
 from klamm.broker.partition import log_config
@@ -47,6 +49,7 @@ def parse_listener(listener: str) -> tuple[str, str, int]:
 
 class Broker:
     def __init__(self, config: BrokerConfig) -> None:
+        self.static_config = config  # server.properties; self.config adds the dynamic broker configs
         self.config = config
         self.node_id = config.node_id
         self.log_dirs = [Path(d) for d in config.log_dirs]
@@ -63,6 +66,7 @@ class Broker:
         self._stopped = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self.bytes_in = 0
+        self.retention = LogRetention(self)
         self.metrics = BrokerMetrics(self)  # always counted; served only when metrics.port >= 0
         self._metrics_server: MetricsServer | None = None
         self.metrics_port: int | None = None  # the endpoint's bound port, None when it is off
@@ -77,8 +81,10 @@ class Broker:
         self.logs.startup(lambda topic: log_config(self.replicas.topic_config(topic)))
         self.controller = Controller(FileMetadataLog(self.logs), self.node_id, cluster_id)
         self.controller.load()
+        apply_dynamic_broker_configs(self, self.controller.image)
         self.replicas.apply_image(self.controller.image)
         self.controller.on_change(lambda _old, new: self.replicas.apply_image(new))
+        self.controller.on_change(lambda _old, new: apply_dynamic_broker_configs(self, new))
         # group coordinator: loads __consumer_offsets (if it exists) while serving
         self.group_coordinator = GroupCoordinatorRuntime(self)
         await self.group_coordinator.start()
@@ -86,6 +92,7 @@ class Broker:
         await self._start_metrics()
         self.controller.register_broker(self.node_id, self.advertised_host, self.advertised_port, self.listener_name)
         self._tasks.append(asyncio.ensure_future(self._checkpoint_periodically()))
+        self.retention.start()
         log.info("klamm ready: node %d serving %s on %s:%d (cluster %s, data in %s)", self.node_id,
                  self.listener_name, self.host or "0.0.0.0", self.port, cluster_id,
                  ",".join(str(d) for d in self.log_dirs))
@@ -136,6 +143,7 @@ class Broker:
             await self.group_coordinator.stop()
         if self.controller is not None:
             self.controller.close()
+        await self.retention.stop()
         if self.replicas is not None:
             self.replicas.shutdown()
         self._stopped.set()

@@ -42,6 +42,11 @@ class ReplicaManager:
         self._topic_configs[topic] = config
         return config
 
+    def reconfigure(self, config: BrokerConfig) -> None:
+        """New broker defaults (dynamic broker configs): every topic config is re-resolved at the next apply_image."""
+        self.config = config
+        self._topic_configs.clear()
+
     def get(self, topic: str, index: int) -> Partition:
         partition = self.partitions.get((topic, index))
         if partition is None:

@@ -1,0 +1,339 @@
+"""DescribeConfigs (32), AlterConfigs (33), IncrementalAlterConfigs (44): topic and broker configs.
+
+Answers as Kafka's ConfigHelper (describe), ConfigAdminManager (the broker's
+checks of broker resources) and ConfigurationControlManager (the controller's
+decision) do. Topic overrides and dynamic broker configs are ConfigRecords in
+the metadata log; every image change re-resolves the running topics' configs
+(ReplicaManager.apply_image) and the broker's effective config
+(`apply_dynamic_broker_configs`), so an accepted change is in force when the
+response leaves.
+
+Dynamic broker configs: klamm applies live exactly the broker defaults of topic
+configs (Kafka's DynamicLogConfig set: log.retention.ms, message.max.bytes,
+log.segment.bytes, ...). Other known broker configs are refused as Kafka refuses
+its non-dynamic ones, so no change is reported that is not in force. Unknown
+names are stored, as Kafka stores them (custom plugin configs), with no effect.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from klamm.broker.handlers import Api
+from klamm.config.broker import BrokerConfig
+from klamm.config.broker_keys import BROKER_CONFIG_DEF
+from klamm.config.definition import ConfigKey, ConfigSource, ConfigType, format_value
+from klamm.config.errors import ConfigError
+from klamm.config.topic import TopicConfig
+from klamm.config.topic_keys import TOPIC_CONFIG_DEF
+from klamm.protocol.errors import ErrorCode, KafkaError
+
+TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+_OP_NAMES = {APPEND: "APPEND", SUBTRACT: "SUBTRACT"}
+
+# Broker configs that supply topic defaults: the ones klamm can change live.
+DYNAMIC_BROKER_CONFIGS: frozenset[str] = frozenset(s.name for key in TOPIC_CONFIG_DEF for s in key.synonyms)
+# Kafka's brokerConfigSynonyms: a millisecond config and its coarser fallbacks, most specific first.
+_BROKER_SYNONYMS: dict[str, list[str]] = {
+    key.synonyms[0].name: [s.name for s in key.synonyms] for key in TOPIC_CONFIG_DEF if len(key.synonyms) > 1}
+
+
+# -- the effective broker config ----------------------------------------------------------
+
+
+def static_properties(static: BrokerConfig) -> dict[str, str]:
+    """The operator's server.properties values, in Kafka's string form."""
+    props = {name: format_value(BROKER_CONFIG_DEF[name].type, static.value_of(name)) for name in static.explicit_keys}
+    return {name: value for name, value in props.items() if value is not None}
+
+
+def effective_broker_config(static: BrokerConfig, image: Any) -> BrokerConfig:
+    """Static configs overlaid with the cluster-wide then the per-broker dynamic configs (Kafka's order)."""
+    dynamic = {**image.broker_configs(None), **image.broker_configs(static.node_id)}
+    known = {name: value for name, value in dynamic.items() if name in BROKER_CONFIG_DEF}
+    if not known:
+        return static
+    return BrokerConfig.from_properties({**static_properties(static), **known})
+
+
+def apply_dynamic_broker_configs(broker: Any, image: Any) -> None:
+    """Make the broker (and every topic default it supplies) follow the image's dynamic configs."""
+    config = effective_broker_config(broker.static_config, image)
+    if config == broker.config:
+        return
+    broker.config = config
+    broker.replicas.reconfigure(config)
+    broker.replicas.apply_image(image)
+
+
+# -- DescribeConfigs ---------------------------------------------------------------------------
+
+
+async def describe_configs(broker: Any, request: Any) -> dict[str, Any]:
+    body = request.body
+    describer = _Describer(broker, body.include_synonyms, getattr(body, "include_documentation", False))
+    return {"results": [describer.resource(r) for r in body.resources]}
+
+
+class _Describer:
+    def __init__(self, broker: Any, include_synonyms: bool, include_documentation: bool) -> None:
+        self.broker = broker
+        self.include_synonyms = include_synonyms
+        self.include_documentation = include_documentation
+        image = broker.controller.image
+        self.dynamic_broker = dict(image.broker_configs(broker.node_id))
+        self.dynamic_default = dict(image.broker_configs(None))
+        self.static = static_properties(broker.static_config)
+        self.static_default = {key.name: format_value(key.type, key.default) for key in BROKER_CONFIG_DEF
+                               if key.default is not None}
+
+    def resource(self, resource: Any) -> dict[str, Any]:
+        result: dict[str, Any] = {"resource_type": resource.resource_type, "resource_name": resource.resource_name,
+                                  "error_code": ErrorCode.none, "error_message": None, "configs": []}
+        try:
+            if resource.resource_type == TOPIC:
+                entries = self.topic(resource.resource_name)
+            elif resource.resource_type == BROKER:
+                entries = self.broker_resource(resource.resource_name)
+            else:
+                raise KafkaError(ErrorCode.invalid_request, f"Unsupported resource type: {_type_name(resource.resource_type)}")
+        except KafkaError as exc:
+            result.update(error_code=exc.code, error_message=exc.message)
+            return result
+        wanted = resource.configuration_keys
+        result["configs"] = [e for e in entries if not wanted or e["name"] in wanted]
+        return result
+
+    def topic(self, name: str) -> list[dict[str, Any]]:
+        image_topic = self.broker.controller.image.topics_by_name.get(name)
+        if image_topic is None:
+            raise KafkaError(ErrorCode.unknown_topic_or_partition, None)
+        overrides = dict(image_topic.configs)
+        config = TopicConfig.resolve(self.broker.config, overrides)
+        return [self._topic_entry(key, config, overrides) for key in TOPIC_CONFIG_DEF
+                if not key.internal or key.name in overrides]
+
+    def _topic_entry(self, key: ConfigKey, config: Any, overrides: Mapping[str, str]) -> dict[str, Any]:
+        value = None if key.sensitive else format_value(key.type, config.value_of(key.name))
+        synonyms = []
+        if key.synonyms:
+            synonyms = self._synonyms(key.synonyms[0].name, [s.name for s in key.synonyms], key.sensitive)
+        if key.name in overrides:
+            synonyms.insert(0, _synonym(key.name, value, ConfigSource.TOPIC_CONFIG))
+        return self._entry(key, value, synonyms, read_only=False)
+
+    def broker_resource(self, name: str) -> list[dict[str, Any]]:
+        if not name:
+            # the cluster-wide defaults: only what is set dynamically at that level
+            keys = [BROKER_CONFIG_DEF[n] for n in self.dynamic_default if n in BROKER_CONFIG_DEF]
+            return [self._broker_entry(key, per_broker=False) for key in keys]
+        if _broker_id(name, "Broker id must be an integer, but it is: ") != self.broker.node_id:
+            raise KafkaError(ErrorCode.invalid_request, f"Unexpected broker id, expected {self.broker.node_id} "
+                                                        f"or empty string, but received {name}")
+        return [self._broker_entry(key, per_broker=True) for key in BROKER_CONFIG_DEF if not key.internal]
+
+    def _broker_entry(self, key: ConfigKey, per_broker: bool) -> dict[str, Any]:
+        if per_broker:
+            value = format_value(key.type, self.broker.config.value_of(key.name))
+        else:
+            value = self.dynamic_default.get(key.name)
+        value = None if key.sensitive else value
+        synonyms = self._synonyms(key.name, _BROKER_SYNONYMS.get(key.name, [key.name]), key.sensitive)
+        if not per_broker:
+            synonyms = [s for s in synonyms if s["source"] == ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG]
+        return self._entry(key, value, synonyms, read_only=key.name not in DYNAMIC_BROKER_CONFIGS)
+
+    def _synonyms(self, name: str, names: list[str], sensitive: bool) -> list[dict[str, Any]]:
+        """Kafka's configSynonyms: per source (dynamic broker, dynamic default, static, default), each
+        name that is set; then everything before the first entry for `name` itself is dropped."""
+        found = []
+        for values, source in ((self.dynamic_broker, ConfigSource.DYNAMIC_BROKER_CONFIG),
+                               (self.dynamic_default, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG),
+                               (self.static, ConfigSource.STATIC_BROKER_CONFIG),
+                               (self.static_default, ConfigSource.DEFAULT_CONFIG)):
+            found += [_synonym(n, None if sensitive else values[n], source) for n in names if n in values]
+        while found and found[0]["name"] != name:
+            found.pop(0)
+        return found
+
+    def _entry(self, key: ConfigKey, value: str | None, synonyms: list[dict[str, Any]], read_only: bool) -> dict[str, Any]:
+        return {
+            "name": key.name, "value": value, "read_only": read_only,
+            "config_source": synonyms[0]["source"] if synonyms else ConfigSource.DEFAULT_CONFIG,
+            "is_sensitive": key.sensitive,
+            "synonyms": synonyms if self.include_synonyms else [],
+            "config_type": key.type.value,
+            "documentation": key.doc if self.include_documentation else None,
+        }
+
+
+def _synonym(name: str, value: str | None, source: ConfigSource) -> dict[str, Any]:
+    return {"name": name, "value": value, "source": int(source)}
+
+
+def _type_name(resource_type: int) -> str:
+    return {0: "UNKNOWN", 1: "UNKNOWN", 16: "CLIENT_METRICS", 32: "GROUP", 8: "BROKER_LOGGER"}.get(
+        resource_type, "UNKNOWN")
+
+
+def _broker_id(name: str, message: str) -> int:
+    try:
+        return int(name)
+    except ValueError:
+        raise KafkaError(ErrorCode.invalid_request, message + name) from None
+
+
+# -- AlterConfigs / IncrementalAlterConfigs ----------------------------------------------------
+
+
+async def alter_configs(broker: Any, request: Any) -> dict[str, Any]:
+    body = request.body
+    return {"responses": _each_resource(body.resources, lambda r: _alter_legacy(broker, r, body.validate_only))}
+
+
+async def incremental_alter_configs(broker: Any, request: Any) -> dict[str, Any]:
+    body = request.body
+    return {"responses": _each_resource(body.resources, lambda r: _alter_incremental(broker, r, body.validate_only))}
+
+
+def _each_resource(resources: Iterable[Any], alter: Callable[[Any], None]) -> list[dict[str, Any]]:
+    resources = list(resources)
+    counts = Counter((r.resource_type, r.resource_name) for r in resources)
+    responses = []
+    for resource in resources:
+        response = {"resource_type": resource.resource_type, "resource_name": resource.resource_name,
+                    "error_code": ErrorCode.none, "error_message": None}
+        try:
+            if counts[(resource.resource_type, resource.resource_name)] > 1:
+                raise KafkaError(ErrorCode.invalid_request, "Each resource must appear at most once.")
+            alter(resource)
+        except KafkaError as exc:
+            response.update(error_code=exc.code, error_message=exc.message)
+        responses.append(response)
+    return responses
+
+
+def _check_entries(resource: Any, incremental: bool) -> None:
+    names = [c.name for c in resource.configs]
+    if len(set(names)) != len(names):
+        raise KafkaError(ErrorCode.invalid_request, "Error due to duplicate config keys")
+    nulls = [c.name for c in resource.configs if c.value is None and not (incremental and c.config_operation == DELETE)]
+    if nulls:
+        raise KafkaError(ErrorCode.invalid_request, "Null value not supported for : " + ", ".join(nulls))
+    if resource.resource_type not in (TOPIC, BROKER):
+        raise KafkaError(ErrorCode.invalid_request, f"Unknown resource type {resource.resource_type}")
+
+
+def _alter_legacy(broker: Any, resource: Any, validate_only: bool) -> None:
+    _check_entries(resource, incremental=False)
+    configs = {c.name: c.value for c in resource.configs}
+    if resource.resource_type == TOPIC:
+        _alter_topic(broker, resource.resource_name, configs, [], replace=True, validate_only=validate_only)
+    else:
+        _alter_broker(broker, resource.resource_name, configs, [], replace=True, validate_only=validate_only)
+
+
+def _alter_incremental(broker: Any, resource: Any, validate_only: bool) -> None:
+    _check_entries(resource, incremental=True)
+    for config in resource.configs:
+        if config.config_operation not in (SET, DELETE, APPEND, SUBTRACT):
+            raise KafkaError(ErrorCode.invalid_request, f"Unknown operations type {config.config_operation}")
+    name = resource.resource_name
+    if resource.resource_type == TOPIC:
+        image_topic = broker.controller.image.topics_by_name.get(name)
+        current = dict(image_topic.configs) if image_topic is not None else {}
+        set_configs, deletes = _incremental_changes(resource.configs, current, TOPIC_CONFIG_DEF.get, _topic_list_error)
+        _alter_topic(broker, name, set_configs, deletes, replace=False, validate_only=validate_only)
+    else:
+        node_id = _broker_node(broker, name)
+        current = dict(broker.controller.image.broker_configs(node_id))
+        set_configs, deletes = _incremental_changes(resource.configs, current, BROKER_CONFIG_DEF.get, _broker_list_error)
+        _alter_broker(broker, name, set_configs, deletes, replace=False, validate_only=validate_only)
+
+
+def _topic_list_error(op: int, name: str) -> KafkaError:
+    return KafkaError(ErrorCode.invalid_config, f"Can't {_OP_NAMES[op]} to key {name} because its type is not LIST.")
+
+
+def _broker_list_error(op: int, name: str) -> KafkaError:
+    if name not in BROKER_CONFIG_DEF:
+        return KafkaError(ErrorCode.invalid_config, f"Unknown config name: {name}")
+    return KafkaError(ErrorCode.invalid_config,
+                      f"Config value {_OP_NAMES[op].lower()} is not allowed for config key: {name}")
+
+
+def _incremental_changes(configs: Iterable[Any], current: Mapping[str, str],
+                         lookup: Callable[[str], ConfigKey | None],
+                         list_error: Callable[[int, str], KafkaError]) -> tuple[dict[str, str], list[str]]:
+    """SET/DELETE/APPEND/SUBTRACT -> (keys to set, keys to delete), against the current explicit values."""
+    set_configs: dict[str, str] = {}
+    deletes: list[str] = []
+    for config in configs:
+        if config.config_operation == SET:
+            set_configs[config.name] = config.value
+        elif config.config_operation == DELETE:
+            deletes.append(config.name)
+        else:
+            key = lookup(config.name)
+            if key is None or key.type is not ConfigType.LIST:
+                raise list_error(config.config_operation, config.name)
+            old = current.get(config.name)
+            if old is None:
+                old = format_value(key.type, key.default) or ""
+            items = [item for item in old.split(",") if item]
+            change = config.value.split(",")
+            if config.config_operation == APPEND:
+                items += [item for item in change if item not in items]
+            else:
+                items = [item for item in items if item not in change]
+            set_configs[config.name] = ",".join(items)
+    return set_configs, deletes
+
+
+def _alter_topic(broker: Any, topic: str, set_configs: Mapping[str, str], deletes: list[str], *, replace: bool,
+                 validate_only: bool) -> None:
+    # Kafka validates the resulting override set as LogConfig.validate does (unknown names, values).
+    broker.controller.alter_topic_configs(
+        topic, set_configs, deletes, replace=replace, validate_only=validate_only,
+        validate_config=lambda configs: TopicConfig.resolve(broker.config, configs))
+
+
+def _broker_node(broker: Any, name: str) -> int | None:
+    """None for the cluster-wide default (""), else this broker's id; another id is refused as Kafka does."""
+    if not name:
+        return None
+    node_id = _broker_id(name, "Node id must be an integer, but it is: ")
+    if node_id != broker.node_id:
+        raise KafkaError(ErrorCode.invalid_request, f"Unexpected broker id, expected {broker.node_id}, but received {name}")
+    return node_id
+
+
+def _alter_broker(broker: Any, name: str, set_configs: Mapping[str, str], deletes: list[str], *, replace: bool,
+                  validate_only: bool) -> None:
+    node_id = _broker_node(broker, name)
+    fixed = sorted(n for n in set_configs if n in BROKER_CONFIG_DEF and n not in DYNAMIC_BROKER_CONFIGS)
+    if fixed:
+        raise KafkaError(ErrorCode.invalid_request, f"Cannot update these configs dynamically: Set({', '.join(fixed)})")
+
+    def validate(configs: dict[str, str]) -> None:
+        # KAFKA-13609: a value the broker cannot take is INVALID_REQUEST, not INVALID_CONFIG.
+        base = static_properties(broker.static_config)
+        if node_id is not None:
+            base.update(broker.controller.image.broker_configs(None))
+        try:
+            BrokerConfig.from_properties({**base, **configs})
+        except ConfigError as exc:
+            raise KafkaError(ErrorCode.invalid_request, str(exc)) from None
+
+    broker.controller.alter_broker_configs(node_id, set_configs, deletes, replace=replace,
+                                           validate_only=validate_only, validate_config=validate)
+
+
+APIS = [
+    Api(32, 1, 4, describe_configs),
+    Api(33, 0, 2, alter_configs),
+    Api(44, 0, 1, incremental_alter_configs),
+]

@@ -1,0 +1,169 @@
+"""Log management APIs: DeleteRecords (21), OffsetForLeaderEpoch (23), DescribeLogDirs (35),
+DescribeProducers (61).
+
+All answer from the hosted partitions' logs, as Kafka's ReplicaManager does on
+a leader. With a single replica a DeleteRecords is complete as soon as the
+leader's log start offset moved, so it answers at once.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from klamm.broker.handlers import Api
+from klamm.broker.handlers.fetch import _check_epoch
+from klamm.protocol.errors import ErrorCode, KafkaError
+
+HIGH_WATERMARK = -1  # DeleteRecordsRequest.HIGH_WATERMARK
+METADATA_TOPIC = "__cluster_metadata"
+INTERNAL_TOPICS = ("__consumer_offsets", "__transaction_state")
+
+
+def _partition_or_error(broker: Any, topic: str, index: int) -> Any:
+    """The hosted partition; UNKNOWN_TOPIC_OR_PARTITION if the image does not know it,
+    NOT_LEADER_OR_FOLLOWER if it exists but is not hosted here."""
+    partition = broker.replicas.partitions.get((topic, index))
+    if partition is not None:
+        return partition
+    image_topic = broker.controller.image.topics_by_name.get(topic)
+    if image_topic is not None and index in image_topic.partitions:
+        raise KafkaError(ErrorCode.not_leader_or_follower)
+    raise KafkaError(ErrorCode.unknown_topic_or_partition)
+
+
+# -- DeleteRecords -----------------------------------------------------------------------
+
+
+async def delete_records(broker: Any, request: Any) -> dict[str, Any]:
+    topics = []
+    for topic in request.body.topics:
+        results = [_delete_records_one(broker, topic.name, p.partition_index, p.offset) for p in topic.partitions]
+        topics.append({"name": topic.name, "partitions": results})
+    return {"topics": topics}
+
+
+def _delete_records_one(broker: Any, topic: str, index: int, offset: int) -> dict[str, Any]:
+    try:
+        low_watermark = delete_records_before(broker, topic, index, offset)
+    except KafkaError as exc:
+        return {"partition_index": index, "low_watermark": -1, "error_code": exc.code}
+    return {"partition_index": index, "low_watermark": low_watermark, "error_code": ErrorCode.none}
+
+
+def delete_records_before(broker: Any, topic: str, index: int, offset: int) -> int:
+    """Move the log start offset to `offset` (-1: the high watermark); returns the low watermark."""
+    if topic in INTERNAL_TOPICS or topic == METADATA_TOPIC:
+        raise KafkaError(ErrorCode.invalid_topic_exception, f"Cannot delete records of internal topic {topic}")
+    partition = _partition_or_error(broker, topic, index)
+    if not partition.config.delete:
+        raise KafkaError(ErrorCode.policy_violation,
+                         f"Records of partition {topic}-{index} can not be deleted due to the configured policy")
+    target = partition.high_watermark if offset == HIGH_WATERMARK else offset
+    if target < 0:
+        raise KafkaError(ErrorCode.offset_out_of_range, f"The offset {target} for partition {topic}-{index} is not valid")
+    if target > partition.high_watermark:
+        raise KafkaError(ErrorCode.offset_out_of_range,
+                         f"Cannot increment the log start offset to {target} of partition {topic}-{index} "
+                         f"since it is larger than the high watermark {partition.high_watermark}")
+    partition.log.maybe_increment_log_start_offset(target)
+    return partition.log.log_start_offset
+
+
+# -- OffsetForLeaderEpoch -----------------------------------------------------------------
+
+
+async def offset_for_leader_epoch(broker: Any, request: Any) -> dict[str, Any]:
+    topics = []
+    for topic in request.body.topics:
+        partitions = [_end_offset_for(broker, topic.topic, p) for p in topic.partitions]
+        topics.append({"topic": topic.topic, "partitions": partitions})
+    return {"topics": topics}
+
+
+def _end_offset_for(broker: Any, topic: str, request: Any) -> dict[str, Any]:
+    index = request.partition
+    try:
+        partition = _partition_or_error(broker, topic, index)
+        _check_epoch(partition, getattr(request, "current_leader_epoch", -1))
+    except KafkaError as exc:
+        return {"error_code": exc.code, "partition": index, "leader_epoch": -1, "end_offset": -1}
+    # (-1, -1) when the epoch is unknown or older than the cache, as Kafka answers with NONE
+    epoch, end_offset = partition.log.leader_epoch_cache.end_offset_for(request.leader_epoch)
+    return {"error_code": ErrorCode.none, "partition": index, "leader_epoch": epoch, "end_offset": end_offset}
+
+
+# -- DescribeLogDirs ---------------------------------------------------------------------------
+
+
+async def describe_log_dirs(broker: Any, request: Any) -> dict[str, Any]:
+    wanted = _wanted_partitions(request.body.topics)
+    by_dir: dict[Path, dict[str, list[Any]]] = {Path(d).resolve(): defaultdict(list) for d in broker.log_dirs}
+    for log in broker.logs.all_logs():
+        if log.topic == METADATA_TOPIC:
+            continue  # the metadata log belongs to the quorum, not to the log manager, in Kafka
+        if wanted is not None and (log.topic, log.partition) not in wanted:
+            continue
+        by_dir.setdefault(log.directory.parent.resolve(), defaultdict(list))[log.topic].append(log)
+    results = [_describe_dir(directory, topics) for directory, topics in by_dir.items()]
+    return {"error_code": ErrorCode.none, "results": results}
+
+
+def _wanted_partitions(topics: Any) -> set[tuple[str, int]] | None:
+    if topics is None:
+        return None
+    return {(t.topic, p) for t in topics for p in t.partitions}
+
+
+def _describe_dir(directory: Path, topics: dict[str, list[Any]]) -> dict[str, Any]:
+    try:
+        usage = shutil.disk_usage(directory)
+        total, usable = usage.total, usage.free
+    except OSError:
+        total = usable = -1
+    return {
+        "error_code": ErrorCode.none,
+        "log_dir": str(directory),
+        "topics": [{"name": name, "partitions": [
+            {"partition_index": log.partition, "partition_size": log.size_in_bytes(), "offset_lag": 0,
+             "is_future_key": False} for log in sorted(logs, key=lambda log: log.partition)]}
+            for name, logs in sorted(topics.items())],
+        "total_bytes": total,
+        "usable_bytes": usable,
+    }
+
+
+# -- DescribeProducers -----------------------------------------------------------------------
+
+
+async def describe_producers(broker: Any, request: Any) -> dict[str, Any]:
+    topics = []
+    for topic in request.body.topics:
+        partitions = [_producers_of(broker, topic.name, index) for index in topic.partition_indexes]
+        topics.append({"name": topic.name, "partitions": partitions})
+    return {"topics": topics}
+
+
+def _producers_of(broker: Any, topic: str, index: int) -> dict[str, Any]:
+    try:
+        partition = _partition_or_error(broker, topic, index)
+    except KafkaError as exc:
+        return {"partition_index": index, "error_code": exc.code, "error_message": None, "active_producers": []}
+    producers = [
+        {"producer_id": entry.producer_id, "producer_epoch": entry.epoch, "last_sequence": entry.last_seq,
+         "last_timestamp": entry.last_timestamp, "coordinator_epoch": entry.coordinator_epoch,
+         "current_txn_start_offset": entry.current_txn_first_offset}
+        for entry in partition.log.producer_state.producers.values()
+    ]
+    return {"partition_index": index, "error_code": ErrorCode.none, "error_message": None,
+            "active_producers": producers}
+
+
+APIS = [
+    Api(21, 0, 2, delete_records),
+    Api(23, 2, 4, offset_for_leader_epoch),
+    Api(35, 1, 4, describe_log_dirs),
+    Api(61, 0, 0, describe_producers),
+]
