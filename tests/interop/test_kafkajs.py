@@ -268,3 +268,63 @@ def test_admin_describe_configs():
     [cfg] = o["result"]
     assert cfg["errorCode"] == 0
     assert {"name": "cleanup.policy", "value": "compact"} in cfg["configEntries"]
+
+
+# --------------------------------------------------------- 3. consumer group ---
+@pytest.mark.timeout(110)
+def test_consumer_group(node_bin, js_broker, topic):
+    parts, batches = 6, [60, 60, 30]
+    group = f"{topic}-g"
+    res = run_js(node_bin, "group.js", {"bootstrap": js_broker.bootstrap, "topic": topic, "group": group,
+                                        "partitions": parts, "batches": batches}, timeout=105).ok()
+    phases = {o["phase"]: o for o in res.lines if "phase" in o}
+    steps = {o["step"]: o for o in res.lines if "step" in o}
+    every = list(range(parts))
+
+    def check_phase(name, members):
+        ph = phases[name]
+        sets = ph["assignments"]
+        assert sorted(sets) == sorted(members)
+        assert all(sets[m] for m in members), sets
+        assert sorted(p for m in members for p in sets[m]) == every, sets  # disjoint + complete
+        d = ph["described"]
+        assert d["state"] == "Stable" and d["protocolType"] == "consumer", d
+        assert d["protocol"] == "RoundRobinAssigner", d  # kafkajs's default assigner
+        assert sorted(sorted(x["assignment"]) for x in d["members"]) == sorted(sets[m] for m in members), d
+        assert sorted(x["clientId"] for x in d["members"]) == sorted(members), d
+
+    check_phase("three", ["c1", "c2", "c3"])
+    check_phase("two", ["c2", "c3"])
+    check_phase("one", ["c4"])
+
+    consumed = res.one("consumed")
+    values = Counter(v for _, _, _, v in consumed)
+    dups = {v: n for v, n in values.items() if n > 1}
+    assert not dups, f"records delivered more than once: {sorted(dups)[:20]}"
+    want = {f"{b}-{i}" for b, n in enumerate(batches, 1) for i in range(n)}
+    assert set(values) == want, f"missing {sorted(want - set(values))[:20]}, unexpected {sorted(set(values) - want)[:20]}"
+    by_batch = {b: {m for m, _, _, v in consumed if v.startswith(f"{b}-")} for b in (1, 2, 3)}
+    assert by_batch[1] <= {"c1", "c2", "c3"} and by_batch[2] <= {"c2", "c3"} and by_batch[3] == {"c4"}, by_batch
+    for m, p, o, v in consumed:  # partition/offset of each record are the ones it was written to
+        b, i = map(int, v.split("-"))
+        assert p == i % parts and o == sum(n // parts for n in batches[:b - 1]) + i // parts, (m, p, o, v)
+
+    ends = {b: {str(p): sum(n // parts for n in batches[:b]) for p in every} for b in (1, 2, 3)}
+    committed = {o["committed"]: o["offsets"] for o in res.lines if "committed" in o}
+    assert committed == {f"batch{b}": ends[b] for b in (1, 2, 3)}
+
+    def result(name):
+        o = steps[name]
+        assert "error" not in o, f"{name}: {o['error']}"
+        return o["result"]
+
+    listed = {g["groupId"]: g for g in result("listGroupsActive")["groups"]}
+    assert listed.get(group, {}).get("protocolType") == "consumer", listed
+    active = steps["deleteGroupsActive"]
+    assert "error" in active and "NON_EMPTY_GROUP" in json.dumps(active["error"]), active
+    stopped = result("describeGroupsStopped")
+    assert stopped["state"] == "Empty" and stopped["members"] == [], stopped
+    assert result("fetchOffsetsStopped") == ends[3]
+    assert result("deleteGroups") == [{"groupId": group, "errorCode": 0}]
+    assert group not in {g["groupId"] for g in result("listGroupsAfterDelete")["groups"]}
+    assert result("fetchOffsetsAfterDelete") == {str(p): -1 for p in every}
