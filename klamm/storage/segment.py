@@ -92,15 +92,18 @@ def scan_batches(
 class LogSegment:
     """A `.log` file with its indexes; see the module docstring for format and invariants."""
 
-    def __init__(self, directory: Path, base_offset: int, config: LogConfig, created_ms: int) -> None:
+    def __init__(
+        self, directory: Path, base_offset: int, config: LogConfig, created_ms: int, suffix: str = ""
+    ) -> None:
+        # `suffix` (e.g. ".cleaned") names a segment being built beside the log's own files.
         self.directory = directory
         self.base_offset = base_offset
-        self.log_path = directory / file_name(base_offset, LOG_SUFFIX)
+        self.log_path = directory / (file_name(base_offset, LOG_SUFFIX) + suffix)
         self.offset_index = OffsetIndex(
-            directory / file_name(base_offset, INDEX_SUFFIX), base_offset, config.segment_index_bytes
+            directory / (file_name(base_offset, INDEX_SUFFIX) + suffix), base_offset, config.segment_index_bytes
         )
         self.time_index = TimeIndex(
-            directory / file_name(base_offset, TIME_INDEX_SUFFIX), base_offset, config.segment_index_bytes
+            directory / (file_name(base_offset, TIME_INDEX_SUFFIX) + suffix), base_offset, config.segment_index_bytes
         )
         self.index_interval_bytes = config.index_interval_bytes
         self.created_ms = created_ms
@@ -116,9 +119,9 @@ class LogSegment:
     # -- creation and loading --------------------------------------------------
 
     @classmethod
-    def create(cls, directory: Path, base_offset: int, config: LogConfig, now_ms: int) -> LogSegment:
+    def create(cls, directory: Path, base_offset: int, config: LogConfig, now_ms: int, suffix: str = "") -> LogSegment:
         """A new empty segment; stale index files of that name are discarded."""
-        segment = cls(directory, base_offset, config, now_ms)
+        segment = cls(directory, base_offset, config, now_ms, suffix)
         if os.fstat(segment.fd).st_size:
             segment.close()
             raise FileExistsError(f"{segment.log_path} already holds data")
