@@ -18,6 +18,9 @@ Invariants:
 Blocking file I/O throughout; a Log is not thread-safe (the broker serialises calls
 per partition and decides what runs in an executor). ReadResult hands out a raw
 descriptor that stays valid until its segment is deleted, truncated away or closed.
+The log cleaner reads inactive segments in a worker thread through descriptors of
+its own and swaps its result in with replace_segments on the owning thread, so
+readers see the old or the new segments, never a mix (klamm.storage.cleaner).
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from pathlib import Path
 
 from klamm.protocol.batch import BatchHeader, InvalidBatch, patch_offsets, set_log_append_time
 from klamm.protocol.errors import ErrorCode, KafkaError
+from klamm.storage.cleaner import recover_interrupted_swaps, swap_in
 from klamm.storage.config import LogConfig
 from klamm.storage.leader_epoch import LeaderEpochCache
 from klamm.storage.producer_state import ProducerStateManager
@@ -155,6 +159,7 @@ class Log:
 
     def _clean_directory(self) -> list[int]:
         """Delete leftovers and orphan index files; return the base offsets of the .log files."""
+        recover_interrupted_swaps(self.directory)  # a cleaner swap cut short: finish or undo it first
         logs, others = set(), []
         for path in self.directory.iterdir():
             if path.name.endswith(_STALE_SUFFIXES):
@@ -452,6 +457,27 @@ class Log:
         self.maybe_increment_log_start_offset(self._bases[0])
         self.producer_state.delete_snapshots_before(self._bases[0])
         return removed
+
+    # -- compaction ---------------------------------------------------------------------
+
+    def replace_segments(self, new: LogSegment, old: list[LogSegment]) -> bool:
+        """Swap the cleaner's `new` segment (files named *.cleaned) in for the consecutive inactive
+        segments `old`, crash-safely (klamm.storage.cleaner.swap_in).
+
+        False, changing nothing, when `old` are no longer consecutive inactive segments of
+        this log (retention or truncation got there first). The old segments' files are
+        renamed *.deleted but stay open for reads in flight; the caller deletes them later.
+        """
+        start = next((i for i, segment in enumerate(self._segments) if segment is old[0]), None)
+        if start is None:
+            return False
+        end = start + len(old)
+        if end >= len(self._segments) or any(a is not b for a, b in zip(self._segments[start:end], old)):
+            return False
+        swap_in(new, old)
+        self._segments[start:end] = [new]
+        self._bases[start:end] = [new.base_offset]
+        return True
 
     # -- truncation and lifecycle ----------------------------------------------------
 
