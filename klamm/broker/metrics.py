@@ -99,6 +99,15 @@ class BrokerMetrics:
             series = self._out_series[topic] = self._bytes_out.labels(topic)
         series.inc(size)
 
+    def forget_deleted_topics(self, old_image: Any, new_image: Any) -> None:
+        """A controller listener: a deleted topic's series go, as Kafka removes its topic metrics."""
+        for topic in old_image.topics_by_name.keys() - new_image.topics_by_name.keys():
+            if self._in_series.pop(topic, None) is not None:
+                self._bytes_in.remove(topic)
+                self._messages_in.remove(topic)
+            if self._out_series.pop(topic, None) is not None:
+                self._bytes_out.remove(topic)
+
     def _new_request_series(self, api_key: int, version: int) -> tuple[Any, Any]:
         name = display_api_name(api_key)
         series = (self._requests.labels(name, str(version)), self._duration.labels(name))

@@ -160,3 +160,17 @@ def test_names_follow_prometheus_conventions():
             assert family.name.endswith(("_bytes", "_bytes_total", "_bytes_in", "_bytes_out")), family.name
         if "duration" in family.name:
             assert family.name.endswith("_seconds")
+
+
+def test_a_deleted_topic_loses_its_series():
+    metrics = BrokerMetrics(SimpleNamespace())
+    metrics.produced("kept", 10, 1)
+    metrics.produced("deleted", 10, 1)
+    metrics.fetched("deleted", 10)
+    old, new = SimpleNamespace(topics_by_name={"kept": 1, "deleted": 2}), SimpleNamespace(topics_by_name={"kept": 1})
+    metrics.forget_deleted_topics(old, new)
+    text = metrics.exposition().decode()
+    assert value(text, "klamm_topic_messages_in_total", topic="kept") == 1
+    assert 'topic="deleted"' not in text
+    metrics.produced("deleted", 5, 2)  # recreated: counts start again
+    assert value(metrics.exposition().decode(), "klamm_topic_messages_in_total", topic="deleted") == 2
