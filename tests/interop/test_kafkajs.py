@@ -199,16 +199,12 @@ def test_kafkajs_reads_records_of_confluent_kafka(node_bin, js_broker, topic):
 
 
 # ------------------------------------------------------------------ 2. admin ---
-admin_steps: dict[str, dict] = {}
-
-
 @pytest.mark.timeout(60)
 def test_admin(node_bin, js_broker, make_topic):
     t3, t1 = make_topic("three"), make_topic("one")
     res = run_js(node_bin, "admin.js", {"bootstrap": js_broker.bootstrap, "topics": [t3, t1],
                                         "badTopic": "bad topic name!"}).ok()
     steps = {o["step"]: o for o in res.lines if "step" in o}
-    admin_steps.update(steps)  # for test_admin_describe_configs
 
     def result(name):
         o = steps[name]
@@ -246,6 +242,10 @@ def test_admin(node_bin, js_broker, make_topic):
     assert offsets("fetchTopicOffsetsEmpty") == {p: (0, 0, 0) for p in range(3)}
     assert offsets("fetchTopicOffsets") == {0: (0, 5, 5), 1: (0, 0, 0), 2: (0, 2, 2)}
 
+    [cfg] = result("describeConfigs")
+    assert cfg["errorCode"] == 0 and cfg["resourceName"] == t1
+    assert {"name": "cleanup.policy", "value": "compact"} in cfg["configEntries"]
+
     assert result("createPartitions") is None  # kafkajs resolves createPartitions to undefined
     assert offsets("fetchTopicOffsetsGrown") == {0: (0, 5, 5), 1: (0, 0, 0), 2: (0, 2, 2), 3: (0, 0, 0)}
 
@@ -255,19 +255,6 @@ def test_admin(node_bin, js_broker, make_topic):
     gone = steps["fetchTopicMetadataDeleted"]
     assert "error" in gone and "UNKNOWN_TOPIC_OR_PARTITION" in json.dumps(gone["error"]), gone
 
-
-@pytest.mark.timeout(10)
-def test_admin_describe_configs():
-    """describeConfigs of the topic test_admin created with cleanup.policy=compact."""
-    o = admin_steps.get("describeConfigs")
-    if o is None:
-        pytest.skip("test_admin did not run")
-    if "error" in o and o["error"].get("name") == "KafkaJSServerDoesNotSupportApiKey":
-        pytest.xfail("klamm does not serve DescribeConfigs (API key 32): absent from ApiVersions")
-    assert "error" not in o, o
-    [cfg] = o["result"]
-    assert cfg["errorCode"] == 0
-    assert {"name": "cleanup.policy", "value": "compact"} in cfg["configEntries"]
 
 
 # --------------------------------------------------------- 3. consumer group ---
