@@ -315,3 +315,27 @@ def test_consumer_group(node_bin, js_broker, topic):
     assert result("deleteGroups") == [{"groupId": group, "errorCode": 0}]
     assert group not in {g["groupId"] for g in result("listGroupsAfterDelete")["groups"]}
     assert result("fetchOffsetsAfterDelete") == {str(p): -1 for p in every}
+
+
+@pytest.mark.persistence
+@pytest.mark.timeout(90)
+def test_group_resumes_after_broker_restart(node_bin, broker_factory, topic):
+    """Records and the group's committed offsets survive a broker restart (SIGTERM + start)."""
+    b = broker_factory(overrides=OVERRIDES)
+    want = expected("kjs-restart", 42, null_header=False)
+    cfg = {"bootstrap": b.bootstrap, "topic": topic, "partitions": 1, "group": f"{topic}-g",
+           "records": [to_js(r, 0) for r in want]}
+    first = run_js(node_bin, "produce_consume.js", {
+        **cfg, "create": True, "expect": 30,
+        "sends": [{"acks": -1, "compression": "gzip", "from": 0, "to": 30}]}).ok()
+    assert [from_js(r) for r in first.get("rec")] == want[:30]
+    b.restart()
+    second = run_js(node_bin, "produce_consume.js", {
+        **cfg, "create": False, "expect": 12, "settleMs": 1500,
+        "sends": [{"acks": 1, "compression": "gzip", "from": 30, "to": 42}]}).ok()
+    [line] = [o for o in second.lines if "sent" in o]
+    assert [(m["partition"], int(m["baseOffset"])) for m in line["metadata"]] == [(0, 30)]
+    recs = second.get("rec")
+    assert [r["o"] for r in recs] == list(range(30, 42)), "resumed at the committed offset, once each"
+    got = [from_js(r) for r in recs]
+    assert got == want[30:], diff(got, want[30:])

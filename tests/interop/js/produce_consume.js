@@ -3,13 +3,14 @@
 // compression), then read everything back with a kafkajs group consumer.
 //
 // stdin: {bootstrap, topic, partitions, create, group, records: [{k, v, h, p}],
-//         sends: [{acks, compression: "none"|"gzip", from, to}], consumeTimeoutMs}
+//         sends: [{acks, compression: "none"|"gzip", from, to}], consumeTimeoutMs,
+//         expect (records to consume, default all), settleMs (keep consuming after that)}
 // stdout: {"created": bool} (when create)
 //         {"sent": n, "acks", "compression", "metadata": [RecordMetadata]}
 //         {"offsets": [{partition, offset, high, low}]}
 //         {"rec": {p, o, k, v, h, ts}} for every consumed record (consumption order)
 //         {"consumed": count, "assignment": {...}} then {"done": true}
-const { kafkajs, makeKafka, emit, enc, dec, encHeaders, decHeaders, waitFor, run } = require('./common')
+const { kafkajs, makeKafka, emit, enc, dec, encHeaders, decHeaders, sleep, waitFor, run } = require('./common')
 const { CompressionTypes, Partitioners } = kafkajs
 
 const CODECS = { none: CompressionTypes.None, gzip: CompressionTypes.GZIP }
@@ -51,7 +52,7 @@ run(async (cfg, cleanup) => {
 
   emit({ offsets: await admin.fetchTopicOffsets(cfg.topic) })
 
-  const total = cfg.records.length
+  const total = cfg.expect === undefined ? cfg.records.length : cfg.expect
   const got = []
   let assignment = null
   const consumer = kafka.consumer({ groupId: cfg.group })
@@ -72,6 +73,7 @@ run(async (cfg, cleanup) => {
     },
   })
   await waitFor(() => got.length >= total, cfg.consumeTimeoutMs || 40000, `${total} records`)
+  if (cfg.settleMs) await sleep(cfg.settleMs) // room for records that should not come
   await consumer.disconnect()
   for (const rec of got) emit({ rec })
   emit({ consumed: got.length, assignment })
