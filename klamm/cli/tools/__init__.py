@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from typing import Any
 
@@ -58,8 +59,9 @@ def run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:
-        # e.g. `klamm console-consumer ... | head`: stop quietly like the Java tools.
-        sys.stderr.close()
+        # e.g. `klamm dump-log ... | head`: stop quietly; point stdout at /dev/null so
+        # the interpreter's final flush does not fail again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
 
 
