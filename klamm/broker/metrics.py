@@ -193,17 +193,28 @@ class BrokerStateCollector(Collector):
         yield from (members, committed, lag)
 
     def _cleaner(self) -> Iterator[Any]:
-        # The log cleaner may not exist (yet): its totals are read if present, else 0.
-        cleaner = getattr(self.broker, "cleaner", None)
-        yield CounterMetricFamily("klamm_log_cleaner_runs", "Log cleaner passes completed.",
-                                  value=_cleaner_figure(cleaner, "runs"))
-        yield CounterMetricFamily("klamm_log_cleaner_cleaned_bytes", "Bytes of log the cleaner has read and rewritten.",
-                                  value=_cleaner_figure(cleaner, "bytes_cleaned"))
+        # The log cleaner's counters (klamm.storage.cleaner.Cleaner) are read if the broker has one, else 0.
+        cleaners = _cleaners(self.broker)
+        yield CounterMetricFamily("klamm_log_cleaner_runs", "Log cleanings completed.",
+                                  value=_sum_of(cleaners, "runs"))
+        yield CounterMetricFamily("klamm_log_cleaner_cleaned_bytes", "Bytes of log read by the cleaner.",
+                                  value=_sum_of(cleaners, "bytes_cleaned"))
+        yield CounterMetricFamily("klamm_log_cleaner_written_bytes", "Bytes of cleaned segments written.",
+                                  value=_sum_of(cleaners, "bytes_written"))
 
 
-def _cleaner_figure(cleaner: Any, name: str) -> float:
-    value = getattr(cleaner, name, 0) if cleaner is not None else 0
-    return value if isinstance(value, (int, float)) else 0
+def _cleaners(broker: Any) -> list[Any]:
+    """`broker.cleaner`: one Cleaner, or an owner of several in `.cleaners` (one per cleaner thread)."""
+    cleaner = getattr(broker, "cleaner", None)
+    if cleaner is None:
+        return []
+    several = getattr(cleaner, "cleaners", None)
+    return list(several) if several is not None else [cleaner]
+
+
+def _sum_of(cleaners: list[Any], name: str) -> float:
+    values = (getattr(cleaner, name, 0) for cleaner in cleaners)
+    return sum(v for v in values if isinstance(v, (int, float)))
 
 
 class MetricsServer:

@@ -139,10 +139,26 @@ def test_cleaner_totals_are_read_if_present():
     text = BrokerMetrics(_fake_broker()).exposition().decode()
     assert value(text, "klamm_log_cleaner_runs_total") == 0
     assert value(text, "klamm_log_cleaner_cleaned_bytes_total") == 0
-    cleaner = SimpleNamespace(runs=3, bytes_cleaned=2048)
+    cleaner = SimpleNamespace(runs=3, bytes_cleaned=2048, bytes_written=1000)
     text = BrokerMetrics(_fake_broker(cleaner)).exposition().decode()
     assert value(text, "klamm_log_cleaner_runs_total") == 3
     assert value(text, "klamm_log_cleaner_cleaned_bytes_total") == 2048
+    assert value(text, "klamm_log_cleaner_written_bytes_total") == 1000
+    several = SimpleNamespace(cleaners=[cleaner, SimpleNamespace(runs=1, bytes_cleaned=2, bytes_written=1)])
+    text = BrokerMetrics(_fake_broker(several)).exposition().decode()
+    assert value(text, "klamm_log_cleaner_runs_total") == 4
+    assert value(text, "klamm_log_cleaner_cleaned_bytes_total") == 2050
+
+
+def test_cleaner_counters_of_the_real_cleaner_class():
+    from klamm.storage.cleaner import Cleaner
+
+    cleaner = Cleaner(1024 * 1024)
+    cleaner.runs, cleaner.bytes_read, cleaner.bytes_written = 2, 500, 300
+    text = BrokerMetrics(_fake_broker(cleaner)).exposition().decode()
+    assert value(text, "klamm_log_cleaner_runs_total") == 2
+    assert value(text, "klamm_log_cleaner_cleaned_bytes_total") == 500
+    assert value(text, "klamm_log_cleaner_written_bytes_total") == 300
 
 
 def test_names_follow_prometheus_conventions():
