@@ -176,7 +176,7 @@ def _first_dirty_offset(log: Log, checkpoint: int | None) -> tuple[int, bool]:
 
 def _non_active_from(segments: list[LogSegment], offset: int) -> list[LogSegment]:
     """Inactive segments from the one holding `offset` on (Kafka's nonActiveLogSegmentsFrom)."""
-    return _overlapping(segments[:-1], offset, MAX_LONG)
+    return [s for s in _overlapping(segments, offset, MAX_LONG) if s is not segments[-1]]
 
 
 def _overlapping(segments: list[LogSegment], start: int, end: int) -> list[LogSegment]:
