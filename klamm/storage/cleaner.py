@@ -633,8 +633,9 @@ def recover_interrupted_swaps(directory: Path) -> None:
     changed = False
     for base in sorted(files[SWAP_SUFFIX]):
         logger.info("completing the interrupted swap of %s/%s", directory.name, file_name(base, LOG_SUFFIX))
-        for suffix in ("", SWAP_SUFFIX):
-            _unlink_segment_files(directory, base, suffix)  # the old segment B, the new indexes
+        _unlink_segment_files(directory, base, "")  # the old segment B (or new indexes half renamed)
+        for ext in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+            (directory / (file_name(base, ext) + SWAP_SUFFIX)).unlink(missing_ok=True)  # rebuilt from the log
         os.rename(directory / (file_name(base, LOG_SUFFIX) + SWAP_SUFFIX), directory / file_name(base, LOG_SUFFIX))
         files[""].add(base)
         changed = True
