@@ -139,7 +139,7 @@ def test_produce_acks_gzip_and_consume_back(node_bin, js_broker, topic):
 
     # RecordMetadata: one entry per partition written, baseOffset = records already there
     sent = res.get("sent")
-    assert [s for s in sent] == list(range(len(SENDS)))
+    assert sent == list(range(len(SENDS)))
     before = Counter()
     for line, s in zip([o for o in res.lines if "sent" in o], sends):
         idx = range(s["from"], s["to"])
@@ -177,7 +177,8 @@ def test_produce_to_auto_created_topic(node_bin, js_broker, topic):
         "bootstrap": js_broker.bootstrap, "topic": topic, "partitions": 1, "create": False,
         "group": f"{topic}-g", "records": [to_js(r, 0) for r in want],
         "sends": [{"acks": -1, "compression": "gzip", "from": 0, "to": 40}]}).ok()
-    md = res.one("sent") == 0 and [o for o in res.lines if "sent" in o][0]["metadata"]
+    assert res.one("sent") == 0
+    [md] = [o["metadata"] for o in res.lines if "sent" in o]
     assert [(m["partition"], m["errorCode"], int(m["baseOffset"])) for m in md] == [(0, 0, 0)]
     got = [from_js(r) for r in res.get("rec")]
     assert got == want, diff(got, want)
