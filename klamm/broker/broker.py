@@ -19,6 +19,7 @@ from urllib.parse import urlsplit
 
 from klamm.broker.handlers import Api, registry
 from klamm.broker.handlers.configs import apply_dynamic_broker_configs
+from klamm.broker.cleaner_tasks import LogCleanerService
 from klamm.broker.log_tasks import LogRetention
 from klamm.broker.metrics import BrokerMetrics, MetricsServer
 from klamm.broker.network import Acceptor, ClientConnection, Processor
@@ -67,6 +68,7 @@ class Broker:
         self._tasks: list[asyncio.Task[None]] = []
         self.bytes_in = 0
         self.retention = LogRetention(self)
+        self.log_cleaner = LogCleanerService(self)
         self.metrics = BrokerMetrics(self)  # always counted; served only when metrics.port >= 0
         self._metrics_server: MetricsServer | None = None
         self.metrics_port: int | None = None  # the endpoint's bound port, None when it is off
@@ -94,6 +96,7 @@ class Broker:
         self.controller.register_broker(self.node_id, self.advertised_host, self.advertised_port, self.listener_name)
         self._tasks.append(asyncio.ensure_future(self._checkpoint_periodically()))
         self.retention.start()
+        self.log_cleaner.start()
         log.info("klamm ready: node %d serving %s on %s:%d (cluster %s, data in %s)", self.node_id,
                  self.listener_name, self.host or "0.0.0.0", self.port, cluster_id,
                  ",".join(str(d) for d in self.log_dirs))
@@ -145,6 +148,7 @@ class Broker:
         if self.controller is not None:
             self.controller.close()
         await self.retention.stop()
+        await self.log_cleaner.stop()
         if self.replicas is not None:
             self.replicas.shutdown()
         self._stopped.set()

@@ -105,10 +105,23 @@ class Partition:
                 raise KafkaError(ErrorCode.corrupt_message, "record batch CRC mismatch")
             if header.is_control:
                 raise KafkaError(ErrorCode.invalid_record, "clients may not write control batches")
+        if self.config.compact:
+            self._check_keys(buf, headers)
         target = _CODECS.get(self.config.compression_type)
         if target is not None and any(h.compression != target for h in headers):
             buf, headers = _recompress(buf, headers, target)
         return buf, headers
+
+    def _check_keys(self, buf: bytearray, headers: list[BatchHeader]) -> None:
+        """Kafka's LogValidator: a compacted topic refuses keyless records. Only compacted topics
+        pay for decoding (and decompressing) here; the others keep the header-only path."""
+        from klamm.protocol.records import decode_batch
+
+        for header in headers:
+            if any(record.key is None for record in decode_batch(buf, header.position)[1]):
+                raise KafkaError(ErrorCode.invalid_record,
+                                 "Compacted topic cannot accept message without key in topic partition "
+                                 f"{self.topic}-{self.index}.")
 
     def read(self, offset: int, max_bytes: int, *, read_committed: bool, min_one: bool) -> ReadResult:
         limit = self.last_stable_offset if read_committed else self.high_watermark

@@ -371,3 +371,29 @@ def test_counters_for_metrics(tmp_path):
     clean(log, cleaner=cleaner)
     assert cleaner.runs == 1 and cleaner.records_read == 2 and cleaner.records_retained == 1
     assert cleaner.bytes_read > cleaner.bytes_written > 0 and cleaner.bytes_cleaned == cleaner.bytes_read
+
+
+# -- produce-time check of compacted topics ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("codec", [Compression.NONE, Compression.ZSTD])
+def test_compacted_topic_refuses_keyless_records(tmp_path, codec):
+    import uuid
+
+    from klamm.broker.partition import Partition
+    from klamm.config.broker import BrokerConfig
+    from klamm.config.topic import TopicConfig
+    from klamm.protocol.errors import ErrorCode, KafkaError
+
+    broker = BrokerConfig.from_properties({})
+    compacted = Partition("c", 0, uuid.uuid4(), open_log(tmp_path / "c"),
+                          TopicConfig.resolve(broker, {"cleanup.policy": "compact,delete"}))
+    plain = Partition("p", 0, uuid.uuid4(), open_log(tmp_path / "p"), TopicConfig.resolve(broker, {}))
+    keyless = build_batch([(k(1), b"a"), (None, b"b")], compression=codec)
+    with pytest.raises(KafkaError) as error:
+        compacted.append(keyless)
+    assert error.value.code == ErrorCode.invalid_record
+    assert "Compacted topic cannot accept message without key" in str(error.value)
+    assert compacted.log_end_offset == 0
+    assert compacted.append(build_batch([(k(1), b"a"), (k(2), None)], compression=codec)).last_offset == 1
+    assert plain.append(keyless).last_offset == 1
