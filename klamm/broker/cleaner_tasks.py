@@ -106,6 +106,7 @@ class LogCleanerService:
         self._in_progress.add(key)
         try:
             plan = prepare_clean(ltc, now)
+            read_before, written_before = cleaner.bytes_read, cleaner.bytes_written
             loop = asyncio.get_running_loop()
             result = await loop.run_in_executor(self._executor, cleaner.clean, plan)
             if self.broker.logs.get_log(*key) is not target:
@@ -119,7 +120,7 @@ class LogCleanerService:
                 self._checkpoint(target, result.end_offset)
             log.info("cleaned %s-%d up to offset %d: %d segment(s) replaced, %d bytes read, %d written",
                      target.topic, target.partition, result.end_offset, len(replaced),
-                     cleaner.bytes_read, cleaner.bytes_written)
+                     cleaner.bytes_read - read_before, cleaner.bytes_written - written_before)
         finally:
             self._in_progress.discard(key)
         return True
