@@ -397,3 +397,78 @@ def test_compacted_topic_refuses_keyless_records(tmp_path, codec):
     assert compacted.log_end_offset == 0
     assert compacted.append(build_batch([(k(1), b"a"), (k(2), None)], compression=codec)).last_offset == 1
     assert plain.append(keyless).last_offset == 1
+
+
+def test_appends_and_reads_while_a_worker_cleans(tmp_path):
+    """The worker touches only its plan; the owner keeps appending, rolling and reading meanwhile."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    log = open_log(tmp_path, LogConfig(segment_bytes=2000))
+    for n in range(200):
+        append(log, [(k(n % 10), f"v{n}".encode())])
+    ltc = log_to_clean(log, EAGER, None, NOW, log.log_end_offset)
+    plan = prepare_clean(ltc, NOW)
+    with ThreadPoolExecutor(1) as pool:
+        future = pool.submit(Cleaner(1 << 20).clean, plan)
+        n = 200
+        while not future.done() or n < 260:
+            append(log, [(k(n % 10), f"v{n}".encode())])
+            assert dump(log)[-1] == (n, k(n % 10), f"v{n}".encode())
+            n += 1
+        result = future.result()
+    complete, replaced = commit_clean(log, result)
+    assert complete and replaced
+    for segment in replaced:
+        segment.delete()
+    got = dump(log)
+    offsets = [o for o, _, _ in got]
+    assert offsets == sorted(set(offsets)) and offsets[-1] == n - 1
+    assert {key: value for _, key, value in got} == {k(i % 10): f"v{i}".encode() for i in range(n - 10, n)}
+    assert all(o >= ltc.first_uncleanable_offset - 10 for o in offsets)
+
+
+def test_service_cleans_compacted_partitions_only_and_checkpoints(tmp_path):
+    import asyncio
+    import uuid
+    from types import SimpleNamespace
+
+    from klamm.broker.cleaner_tasks import LogCleanerService
+    from klamm.broker.partition import Partition
+    from klamm.config.broker import BrokerConfig
+    from klamm.config.topic import TopicConfig
+    from klamm.storage.log_manager import LogManager
+
+    config = BrokerConfig.from_properties({"log.cleaner.backoff.ms": "10", "log.dirs": str(tmp_path)})
+    logs = LogManager([tmp_path], LogConfig(), time_ms=lambda: NOW)
+    logs.startup()
+    partitions = {}
+    for topic, overrides in (("compacted", {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.01",
+                                            "file.delete.delay.ms": "0"}),
+                             ("plain", {}), ("__cluster_metadata", {"cleanup.policy": "compact"})):
+        log = logs.create_log(topic, 0)
+        for n in range(6):
+            append(log, [(k(n % 2), f"v{n}".encode())])
+            log.roll()
+        partitions[(topic, 0)] = Partition(topic, 0, uuid.uuid4(), log, TopicConfig.resolve(config, overrides))
+    broker = SimpleNamespace(config=config, log_dirs=[tmp_path], logs=logs,
+                             replicas=SimpleNamespace(partitions=partitions))
+
+    async def run() -> LogCleanerService:
+        service = LogCleanerService(broker)
+        service.start()
+        for _ in range(200):
+            if service.runs:
+                break
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.05)
+        await service.stop()
+        return service
+
+    service = asyncio.run(run())
+    assert service.runs == 1 and service.bytes_cleaned > 0
+    assert [o for o, _, _ in dump(logs.get_log("compacted", 0))] == [4, 5]
+    assert [o for o, _, _ in dump(logs.get_log("plain", 0))] == list(range(6))
+    assert [o for o, _, _ in dump(logs.get_log("__cluster_metadata", 0))] == list(range(6))
+    assert (tmp_path / CLEANER_OFFSET_CHECKPOINT).read_text() == "0\n1\ncompacted 0 6\n"
+    assert not [p for p in (tmp_path / "compacted-0").iterdir() if ".deleted" in p.name]
+    logs.shutdown()
