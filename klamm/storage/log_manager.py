@@ -6,6 +6,8 @@ Layout of each log directory (Kafka's):
     <topic>-<partition>.<uuidhex>-delete/  a deleted log not yet removed
     recovery-point-offset-checkpoint       offset checkpoint: per log, offsets below are fsynced
     log-start-offset-checkpoint            offset checkpoint: per log, its log start offset
+    cleaner-offset-checkpoint              offset checkpoint: per compacted log, where its dirty
+                                           section starts (written by klamm.storage.cleaner)
     .kafka_cleanshutdown                   present only between a clean shutdown and the next startup
 
 Invariants: a partition lives in exactly one log directory; the clean-shutdown
