@@ -8,7 +8,7 @@ import os
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, given, reject, settings
 from hypothesis import strategies as st
 from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import Records
@@ -68,7 +68,14 @@ def test_request_and_response_round_trip(key: int, version: int) -> None:
     def round_trip(request: Any, response: Any) -> None:
         for entity in (request, response):
             data = encode(entity)
-            again = decode(type(entity), data)
+            try:
+                again = decode(type(entity), data)
+            except ValueError as exc:
+                # kio writes any timedelta but reads back only what fits Python's timedelta:
+                # a generated out-of-range duration says nothing about klamm.
+                if "timedelta" in str(exc):
+                    reject()
+                raise
             assert again == entity
             assert encode(again) == data
             check_lengths(type(entity), data, 0)  # the pre-decode guard accepts every valid message
