@@ -146,5 +146,6 @@ fi
 if ! compile_client; then
     [ "$strict" = 1 ] && fail "could not compile KlammClient.java"
 fi
+bash "$ROOT/scripts/js-deps.sh"
 log "done"
 exit 0
