@@ -1,0 +1,39 @@
+"""Connection limits: idle connections are closed after connections.max.idle.ms."""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Callable
+
+import pytest
+
+from tests.integration.conftest import BrokerThread
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def _closed_within(sock: socket.socket, seconds: float) -> float | None:
+    """Seconds until the peer closed the socket, or None if it stayed open."""
+    sock.settimeout(seconds)
+    started = time.monotonic()
+    try:
+        data = sock.recv(1)
+    except TimeoutError:
+        return None
+    assert data == b""
+    return time.monotonic() - started
+
+
+def test_idle_connection_is_closed(broker_factory: Callable[..., BrokerThread]) -> None:
+    broker = broker_factory(**{"connections.max.idle.ms": "600"})
+    idle = socket.create_connection(("127.0.0.1", broker.port))
+    elapsed = _closed_within(idle, 10)
+    assert elapsed is not None, "an idle connection stayed open"
+    assert elapsed >= 0.5
+
+
+def test_default_keeps_connection_open(broker_factory: Callable[..., BrokerThread]) -> None:
+    broker = broker_factory()
+    conn = socket.create_connection(("127.0.0.1", broker.port))
+    assert _closed_within(conn, 1.5) is None
