@@ -37,3 +37,25 @@ def test_default_keeps_connection_open(broker_factory: Callable[..., BrokerThrea
     broker = broker_factory()
     conn = socket.create_connection(("127.0.0.1", broker.port))
     assert _closed_within(conn, 1.5) is None
+
+
+def test_acl_requests_answer_security_disabled(broker_factory: Callable[..., BrokerThread]) -> None:
+    """Kafka without an authorizer answers ACL requests with SECURITY_DISABLED (54)."""
+    from confluent_kafka.admin import AclBinding, AclBindingFilter, AclOperation, AclPermissionType, \
+        AdminClient, ResourcePatternType, ResourceType
+    from confluent_kafka import KafkaException
+
+    broker = broker_factory()
+    admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{broker.port}"})
+    acl_filter = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, None, None,
+                                  AclOperation.ANY, AclPermissionType.ANY)
+    # librdkafka drops DescribeAcls' top-level error and reports no bindings.
+    assert admin.describe_acls(acl_filter, request_timeout=10).result(timeout=15) == []
+    binding = AclBinding(ResourceType.TOPIC, "t", ResourcePatternType.LITERAL, "User:x", "*",
+                         AclOperation.READ, AclPermissionType.ALLOW)
+    with pytest.raises(KafkaException) as created:
+        admin.create_acls([binding], request_timeout=10)[binding].result(timeout=15)
+    assert created.value.args[0].code() == 54  # SECURITY_DISABLED
+    with pytest.raises(KafkaException) as deleted:
+        admin.delete_acls([acl_filter], request_timeout=10)[acl_filter].result(timeout=15)
+    assert deleted.value.args[0].code() == 54
