@@ -115,7 +115,7 @@ def test_offset_table_widths():
 def test_reset_table():
     lines = consumer_groups.reset_table({"g": {("t", 1): 5, ("t", 0): 2}})
     assert lines == ["", f"{'GROUP':<30} {'TOPIC':<30} {'PARTITION':<10} {'NEW-OFFSET':<15}",
-                     f"{'g':<30} {'t':<30} {'0':<10} {'2':<15}", f"{'g':<30} {'t':<30} {'1':<10} {'5':<15}", ""]
+                     f"{'g':<30} {'t':<30} {'0':<10} {'2':<15}", f"{'g':<30} {'t':<30} {'1':<10} {'5':<15}"]
 
 
 @pytest.mark.parametrize("text, expected", [

@@ -453,7 +453,7 @@ def alter_offsets(service: GroupService, group: str, plan: dict[TopicPartitionKe
 
 
 def reset_table(plans: dict[str, dict[TopicPartitionKey, int]]) -> list[str]:
-    """printOffsetsToReset: a blank line and header when there are groups, then rows; then a newline."""
+    """printOffsetsToReset: a blank line, the header if there are groups, then the rows."""
     def line(group, topic, partition, offset) -> str:
         return f"{group!s:<30} {topic!s:<30} {partition!s:<10} {offset!s:<15}"
 
@@ -462,9 +462,7 @@ def reset_table(plans: dict[str, dict[TopicPartitionKey, int]]) -> list[str]:
         lines.append(line("GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"))
     for group in sorted(plans):
         lines += [line(group, t, p, o) for (t, p), o in sorted(plans[group].items())]
-    if len(lines) == 1:
-        return [""]
-    return lines + [""]
+    return lines
 
 
 # ---------------------------------------------------------------------- --delete
