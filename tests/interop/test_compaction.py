@@ -72,7 +72,7 @@ def test_compaction_keeps_exactly_the_latest_record_per_key(broker_factory, topi
     assert consume_all(broker.bootstrap, topic, len(want)) == want
     checkpoint = (broker.log_dir / "cleaner-offset-checkpoint").read_text().split("\n")
     assert any(line.startswith(f"{topic} 0 ") for line in checkpoint)
-    assert broker.log_text().count("Traceback") == 0
+    assert "log cleaning failed" not in broker.log_text()
 
 
 def test_compacted_topic_refuses_records_without_key(broker, topic):
