@@ -204,8 +204,8 @@ class BrokerStateCollector(Collector):
 
 
 def _cleaners(broker: Any) -> list[Any]:
-    """`broker.cleaner`: one Cleaner, or an owner of several in `.cleaners` (one per cleaner thread)."""
-    cleaner = getattr(broker, "cleaner", None)
+    """`broker.log_cleaner`: the cleaner service, with one Cleaner per thread in `.cleaners`."""
+    cleaner = getattr(broker, "log_cleaner", None)
     if cleaner is None:
         return []
     several = getattr(cleaner, "cleaners", None)

@@ -143,7 +143,9 @@ class ClientConnection(asyncio.Protocol):
                     self._reading_paused = False
                 if response is not None:
                     await self._send(self._sans_io.encode_response(request, response))
-        except (ConnectionError, OSError) as exc:
+        except (ConnectionError, OSError, asyncio.exceptions.SendfileNotAvailableError, RuntimeError) as exc:
+            # The peer went away mid-response (sendfile reports it as "not available",
+            # a closed transport as RuntimeError): this connection ends, nothing else.
             log.debug("connection %s lost while writing: %s", self.peer, exc)
             self.close()
 

@@ -105,7 +105,7 @@ def _fake_broker(cleaner=None):
     broker = SimpleNamespace(replicas=SimpleNamespace(partitions=partitions), _processors=[processor], bytes_in=1234,
                              group_coordinator=SimpleNamespace(coordinator=SimpleNamespace(groups={"g": group})))
     if cleaner is not None:
-        broker.cleaner = cleaner
+        broker.log_cleaner = cleaner
     return broker
 
 
