@@ -157,7 +157,7 @@ def _encode_bytes(value: _Bytes | None) -> bytes:
     return _zigzag_varint(len(value)) + bytes(value)
 
 
-def _encode_record(
+def encode_record(
     offset_delta: int, timestamp_delta: int, key: _Bytes | None, value: _Bytes | None, headers: Sequence[Header]
 ) -> bytes:
     if not _INT64_MIN <= timestamp_delta <= _INT64_MAX:
@@ -177,7 +177,7 @@ def _encode_record(
     return _zigzag_varint(len(body)) + body
 
 
-def _assemble(
+def assemble_batch(
     *,
     base_offset: int,
     partition_leader_epoch: int,
@@ -252,7 +252,7 @@ def build_batch(
     if last_offset_delta > _INT32_MAX:
         raise ValueError("too many records for one batch")
     raw = b"".join(
-        _encode_record(delta, timestamp - base_timestamp, key, value, headers)
+        encode_record(delta, timestamp - base_timestamp, key, value, headers)
         for delta, (key, value, headers, timestamp) in enumerate(normalised)
     )
     attributes = int(compression) & ATTR_COMPRESSION_MASK
@@ -262,7 +262,7 @@ def build_batch(
         attributes |= ATTR_TRANSACTIONAL
     if control:
         attributes |= ATTR_CONTROL
-    return _assemble(
+    return assemble_batch(
         base_offset=base_offset,
         partition_leader_epoch=partition_leader_epoch,
         attributes=attributes,
@@ -477,7 +477,7 @@ def recompress_batch(
     """
     codec = int(codec)
     body = compress(codec, _records_section(buf, header), level)
-    return _assemble(
+    return assemble_batch(
         base_offset=header.base_offset,
         partition_leader_epoch=header.partition_leader_epoch,
         attributes=(header.attributes & ~ATTR_COMPRESSION_MASK) | codec,

@@ -62,7 +62,7 @@ from klamm.protocol.batch import (
     read_batch_header,
 )
 from klamm.protocol.compression import compress
-from klamm.protocol.records import Record, _assemble, _encode_record, decode_batch
+from klamm.protocol.records import Record, assemble_batch, encode_record, decode_batch
 from klamm.storage.checkpoint import CorruptCheckpoint, fsync_dir, read_offset_checkpoint, write_offset_checkpoint
 from klamm.storage.config import LogConfig
 from klamm.storage.offset_map import OffsetMap
@@ -472,13 +472,13 @@ def _rebuild_batch(header: BatchHeader, retained: list[Record], horizon: int | N
     base_timestamp = horizon if horizon is not None else retained[0].timestamp
     max_timestamp = header.max_timestamp if log_append_time else max(r.timestamp for r in retained)
     raw = b"".join(
-        _encode_record(r.offset - header.base_offset, r.timestamp - base_timestamp, r.key, r.value, r.headers)
+        encode_record(r.offset - header.base_offset, r.timestamp - base_timestamp, r.key, r.value, r.headers)
         for r in retained
     )
     attributes = header.attributes & ~DELETE_HORIZON_FLAG
     if horizon is not None:
         attributes |= DELETE_HORIZON_FLAG
-    return _assemble(
+    return assemble_batch(
         base_offset=header.base_offset,
         partition_leader_epoch=header.partition_leader_epoch,
         attributes=attributes,
@@ -495,7 +495,7 @@ def _rebuild_batch(header: BatchHeader, retained: list[Record], horizon: int | N
 
 def _empty_batch(header: BatchHeader) -> bytes:
     """A header-only batch keeping the offsets and producer fields (Kafka's writeEmptyHeader)."""
-    return _assemble(
+    return assemble_batch(
         base_offset=header.base_offset,
         partition_leader_epoch=header.partition_leader_epoch,
         attributes=header.attributes & ~(ATTR_COMPRESSION_MASK | DELETE_HORIZON_FLAG),
