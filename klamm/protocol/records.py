@@ -160,6 +160,7 @@ def _encode_bytes(value: _Bytes | None) -> bytes:
 def encode_record(
     offset_delta: int, timestamp_delta: int, key: _Bytes | None, value: _Bytes | None, headers: Sequence[Header]
 ) -> bytes:
+    """One v2 record (length-prefixed), deltas relative to its batch's base offset and timestamp."""
     if not _INT64_MIN <= timestamp_delta <= _INT64_MAX:
         raise ValueError(f"timestamp delta {timestamp_delta} out of range")
     parts = [
