@@ -4,17 +4,18 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import typing
 import logging
 import os
 import signal
 import sys
 from pathlib import Path
 
-from klamm.broker.broker import Broker
 from klamm.cli import tools
-from klamm.config.broker import BrokerConfig
-from klamm.config.errors import ConfigError
-from klamm.config.properties import load_properties
+
+if typing.TYPE_CHECKING:  # the tools are clients: they must not pay for importing the broker
+    from klamm.broker.broker import Broker
+    from klamm.config.broker import BrokerConfig
 
 
 def _parse_override(text: str) -> tuple[str, str]:
@@ -39,6 +40,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def load_config(config_path: Path | None, overrides: list[tuple[str, str]]) -> BrokerConfig:
+    from klamm.config.broker import BrokerConfig
+    from klamm.config.properties import load_properties
+
     props = load_properties(config_path) if config_path else {}
     props.update(dict(overrides))
     return BrokerConfig.from_properties(props)
@@ -61,6 +65,9 @@ def main(argv: list[str] | None = None) -> int:
     if tools.is_tool(args):
         return tools.run(args)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from klamm.broker.broker import Broker
+    from klamm.config.errors import ConfigError
+
     try:
         config = load_config(args.config, args.override)
         broker = Broker(config)
