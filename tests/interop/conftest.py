@@ -92,24 +92,34 @@ def _json_lines(text: str) -> list[dict]:
     return out
 
 
-@pytest.fixture(scope="session")
-def java_client() -> JavaClient:
-    """Compiles KlammClient.java once (if stale) and returns a runner."""
+def compile_java(name: str) -> str:
+    """Compile tests/interop/java/<name>.java (if stale) into .cache/; return the classpath to run it.
+
+    Skips (or fails under CI) when the JDK or the client jars are missing.
+    """
     if not shutil.which("java") or not shutil.which("javac"):
         skip_or_fail("java/javac not installed (need a JDK 17)")
     missing = [j for j in JARS if not (JAVA_LIBS / f"{j}.jar").is_file()]
     if missing:
         skip_or_fail(f"Java client jars missing in {JAVA_LIBS} ({', '.join(missing)}): "
                      "run scripts/test-deps.sh")
+    source = ROOT / "tests" / "interop" / "java" / f"{name}.java"
+    build = JAVA_BUILD if name == "KlammClient" else ROOT / ".cache" / f"java-build-{name}"
     jars = [str(JAVA_LIBS / f"{j}.jar") for j in JARS]
-    cls = JAVA_BUILD / "KlammClient.class"
-    if not cls.exists() or cls.stat().st_mtime < JAVA_SRC.stat().st_mtime:
-        JAVA_BUILD.mkdir(parents=True, exist_ok=True)
+    compiled = build / f"{name}.class"
+    if not compiled.exists() or compiled.stat().st_mtime < source.stat().st_mtime:
+        build.mkdir(parents=True, exist_ok=True)
         p = subprocess.run(["javac", "-nowarn", "-encoding", "UTF-8", "--release", "17",
-                            "-cp", ":".join(jars), "-d", str(JAVA_BUILD), str(JAVA_SRC)],
+                            "-cp", ":".join(jars), "-d", str(build), str(source)],
                            capture_output=True, text=True, timeout=180)
         assert p.returncode == 0, f"javac failed:\n{p.stdout}\n{p.stderr}"
-    return JavaClient(":".join([str(JAVA_BUILD), *jars]))
+    return ":".join([str(build), *jars])
+
+
+@pytest.fixture(scope="session")
+def java_client() -> JavaClient:
+    """Compiles KlammClient.java once (if stale) and returns a runner."""
+    return JavaClient(compile_java("KlammClient"))
 
 
 @pytest.fixture(scope="session")

@@ -8,7 +8,6 @@ the low watermark after deleteRecords).
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -18,31 +17,17 @@ from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from tests.conftest import BrokerFactory
 
-from .conftest import JARS, JAVA_LIBS, skip_or_fail
+from .conftest import compile_java
 from .helpers import confluent_produce, create_topic, wait_for
 from .records import Rec
 
 pytestmark = [pytest.mark.timeout(240), pytest.mark.java]
 
-ROOT = Path(__file__).resolve().parents[2]
-SRC = ROOT / "tests" / "interop" / "java" / "ConfigClient.java"
-BUILD = ROOT / ".cache" / "java-build-configs"
 
 
 @pytest.fixture(scope="module")
 def java():
-    if not shutil.which("java") or not shutil.which("javac"):
-        skip_or_fail("java/javac not installed (need a JDK 17)")
-    missing = [j for j in JARS if not (JAVA_LIBS / f"{j}.jar").is_file()]
-    if missing:
-        skip_or_fail(f"Java client jars missing in {JAVA_LIBS}: run scripts/test-deps.sh")
-    classpath = ":".join([str(BUILD), *(str(JAVA_LIBS / f"{j}.jar") for j in JARS)])
-    cls = BUILD / "ConfigClient.class"
-    if not cls.exists() or cls.stat().st_mtime < SRC.stat().st_mtime:
-        BUILD.mkdir(parents=True, exist_ok=True)
-        p = subprocess.run(["javac", "-nowarn", "-encoding", "UTF-8", "--release", "17", "-cp", classpath,
-                            "-d", str(BUILD), str(SRC)], capture_output=True, text=True, timeout=180)
-        assert p.returncode == 0, f"javac failed:\n{p.stdout}\n{p.stderr}"
+    classpath = compile_java("ConfigClient")
 
     def batch(*commands: list[object], timeout: float = 150) -> list[tuple[int, dict]]:
         """Runs the commands in one JVM; per command (rc, last JSON object printed)."""

@@ -7,7 +7,6 @@ admin commands; it is compiled here once, next to KlammClient's build.
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import time
 
@@ -16,31 +15,18 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from tests.conftest import BrokerFactory
 
-from .conftest import JARS, JAVA_LIBS, ROOT, skip_or_fail
+from .conftest import compile_java
 from .helpers import create_topic
 
 pytestmark = [pytest.mark.timeout(180), pytest.mark.java]
 
 PARTITIONS = 6
 RECORDS = 120
-SRC = ROOT / "tests" / "interop" / "java" / "GroupClient.java"
-BUILD = ROOT / ".cache" / "java-build-groups"
 
 
 @pytest.fixture(scope="module")
 def group_java():
-    if not shutil.which("java") or not shutil.which("javac"):
-        skip_or_fail("java/javac not installed (need a JDK 17)")
-    missing = [j for j in JARS if not (JAVA_LIBS / f"{j}.jar").is_file()]
-    if missing:
-        skip_or_fail(f"Java client jars missing in {JAVA_LIBS}: run scripts/test-deps.sh")
-    classpath = ":".join([str(BUILD), *(str(JAVA_LIBS / f"{j}.jar") for j in JARS)])
-    cls = BUILD / "GroupClient.class"
-    if not cls.exists() or cls.stat().st_mtime < SRC.stat().st_mtime:
-        BUILD.mkdir(parents=True, exist_ok=True)
-        p = subprocess.run(["javac", "-nowarn", "-encoding", "UTF-8", "--release", "17", "-cp", classpath,
-                            "-d", str(BUILD), str(SRC)], capture_output=True, text=True, timeout=180)
-        assert p.returncode == 0, f"javac failed:\n{p.stdout}\n{p.stderr}"
+    classpath = compile_java("GroupClient")
 
     def run(*args: object, stdin: str | None = None, timeout: float = 150) -> tuple[int, list[dict], str]:
         cmd = ["java", "-Xshare:auto", "-XX:TieredStopAtLevel=1", "-Xmx256m", "-cp", classpath, "GroupClient",
