@@ -18,7 +18,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 
 from tests.conftest import BrokerFactory
 
-from .helpers import admin, create_topic, wait_for
+from .helpers import admin, create_topic
 
 pytestmark = [pytest.mark.timeout(120)]
 

@@ -14,7 +14,6 @@ FETCH_SESSION_ID_NOT_FOUND. From v13 topics are named by id.
 
 from __future__ import annotations
 
-import asyncio
 import time
 import uuid
 from typing import Any

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import random
-import re
 import sys
 import time
 from dataclasses import dataclass
