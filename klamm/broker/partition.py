@@ -19,7 +19,7 @@ from klamm.config.topic import TopicConfig
 from klamm.protocol import batch as batches
 from klamm.protocol.batch import BatchHeader, InvalidBatch, TruncatedBatch, UnsupportedMagic
 from klamm.protocol.errors import ErrorCode, KafkaError
-from klamm.storage.log import AppendResult, Log, LogConfig, ReadResult
+from klamm.storage.log import AppendResult, Log, LogConfig, ReadResult, fsync_segments
 
 _CODECS = {"uncompressed": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 
@@ -79,7 +79,21 @@ class Partition:
         if not result.duplicate:
             self.high_watermark = self.log.log_end_offset
             self._wake_waiters()
+            if self.log.has_rolled:
+                self._flush_rolled_segments()
         return result
+
+    def _flush_rolled_segments(self) -> None:
+        """fsync segments a roll finished in a worker thread: a 1 GB fsync must not stall the loop."""
+        segments = self.log.take_rolled()
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # no loop (tools, tests): do it here
+            self.log.advance_recovery_point(fsync_segments(segments))
+            return
+        future = loop.run_in_executor(None, fsync_segments, segments)
+        future.add_done_callback(
+            lambda done: done.cancelled() or done.exception() or self.log.advance_recovery_point(done.result()))
 
     def _validate(self, records: bytes | bytearray | memoryview) -> tuple[bytearray, list[BatchHeader]]:
         buf = bytearray(records)

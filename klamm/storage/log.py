@@ -100,6 +100,7 @@ class Log:
         self.log_end_offset = 0
         self.recovery_point = 0
         self._last_flush_ms = time_ms()
+        self._rolled: list[LogSegment] = []  # finished by a roll, not yet fsynced
         self._closed = False
         self.producer_state = ProducerStateManager(directory)
         self.leader_epoch_cache = LeaderEpochCache(directory, lambda: self.log_end_offset)
@@ -347,11 +348,24 @@ class Log:
         self._segments.append(segment)
         self._bases.append(base)
         self.producer_state.take_snapshot()
-        # Kafka flushes the finished segment soon after a roll; we do it right away.
+        # Kafka flushes the finished segment soon after a roll, off the append path:
+        # the owner takes it with take_rolled() and fsyncs it in a worker thread.
         if old.size:
-            old.flush()
-            self.recovery_point = max(self.recovery_point, old.next_offset)
+            self._rolled.append(old)
         return segment
+
+    @property
+    def has_rolled(self) -> bool:
+        return bool(self._rolled)
+
+    def take_rolled(self) -> list[LogSegment]:
+        """The segments finished by rolls since the last call, for `fsync_segments` then `advance_recovery_point`."""
+        rolled, self._rolled = self._rolled, []
+        return rolled
+
+    def advance_recovery_point(self, offset: int) -> None:
+        """Everything below `offset` is on disk (called on the owner's thread after fsync_segments)."""
+        self.recovery_point = min(max(self.recovery_point, offset), self.log_end_offset)
 
     def _maybe_flush(self, now: int) -> None:
         if (
@@ -362,6 +376,7 @@ class Log:
 
     def flush(self) -> None:
         """fsync every segment holding offsets >= recovery point; advance the recovery point."""
+        self._rolled = []
         if self.recovery_point < self.log_end_offset:
             first = max(bisect.bisect_right(self._bases, self.recovery_point) - 1, 0)
             for segment in self._segments[first:]:
@@ -558,3 +573,18 @@ def _rename_to_deleted(segment: LogSegment) -> None:
             segment.log_path = target
         else:
             owner.path = target  # type: ignore[attr-defined]
+
+
+def fsync_segments(segments: list[LogSegment]) -> int:
+    """fsync finished segments (safe in a worker thread); the offset below which all are durable.
+
+    A segment deleted meanwhile (retention, cleaner) is skipped: nothing of it needs recovering.
+    """
+    durable = 0
+    for segment in segments:
+        try:
+            segment.flush()
+        except (OSError, ValueError):
+            continue
+        durable = max(durable, segment.next_offset)
+    return durable

@@ -196,10 +196,18 @@ def test_flush_ms(tmp_path):
     assert log.recovery_point == 2
 
 
-def test_roll_flushes_the_finished_segment(tmp_path):
+def test_rolled_segments_are_handed_out_for_flushing(tmp_path):
+    from klamm.storage.log import fsync_segments
+
     log = open_log(tmp_path, SMALL)
     fill(log, 20)
-    assert log.recovery_point >= log.segments[-1].base_offset
+    assert log.has_rolled
+    rolled = log.take_rolled()
+    assert not log.has_rolled
+    assert [s.base_offset for s in rolled] == [s.base_offset for s in log.segments[:-1]]
+    assert log.recovery_point < log.segments[-1].base_offset  # not durable until flushed
+    log.advance_recovery_point(fsync_segments(rolled))
+    assert log.recovery_point == log.segments[-1].base_offset
 
 
 def test_offset_for_timestamp(tmp_path):
