@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from klamm.broker.fetch_session import FetchSessionCache
 from klamm.broker.handlers import Api, registry
 from klamm.broker.handlers.configs import apply_dynamic_broker_configs
 from klamm.broker.cleaner_tasks import LogCleanerService
@@ -66,6 +67,7 @@ class Broker:
         self._processors: list[Processor] = []
         self._stopped = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
+        self.fetch_sessions = FetchSessionCache(config.max_incremental_fetch_session_cache_slots)
         self.bytes_in = 0
         self.retention = LogRetention(self)
         self.log_cleaner = LogCleanerService(self)

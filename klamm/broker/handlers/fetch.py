@@ -6,10 +6,9 @@ most `partition_max_bytes` per partition and `max_bytes` in all, but the first
 partition with data returns at least one whole batch. A fetch inside a batch
 returns that whole batch (the client skips the offsets before its position).
 
-Fetch sessions (KIP-227) are declined: the response carries session id 0, which
-tells the client to keep sending full fetch requests — Kafka's own answer when
-its session cache is full. An unknown non-zero session id gets
-FETCH_SESSION_ID_NOT_FOUND. From v13 topics are named by id.
+Fetch sessions (KIP-227, klamm/broker/fetch_session.py): epoch 0 opens a session
+with a full fetch, later epochs send and receive only changes, epoch -1 is a
+sessionless full fetch. From v13 topics are named by id.
 """
 
 from __future__ import annotations
@@ -18,60 +17,104 @@ import time
 import uuid
 from typing import Any
 
+from klamm.broker.fetch_session import FINAL_EPOCH, INITIAL_EPOCH, FetchSession, FetchSessionCache
 from klamm.broker.handlers import Api
 from klamm.protocol.errors import ErrorCode, KafkaError
 from klamm.protocol.sendplan import FileRegion
 
 READ_COMMITTED = 1
-FINAL_EPOCH = -1
+_ZERO_ID = uuid.UUID(int=0)
+
+# One partition to read: (topic key, position entry, Partition or None, error code)
+Wanted = tuple[Any, Any, Any, ErrorCode]
 
 
 async def handle(broker: Any, request: Any) -> dict[str, Any]:
     body = request.body
-    if body.session_id != 0:
-        return {"error_code": ErrorCode.fetch_session_id_not_found, "session_id": 0, "responses": []}
     by_id = request.api_version >= 13
-    wanted = _resolve(broker, body.topics, by_id)
+    requested = [(t.topic_id if by_id else t.topic, p) for t in body.topics for p in t.partitions]
+    session, incremental, error = _session(broker.fetch_sessions, body, requested, by_id)
+    if error != ErrorCode.none:
+        return {"error_code": error, "session_id": 0, "responses": []}
+    positions = [(key, cached) for (key, _), cached in session.partitions.items()] if incremental else requested
+    wanted = _resolve(broker, positions, by_id)
     read_committed = body.isolation_level == READ_COMMITTED
     deadline = time.monotonic() + body.max_wait.total_seconds()
     while True:
-        responses, total, errors, reads = _read_all(broker, wanted, body.max_bytes, read_committed)
+        entries, total, errors = _read_all(wanted, body.max_bytes, read_committed)
         remaining = deadline - time.monotonic()
         if total >= body.min_bytes or errors or remaining <= 0:
-            for topic, size in reads:  # only the reads that go out: a long poll reads again
-                broker.metrics.fetched(topic, size)
-            return {"error_code": ErrorCode.none, "session_id": 0, "responses": responses}
-        partitions = [p for _, _, p, _ in wanted if p is not None]
+            break
         broker.metrics.parked_fetches += 1
         try:
-            await broker.replicas.wait_for_append(partitions, remaining)
+            await broker.replicas.wait_for_append([p for _, _, p, _ in wanted if p is not None], remaining)
         finally:
             broker.metrics.parked_fetches -= 1
+    if session is not None:
+        entries = _remember(session, entries, incremental)
+    for (_, _, partition, _), entry in entries:
+        if entry["records"]:  # only the reads that go out: a long poll reads again
+            broker.metrics.fetched(partition.topic, len(entry["records"]))
+    return {"error_code": ErrorCode.none, "session_id": session.session_id if session else 0,
+            "responses": _by_topic(entries)}
 
 
-def _resolve(broker: Any, topics: Any, by_id: bool) -> list[tuple[Any, Any, Any, Any]]:
-    """(topic key, partition request, Partition or None, error) for each requested partition."""
+def _session(cache: FetchSessionCache, body: Any, requested: list, by_id: bool
+             ) -> tuple[FetchSession | None, bool, ErrorCode]:
+    """(session or None, whether the fetch is incremental, error) for the request's session fields."""
+    session_id, epoch = body.session_id, body.session_epoch
+    if epoch in (FINAL_EPOCH, INITIAL_EPOCH):
+        if session_id:
+            cache.remove(session_id)
+        if epoch == FINAL_EPOCH:
+            return None, False, ErrorCode.none
+        session = cache.create()
+        if session is not None:
+            session.update(requested, ())
+        return session, False, ErrorCode.none
+    session = cache.get(session_id) if session_id else None
+    if session is None:
+        return None, False, ErrorCode.fetch_session_id_not_found
+    if epoch != session.epoch:
+        return None, False, ErrorCode.invalid_fetch_session_epoch
+    forgotten = [(t.topic_id if by_id else t.topic, index)
+                 for t in getattr(body, "forgotten_topics_data", ()) for index in t.partitions]
+    session.update(requested, forgotten)
+    session.epoch += 1
+    return session, True, ErrorCode.none
+
+
+def _remember(session: FetchSession, entries: list, incremental: bool) -> list:
+    """Record what the client is told; an incremental answer keeps only what changed."""
+    kept = []
+    for wanted, entry in entries:
+        key, position = wanted[0], wanted[1]
+        cached = session.partitions.get((key, position.partition))
+        changed = cached.changed(entry) if cached is not None else True
+        if changed or not incremental:
+            kept.append((wanted, entry))
+    return kept
+
+
+def _resolve(broker: Any, positions: list[tuple[Any, Any]], by_id: bool) -> list[Wanted]:
+    """Find each (topic key, position)'s partition, or the error that replaces it."""
     image = broker.controller.image
     wanted = []
-    for topic in topics:
-        if by_id:
-            meta = image.topics_by_id.get(topic.topic_id)
-            name = meta.name if meta is not None else None
-            missing = ErrorCode.unknown_topic_id
-        else:
-            name = topic.topic
-            missing = ErrorCode.unknown_topic_or_partition
-        key = topic.topic_id if by_id else topic.topic
-        for part in topic.partitions:
-            partition, error = None, ErrorCode.none
-            try:
-                if name is None:
-                    raise KafkaError(missing)
-                partition = broker.replicas.get(name, part.partition)
-                _check_epoch(partition, getattr(part, "current_leader_epoch", -1))
-            except KafkaError as exc:
-                partition, error = None, exc.code
-            wanted.append((key, part, partition, error))
+    for key, position in positions:
+        partition, error = None, ErrorCode.none
+        try:
+            if by_id:
+                meta = image.topics_by_id.get(key)
+                if meta is None:
+                    raise KafkaError(ErrorCode.unknown_topic_id)
+                name = meta.name
+            else:
+                name = key
+            partition = broker.replicas.get(name, position.partition)
+            _check_epoch(partition, getattr(position, "current_leader_epoch", -1))
+        except KafkaError as exc:
+            partition, error = None, exc.code
+        wanted.append((key, position, partition, error))
     return wanted
 
 
@@ -81,46 +124,45 @@ def _check_epoch(partition: Any, epoch: int) -> None:
     raise KafkaError(ErrorCode.fenced_leader_epoch if epoch < partition.leader_epoch else ErrorCode.unknown_leader_epoch)
 
 
-def _read_all(broker: Any, wanted: list, max_bytes: int, read_committed: bool) -> tuple[list, int, bool, list]:
-    responses: list[dict[str, Any]] = []
-    reads: list[tuple[str, int]] = []  # (topic, bytes) of each partition with data, for metrics
-    by_key: dict[Any, list] = {}
+def _read_all(wanted: list[Wanted], max_bytes: int, read_committed: bool) -> tuple[list, int, bool]:
+    """(wanted, partition response) pairs, total record bytes, and whether any partition failed."""
+    entries = []
     total = 0
     errors = False
-    for key, part, partition, error in wanted:
-        if key not in by_key:
-            by_key[key] = []
-            responses.append({"topic": key, "topic_id": key, "partitions": by_key[key]})
+    for item in wanted:
+        _, position, partition, error = item
         if partition is None:
             errors = True
-            by_key[key].append(_error(part.partition, error))
+            entries.append((item, _error(position.partition, error)))
             continue
-        limit = min(part.partition_max_bytes, max_bytes - total)
+        limit = min(position.partition_max_bytes, max_bytes - total)
         try:
-            read = partition.read(part.fetch_offset, max(limit, 0), read_committed=read_committed, min_one=total == 0)
+            read = partition.read(position.fetch_offset, max(limit, 0), read_committed=read_committed,
+                                  min_one=total == 0)
         except KafkaError as exc:
             errors = True
-            by_key[key].append(_error(part.partition, exc.code, partition))
+            entries.append((item, _error(position.partition, exc.code, partition)))
             continue
-        records: Any = FileRegion(read.fd, read.position, read.length) if read.length else b""
         total += read.length
-        if read.length:
-            reads.append((partition.topic, read.length))
-        by_key[key].append({
-            "partition_index": part.partition,
+        entries.append((item, {
+            "partition_index": position.partition,
             "error_code": ErrorCode.none,
             "high_watermark": partition.high_watermark,
             "last_stable_offset": partition.last_stable_offset,
             "log_start_offset": partition.log_start_offset,
             "preferred_read_replica": -1,
-            "records": records,
-        })
-    for entries in responses:
-        if not isinstance(entries["topic"], str):
-            entries["topic"] = ""
-        if not isinstance(entries["topic_id"], uuid.UUID):
-            entries["topic_id"] = uuid.UUID(int=0)
-    return responses, total, errors, reads
+            "records": FileRegion(read.fd, read.position, read.length) if read.length else b"",
+        }))
+    return entries, total, errors
+
+
+def _by_topic(entries: list) -> list[dict[str, Any]]:
+    """Group partition responses by topic, in first-seen order (name before v13, id after)."""
+    topics: dict[Any, list] = {}
+    for (key, _, _, _), entry in entries:
+        topics.setdefault(key, []).append(entry)
+    return [{"topic": key if isinstance(key, str) else "", "topic_id": key if isinstance(key, uuid.UUID) else _ZERO_ID,
+             "partitions": partitions} for key, partitions in topics.items()]
 
 
 def _error(index: int, code: ErrorCode, partition: Any = None) -> dict[str, Any]:
