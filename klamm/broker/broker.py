@@ -32,8 +32,6 @@ from klamm.controller.controller import Controller, CreateTopicSpec
 from klamm.controller.meta_properties import ensure_meta_properties
 from klamm.controller.metadata_log import FileMetadataLog
 from klamm.coordinator.runtime import GroupCoordinatorRuntime
-from klamm.protocol.api import API_VERSIONS_KEY, message_types
-from klamm.protocol.build import build
 from klamm.protocol.connection import Request
 from klamm.protocol.errors import ErrorCode, KafkaError
 from klamm.storage.log_manager import LogManager
@@ -175,10 +173,7 @@ class Broker:
         if log.isEnabledFor(logging.DEBUG):
             log.debug("api %d v%d corr %d from %s: %.2f ms", request.api_key, request.api_version,
                       request.correlation_id, connection.peer, elapsed * 1000)
-        if response is None or not isinstance(response, dict):
-            return response
-        types = request.types or message_types(API_VERSIONS_KEY, 0)
-        return build(types.response, response)
+        return response  # a dict (or kio entity) the connection encodes in the request's version
 
     # services for handlers
     def broker_endpoints(self) -> list[dict[str, Any]]:

@@ -17,11 +17,12 @@ from typing import Any, Final
 
 from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
 from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
-from kio.serial import entity_reader, entity_writer
+from kio.serial import entity_reader
 
 from klamm.protocol.api import API_VERSIONS_KEY, MessageTypes, message_types
 from klamm.protocol.guard import check_lengths
-from klamm.protocol.sendplan import Part, SendPlanWriter
+from klamm.protocol.encoder import encode
+from klamm.protocol.sendplan import Part
 
 _SIZE = struct.Struct(">i")
 _KEY_VERSION_CORRELATION = struct.Struct(">hhi")
@@ -101,26 +102,27 @@ class ServerConnection:
         return Request(api_key, version, correlation_id, header.client_id, types, body, size)
 
     def encode_response(self, request: Request, response: Any) -> list[Part]:
-        """Frame `response` (a kio response entity) for `request`."""
+        """Frame `response` (a dict of kio field names, or a kio entity) for `request`.
+
+        Bytes and file regions alternate in the result; the size prefix counts both.
+        """
         types = request.types or message_types(API_VERSIONS_KEY, 0)
-        writer = SendPlanWriter()
-        writer.write(b"\x00\x00\x00\x00")  # size placeholder, patched below
-        writer.write(_SIZE.pack(request.correlation_id))
-        if request.types is not None and types.response_header_version == 1:
-            writer.write(b"\x00")  # empty tagged fields
-        _writer(type(response))(writer, response)
-        parts = writer.parts()
-        first = bytearray(parts[0])
-        _SIZE.pack_into(first, 0, writer.size - 4)
-        parts[0] = bytes(first)
-        return parts
+        flexible_header = request.types is not None and types.response_header_version == 1
+        header = _SIZE.pack(request.correlation_id) + (b"\x00" if flexible_header else b"")
+        body, regions = encode(types.response, response)
+        size = len(header) + len(body) + sum(region.length for _, region in regions)
+        parts: list[Part] = []
+        start = 0
+        prefix = _SIZE.pack(size) + header
+        for position, region in regions:
+            parts.append(prefix + body[start:position])
+            parts.append(region)
+            prefix, start = b"", position
+        parts.append(prefix + body[start:])
+        return [part for part in parts if len(part)]
 
 
 @cache
 def _reader(entity_type: type) -> Any:
     return entity_reader(entity_type)
 
-
-@cache
-def _writer(entity_type: type) -> Any:
-    return entity_writer(entity_type)
