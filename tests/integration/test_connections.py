@@ -59,3 +59,17 @@ def test_acl_requests_answer_security_disabled(broker_factory: Callable[..., Bro
     with pytest.raises(KafkaException) as deleted:
         admin.delete_acls([acl_filter], request_timeout=10)[acl_filter].result(timeout=15)
     assert deleted.value.args[0].code() == 54
+
+
+def test_elect_leaders_is_not_needed_on_preferred_leaders(broker_factory: Callable[..., BrokerThread]) -> None:
+    from confluent_kafka import ElectionType, TopicPartition
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    broker = broker_factory()
+    admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{broker.port}"})
+    admin.create_topics([NewTopic("elect", 2, 1)])["elect"].result(timeout=15)
+    wanted = [TopicPartition("elect", 0), TopicPartition("elect", 1), TopicPartition("elect", 7)]
+    results = admin.elect_leaders(ElectionType.PREFERRED, wanted).result(timeout=15)
+    codes = {tp.partition: (error.code() if error else 0) for tp, error in results.items()}
+    assert codes == {0: 84, 1: 84, 7: 3}  # ELECTION_NOT_NEEDED, UNKNOWN_TOPIC_OR_PARTITION
+    assert admin.elect_leaders(ElectionType.PREFERRED, None).result(timeout=15) == {}
