@@ -10,6 +10,11 @@ Fetch sessions (KIP-227) are declined: the response carries session id 0, which
 tells the client to keep sending full fetch requests — Kafka's own answer when
 its session cache is full. An unknown non-zero session id gets
 FETCH_SESSION_ID_NOT_FOUND. From v13 topics are named by id.
+
+read_committed reads stop at the last stable offset and carry the aborted
+transactions (producer id, first offset) overlapping the range from the fetch
+offset to the LSO, so the client drops their batches; read_uncommitted gets
+null there, as from Kafka.
 """
 
 from __future__ import annotations
@@ -114,6 +119,7 @@ def _read_all(broker: Any, wanted: list, max_bytes: int, read_committed: bool) -
             "last_stable_offset": partition.last_stable_offset,
             "log_start_offset": partition.log_start_offset,
             "preferred_read_replica": -1,
+            "aborted_transactions": _aborted(partition, part.fetch_offset) if read_committed else None,
             "records": records,
         })
     for entries in responses:
@@ -122,6 +128,11 @@ def _read_all(broker: Any, wanted: list, max_bytes: int, read_committed: bool) -
         if not isinstance(entries["topic_id"], uuid.UUID):
             entries["topic_id"] = uuid.UUID(int=0)
     return responses, total, errors, reads
+
+
+def _aborted(partition: Any, fetch_offset: int) -> list[dict[str, int]]:
+    return [{"producer_id": txn.producer_id, "first_offset": txn.first_offset}
+            for txn in partition.aborted_transactions(fetch_offset)]
 
 
 def _error(index: int, code: ErrorCode, partition: Any = None) -> dict[str, Any]:
