@@ -32,6 +32,7 @@ from klamm.controller.controller import Controller, CreateTopicSpec
 from klamm.controller.meta_properties import ensure_meta_properties
 from klamm.controller.metadata_log import FileMetadataLog
 from klamm.coordinator.runtime import GroupCoordinatorRuntime
+from klamm.coordinator.transactions.runtime import TransactionCoordinatorRuntime
 from klamm.protocol.connection import Request
 from klamm.protocol.errors import ErrorCode, KafkaError
 from klamm.storage.log_manager import LogManager
@@ -61,6 +62,7 @@ class Broker:
         self.controller: Controller = None  # type: ignore[assignment]
         self.replicas: ReplicaManager = None  # type: ignore[assignment]
         self.group_coordinator: GroupCoordinatorRuntime = None  # type: ignore[assignment]  # group coordinator
+        self.transactions: TransactionCoordinatorRuntime = None  # type: ignore[assignment]
         self._acceptor: Acceptor | None = None
         self._processors: list[Processor] = []
         self._stopped = asyncio.Event()
@@ -91,6 +93,9 @@ class Broker:
         # group coordinator: loads __consumer_offsets (if it exists) while serving
         self.group_coordinator = GroupCoordinatorRuntime(self)
         await self.group_coordinator.start()
+        # transaction coordinator: loads __transaction_state (if it exists) and finishes prepared transactions
+        self.transactions = TransactionCoordinatorRuntime(self)
+        await self.transactions.start()
         await self._start_network()
         await self._start_metrics()
         self.controller.register_broker(self.node_id, self.advertised_host, self.advertised_port, self.listener_name)
@@ -143,6 +148,8 @@ class Broker:
             await self._metrics_server.stop()
         for processor in self._processors:
             processor.close_all()
+        if self.transactions is not None:
+            await self.transactions.stop()
         if self.group_coordinator is not None:  # group coordinator
             await self.group_coordinator.stop()
         if self.controller is not None:

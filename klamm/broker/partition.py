@@ -3,6 +3,10 @@
 The produce path validates batches from their headers alone (magic, sizes,
 CRC32C), recompresses only when the topic's compression.type differs from the
 batch's, and hands the bytes to the log, which assigns offsets in place.
+Transactional batches are accepted only once the transaction coordinator
+knows the partition is in the producer's transaction (`verify_txn`); markers
+are appended by the coordinator (`append_marker`). The last stable offset is
+the high watermark bounded by the first offset of the oldest open transaction.
 Invariant: log_start_offset <= high_watermark <= log_end_offset. With one
 replica the high watermark follows the log end offset; replication will move it
 by the ISR's fetch positions instead.
@@ -19,7 +23,9 @@ from klamm.config.topic import TopicConfig
 from klamm.protocol import batch as batches
 from klamm.protocol.batch import BatchHeader, InvalidBatch, TruncatedBatch, UnsupportedMagic
 from klamm.protocol.errors import ErrorCode, KafkaError
+from klamm.protocol.records import ControlRecordType, build_control_batch
 from klamm.storage.log import AppendResult, Log, LogConfig, ReadResult, fsync_segments
+from klamm.storage.txn_index import AbortedTxn
 
 _CODECS = {"uncompressed": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 
@@ -69,11 +75,32 @@ class Partition:
 
     @property
     def last_stable_offset(self) -> int:
-        return self.high_watermark  # no open transactions yet
+        first_unstable = self.log.first_unstable_offset
+        return self.high_watermark if first_unstable is None else min(first_unstable, self.high_watermark)
 
-    def append(self, records: bytes | bytearray | memoryview) -> AppendResult:
-        """Validate and append one produce request's records; raises KafkaError."""
+    def aborted_transactions(self, fetch_offset: int) -> list[AbortedTxn]:
+        """Aborted transactions a read_committed fetch from `fetch_offset` must filter (up to the LSO)."""
+        return self.log.collect_aborted_txns(fetch_offset, self.last_stable_offset)
+
+    def append(self, records: bytes | bytearray | memoryview,
+               verify_txn: Callable[[BatchHeader], None] | None = None) -> AppendResult:
+        """Validate and append one produce request's records; raises KafkaError.
+
+        `verify_txn` checks a transactional batch against the producer's transaction.
+        """
         buf, headers = self._validate(records)
+        if verify_txn is not None and headers[0].is_transactional:
+            verify_txn(headers[0])
+        return self._append(buf, headers)
+
+    def append_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int,
+                      control: ControlRecordType) -> AppendResult:
+        """Append a transaction marker (the coordinator's WriteTxnMarkers, done locally)."""
+        buf = bytearray(build_control_batch(control, producer_id=producer_id, producer_epoch=producer_epoch,
+                                            coordinator_epoch=coordinator_epoch, timestamp_ms=self._time_ms()))
+        return self._append(buf, batches.split_batches(buf))
+
+    def _append(self, buf: bytearray, headers: list[BatchHeader]) -> AppendResult:
         append_time = self._time_ms() if self.config.message_timestamp_type == "LogAppendTime" else None
         result = self.log.append(buf, headers, leader_epoch=self.leader_epoch, log_append_time_ms=append_time)
         if not result.duplicate:

@@ -13,6 +13,11 @@ subscriptions and assignments) is a GroupMetadata record. Replaying those
 records rebuilds groups while a partition loads; at run time the group in
 memory is already ahead of them, so only tombstones matter then.
 
+Transactional offset commits (TxnOffsetCommit) are records written in the
+producer's transaction: replay keeps them pending per producer id until the
+transaction's marker reaches the same partition (`replay_marker`): a commit
+makes them the group's offsets, an abort drops them.
+
 Time comes from the injected timer's clock; deadlines (session, new-member,
 join, sync, retention) are timer entries whose callbacks run in `poll_timers`.
 """
@@ -108,6 +113,8 @@ class GroupCoordinator:
         self._owned: set[int] = set()  # partitions of __consumer_offsets this coordinator serves
         self._loading: set[int] = set()
         self._result = Result()  # what the running operation has to write; taken by _done()
+        # producer id -> (group, topic, partition) -> offset, written in a still open transaction
+        self._pending_txn: dict[int, dict[tuple[str, str, int], CommittedOffset]] = {}
 
     @property
     def clock(self) -> Callable[[], int]:
@@ -146,7 +153,10 @@ class GroupCoordinator:
     def replay(self, record: CoordinatorRecord) -> None:
         """Apply one record of __consumer_offsets (while loading, or right after it was appended)."""
         key = decode_key(record.key)
-        if isinstance(key, OffsetKey):
+        if isinstance(key, OffsetKey) and record.producer_id >= 0 and record.value is not None:
+            pending = self._pending_txn.setdefault(record.producer_id, {})
+            pending[(key.group, key.topic, key.partition)] = decode_offset_value(record.value)
+        elif isinstance(key, OffsetKey):
             self._replay_offset(record.partition, key, record.value)
         elif isinstance(key, GroupKey):
             self._replay_group(record.partition, key.group, record.value)
@@ -160,6 +170,27 @@ class GroupCoordinator:
         if group is None:
             group = self.groups[key.group] = ClassicGroup(key.group, partition)
         group.offsets[(key.topic, key.partition)] = decode_offset_value(value)
+
+    def replay_marker(self, partition: int, producer_id: int, commit: bool) -> None:
+        """A transaction marker on `partition`: its pending offsets there become visible, or go."""
+        pending = self._pending_txn.get(producer_id)
+        if not pending:
+            return
+        for (group_id, topic, index), offset in list(pending.items()):
+            if self.partition_for(group_id) != partition:
+                continue
+            del pending[(group_id, topic, index)]
+            if commit:
+                group = self.groups.get(group_id)
+                if group is None:
+                    group = self.groups[group_id] = ClassicGroup(group_id, partition)
+                group.offsets[(topic, index)] = offset
+        if not pending:
+            del self._pending_txn[producer_id]
+
+    def has_pending_offset(self, group_id: str, topic: str, partition: int) -> bool:
+        """A transaction not yet ended holds an offset for it (OffsetFetch require_stable)."""
+        return any((group_id, topic, partition) in pending for pending in self._pending_txn.values())
 
     def _replay_group(self, partition: int, group_id: str, value: bytes | None) -> None:
         existing = self.groups.get(group_id)
@@ -660,6 +691,27 @@ class GroupCoordinator:
             value = CommittedOffset(o.offset, o.leader_epoch, metadata, now,
                                     now + retention_ms if retention_ms >= 0 else -1)
             self._write(offset_commit_record(group.partition, OffsetKey(group_id, o.topic, o.partition), value))
+            response[(o.topic, o.partition)] = ErrorCode.none
+        return self._done(response)
+
+    def commit_txn_offsets(self, group_id: str, producer_id: int, producer_epoch: int, generation: int,
+                           member_id: str, group_instance_id: str | None,
+                           offsets: list[OffsetToCommit]) -> Result:
+        """TxnOffsetCommit; response: {(topic, partition): error}. Pending until the transaction ends."""
+        error = self._commit_error(group_id, generation, member_id, group_instance_id)
+        if error is not None:
+            return self._done({(o.topic, o.partition): error for o in offsets})
+        partition = self.partition_for(group_id)
+        now = self.clock()
+        response = {}
+        for o in offsets:
+            metadata = o.metadata or ""
+            if len(metadata.encode()) > self.config.offset_metadata_max_bytes:
+                response[(o.topic, o.partition)] = ErrorCode.offset_metadata_too_large
+                continue
+            record = offset_commit_record(partition, OffsetKey(group_id, o.topic, o.partition),
+                                          CommittedOffset(o.offset, o.leader_epoch, metadata, now))
+            self._write(CoordinatorRecord(record.partition, record.key, record.value, producer_id, producer_epoch))
             response[(o.topic, o.partition)] = ErrorCode.none
         return self._done(response)
 

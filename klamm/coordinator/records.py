@@ -30,6 +30,8 @@ class CoordinatorRecord:
     partition: int
     key: bytes
     value: bytes | None
+    producer_id: int = -1  # >= 0: written in that producer's transaction (TxnOffsetCommit)
+    producer_epoch: int = -1
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,8 @@ from klamm.coordinator.coordinator import CoordinatorConfig, GroupCoordinator, R
 from klamm.coordinator.records import CoordinatorRecord
 from klamm.coordinator.timer import Timer
 from klamm.protocol.errors import ErrorCode, KafkaError
-from klamm.protocol.records import NewRecord, build_batch, iter_records
+from klamm.protocol.batch import split_batches
+from klamm.protocol.records import ControlRecordType, NewRecord, build_batch, control_type_of, decode_batch
 from klamm.protocol.topics import CONSUMER_OFFSETS
 
 log = logging.getLogger("klamm.coordinator")
@@ -41,6 +42,7 @@ _APPEND_ERRORS = {
     ErrorCode.message_too_large: ErrorCode.invalid_commit_offset_size,
     ErrorCode.record_list_too_large: ErrorCode.invalid_commit_offset_size,
     ErrorCode.invalid_fetch_size: ErrorCode.invalid_commit_offset_size,
+    ErrorCode.invalid_producer_epoch: ErrorCode.invalid_producer_epoch,  # a fenced TxnOffsetCommit
 }
 _LOAD_READ_BYTES = 1024 * 1024
 
@@ -125,20 +127,32 @@ class GroupCoordinatorRuntime:
 
     def _load_partition(self, coordinator: GroupCoordinator, index: int) -> None:
         for record in self._read_partition(index):
-            coordinator.replay(record)
+            if isinstance(record, tuple):
+                coordinator.replay_marker(index, *record)
+            else:
+                coordinator.replay(record)
         coordinator.finish_loading(index)
 
-    def _read_partition(self, index: int) -> Iterator[CoordinatorRecord]:
+    def _read_partition(self, index: int) -> Iterator[CoordinatorRecord | tuple[int, bool]]:
+        """The partition's records; a transaction marker as (producer id, commit)."""
         partition = self.broker.replicas.get(CONSUMER_OFFSETS, index)
         offset, end = partition.log_start_offset, partition.log_end_offset
         while offset < end:
             buf = partition.log.read_bytes(offset, _LOAD_READ_BYTES, max_offset=end)
             if not buf:
                 return
-            for record in iter_records(buf):
-                if record.offset >= offset and record.key is not None:
-                    yield CoordinatorRecord(index, record.key, record.value)
-                offset = max(offset, record.offset + 1)
+            for header in split_batches(buf):
+                if header.is_control:
+                    control = control_type_of(buf, header.position)
+                    if control is not None and header.base_offset >= offset:
+                        yield header.producer_id, control == ControlRecordType.COMMIT
+                    offset = max(offset, header.next_offset)
+                    continue
+                producer_id = header.producer_id if header.is_transactional else -1
+                for record in decode_batch(buf, header.position)[1]:
+                    if record.offset >= offset and record.key is not None:
+                        yield CoordinatorRecord(index, record.key, record.value, producer_id, header.producer_epoch)
+                    offset = max(offset, record.offset + 1)
 
     # serving
     def ready(self) -> GroupCoordinator:
@@ -168,11 +182,14 @@ class GroupCoordinatorRuntime:
         return result.response
 
     def _append(self, records: list[CoordinatorRecord]) -> None:
-        by_partition: dict[int, list[NewRecord]] = {}
+        """One batch per partition (and producer: transactional commits go in that producer's batch)."""
+        batches: dict[tuple[int, int, int], list[NewRecord]] = {}
         for record in records:
-            by_partition.setdefault(record.partition, []).append(NewRecord(record.key, record.value))
-        for index, batch in by_partition.items():
-            self.broker.replicas.get(CONSUMER_OFFSETS, index).append(build_batch(batch))
+            key = (record.partition, record.producer_id, record.producer_epoch)
+            batches.setdefault(key, []).append(NewRecord(record.key, record.value))
+        for (index, producer_id, epoch), batch in batches.items():
+            data = build_batch(batch, producer_id=producer_id, producer_epoch=epoch, transactional=producer_id >= 0)
+            self.broker.replicas.get(CONSUMER_OFFSETS, index).append(data)
 
     async def _run_timers(self) -> None:
         while True:

@@ -332,6 +332,15 @@ def decode_control_record(record: Record) -> tuple[ControlRecordType, int | None
     return control_type, coordinator_epoch
 
 
+def control_type_of(buf: bytes | bytearray | memoryview, position: int = 0) -> ControlRecordType | None:
+    """The marker type of the control batch at `position`; None for other control records (or a corrupt one)."""
+    try:
+        records = decode_batch(buf, position)[1]
+        return decode_control_record(records[0])[0] if records else None
+    except KafkaError:
+        return None
+
+
 # --------------------------------------------------------------------------- decoding
 
 

@@ -3,6 +3,7 @@
 Directory contents (Kafka's layout):
 
     <base>.log / .index / .timeindex   segments, see klamm.storage.segment
+    <base>.txnindex                    aborted transactions, see klamm.storage.txn_index
     <offset>.snapshot                  producer state, see klamm.storage.producer_state
     leader-epoch-checkpoint            see klamm.storage.leader_epoch
 
@@ -13,7 +14,9 @@ Invariants:
     assign, equal to the active segment's next_offset;
   * recovery_point <= log_end_offset and every batch below it has been fsynced;
   * producer state and leader epoch cache describe exactly the batches below
-    log_end_offset.
+    log_end_offset;
+  * every abort marker below log_end_offset has its entry in its segment's
+    transaction index (entries are rebuilt for whatever producer state replays).
 
 Blocking file I/O throughout; a Log is not thread-safe (the broker serialises calls
 per partition and decides what runs in an executor). ReadResult hands out a raw
@@ -36,16 +39,18 @@ from pathlib import Path
 
 from klamm.protocol.batch import BatchHeader, InvalidBatch, patch_offsets, set_log_append_time
 from klamm.protocol.errors import ErrorCode, KafkaError
+from klamm.protocol.records import control_type_of
 from klamm.storage.cleaner import recover_interrupted_swaps, swap_in
 from klamm.storage.config import LogConfig
 from klamm.storage.leader_epoch import LeaderEpochCache
-from klamm.storage.producer_state import ProducerStateManager
+from klamm.storage.producer_state import CompletedTxn, ProducerStateManager
 from klamm.storage.segment import LOG_SUFFIX, LogSegment
+from klamm.storage.txn_index import AbortedTxn, TransactionIndex
 
 __all__ = ["AppendResult", "Log", "LogConfig", "ReadResult", "InvalidAppendOffset", "parse_log_dir_name"]
 
 _DIR_NAME = re.compile(r"^(.+)-(\d+)$")
-_SEGMENT_FILE = re.compile(r"^(\d{20})(\.log|\.index|\.timeindex)$")
+_SEGMENT_FILE = re.compile(r"^(\d{20})(\.log|\.index|\.timeindex|\.txnindex)$")
 # Kafka's leftovers of interrupted operations; none is valid after a restart.
 _STALE_SUFFIXES = (".deleted", ".cleaned", ".swap", ".tmp")
 
@@ -216,14 +221,33 @@ class Log:
         del self._bases[n + 1 :]
 
     def _rebuild_producer_state(self) -> None:
-        """Newest snapshot <= log end, then replay the batch headers from there."""
+        """Newest snapshot <= log end, then replay the batch headers from there.
+
+        The replayed range's aborted-transaction entries are rebuilt on the way: the
+        snapshot's open transactions are exactly what the markers after it complete.
+        """
         start = self.producer_state.load(self.log_start_offset, self.log_end_offset)
         index = max(bisect.bisect_right(self._bases, start) - 1, 0)
         for segment in self._segments[index:]:
+            segment.txn_index.truncate_to(start)
             for header in segment.headers_from(start):
                 if header.base_offset >= start:
-                    self.producer_state.apply(header)
+                    self._apply_to_producer_state(segment, header, segment.batch_bytes(header) if header.is_control
+                                                  else None)
         self.producer_state.map_end_offset = self.log_end_offset
+
+    def _apply_to_producer_state(self, segment: LogSegment, header: BatchHeader, control_batch: bytes | None) -> None:
+        """Apply one batch; an abort marker adds its transaction to `segment`'s index."""
+        control = control_type_of(control_batch) if control_batch is not None else None
+        completed = self.producer_state.apply(header, control)
+        if completed is not None and completed.is_aborted:
+            segment.txn_index.append(AbortedTxn(completed.producer_id, completed.first_offset, completed.last_offset,
+                                                self._last_stable_offset_after(completed)))
+
+    def _last_stable_offset_after(self, completed: CompletedTxn) -> int:
+        """Kafka's: the first offset of the oldest transaction still open, else just past the marker."""
+        first_unstable = self.producer_state.first_unstable_offset()
+        return first_unstable if first_unstable is not None else completed.last_offset + 1
 
     # -- properties ------------------------------------------------------------------
 
@@ -310,7 +334,8 @@ class Log:
             self._maybe_assign_epoch(header.partition_leader_epoch, header.base_offset)
         segment.append(buf, headers)
         for header in headers:
-            self.producer_state.apply(header)
+            control = bytes(buf[header.position: header.position + header.size]) if header.is_control else None
+            self._apply_to_producer_state(segment, header, control)
         self.log_end_offset = headers[-1].next_offset
         self._maybe_flush(now)
 
@@ -417,6 +442,23 @@ class Log:
             return b""
         return os.pread(result.fd, result.length, result.position)
 
+    @property
+    def first_unstable_offset(self) -> int | None:
+        """First offset of the oldest open transaction (None: none open)."""
+        return self.producer_state.first_unstable_offset()
+
+    def collect_aborted_txns(self, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:
+        """Aborted transactions overlapping [fetch_offset, upper_bound), from the segment holding
+        `fetch_offset` on, until an entry shows later segments cannot add any (Kafka's rule)."""
+        index = max(bisect.bisect_right(self._bases, fetch_offset) - 1, 0)
+        found: list[AbortedTxn] = []
+        for segment in self._segments[index:]:
+            entries, complete = segment.txn_index.collect(fetch_offset, upper_bound)
+            found.extend(entries)
+            if complete:
+                break
+        return found
+
     def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record with timestamp >= `timestamp_ms`; None if none."""
         from klamm.protocol.records import record_timestamps
@@ -490,9 +532,25 @@ class Log:
         if end >= len(self._segments) or any(a is not b for a, b in zip(self._segments[start:end], old)):
             return False
         swap_in(new, old)
+        self._merge_txn_indexes(new, old)
         self._segments[start:end] = [new]
         self._bases[start:end] = [new.base_offset]
         return True
+
+    @staticmethod
+    def _merge_txn_indexes(new: LogSegment, old: list[LogSegment]) -> None:
+        """The cleaner keeps every batch's offsets and markers, so the cleaned segment keeps every
+        aborted transaction of the segments it replaces (the old ones' files go with them)."""
+        entries = [entry for segment in old for entry in segment.txn_index.entries]
+        final_path = old[0].txn_index.path
+        for segment in old:
+            if segment.txn_index.path != final_path:
+                segment.txn_index.delete()
+            # The old segments' later delete must not remove the file the new segment now owns.
+            segment.txn_index = TransactionIndex(segment.txn_index.path.with_name(
+                segment.txn_index.path.name + DELETED_SUFFIX))
+        new.txn_index = TransactionIndex(final_path)
+        new.txn_index.rewrite(entries)
 
     # -- truncation and lifecycle ----------------------------------------------------
 
@@ -562,7 +620,7 @@ def _rename_to_deleted(segment: LogSegment) -> None:
     """Kafka's asynchronous delete, step one: the files get a `.deleted` suffix at once, so a
     restart before the delayed delete finds them stale and removes them (see _clean_directory).
     """
-    for owner in (segment, segment.offset_index, segment.time_index):
+    for owner in (segment, segment.offset_index, segment.time_index, segment.txn_index):
         path: Path = owner.log_path if owner is segment else owner.path  # type: ignore[attr-defined]
         target = path.with_name(path.name + DELETED_SUFFIX)
         try:

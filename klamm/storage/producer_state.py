@@ -18,6 +18,13 @@ Validation rules for a client append (Kafka 3.9/4.0, KIP-360 semantics):
     is a duplicate: the caller skips the append and answers with the cached offsets.
 Batches with base_sequence -1 (coordinator writes) only have their epoch checked.
 
+Transactions (Kafka's ongoing transactions of ProducerStateManager): the first
+transactional batch of a producer opens its transaction at that offset; a
+control batch (COMMIT/ABORT marker) ends it and is reported as a CompletedTxn,
+so the log can index an abort. The partition's first unstable offset is the
+smallest first offset of the open transactions; the last stable offset is that
+bound by the high watermark.
+
 Snapshot files `<20-digit offset>.snapshot` in the partition directory hold the
 state built from every batch below that offset. Format (big endian):
 
@@ -27,7 +34,7 @@ state built from every batch below that offset. Format (big endian):
     producer_count times:
       producer_id              int64
       producer_epoch           int16
-      coordinator_epoch        int32   (-1; transactions come later)
+      coordinator_epoch        int32   (of the last marker; -1 before any)
       current_txn_first_offset int64   (-1 when no transaction is open)
       batch_count              int8    (<= 5)
       batch_count times:
@@ -51,6 +58,7 @@ from crc32c import crc32c
 
 from klamm.protocol.batch import BatchHeader
 from klamm.protocol.errors import ErrorCode, KafkaError
+from klamm.protocol.records import ControlRecordType
 from klamm.storage.checkpoint import fsync_dir
 
 SNAPSHOT_SUFFIX = ".snapshot"
@@ -121,6 +129,14 @@ class ProducerStateEntry:
             if batch.first_seq == first_seq and batch.last_seq == last_seq:
                 return batch
         return None
+
+
+@dataclass(frozen=True, slots=True)
+class CompletedTxn:
+    producer_id: int
+    first_offset: int
+    last_offset: int  # the marker's offset
+    is_aborted: bool
 
 
 def _in_sequence(last_seq: int, next_seq: int) -> bool:
@@ -201,19 +217,20 @@ class ProducerStateManager:
                 f"producer {entry.producer_id}: sequence {first_seq} does not follow {entry.last_seq}",
             )
 
-    def apply(self, header: BatchHeader) -> None:
-        """Record an appended batch (offsets final) without validation: leader, follower and replay."""
+    def apply(self, header: BatchHeader, control_type: ControlRecordType | None = None,
+              coordinator_epoch: int = -1) -> CompletedTxn | None:
+        """Record an appended batch (offsets final) without validation: leader, follower and replay.
+
+        For a control batch the caller passes its marker type; the transaction it ends is returned.
+        """
         self.map_end_offset = header.next_offset
         if header.producer_id < 0:
-            return
+            return None
         entry = self.producers.get(header.producer_id)
         if entry is None:
             entry = self.producers[header.producer_id] = ProducerStateEntry(header.producer_id)
         if header.is_control:
-            # Transaction markers: full handling (coordinator epoch, completed txns) comes with transactions.
-            entry.update_epoch(header.producer_epoch)
-            entry.current_txn_first_offset = -1
-            return
+            return self._end_txn(entry, header, control_type, coordinator_epoch)
         if header.base_sequence == NO_SEQUENCE:
             entry.update_epoch(header.producer_epoch)
         else:
@@ -229,6 +246,31 @@ class ProducerStateManager:
             )
         if header.is_transactional and entry.current_txn_first_offset < 0:
             entry.current_txn_first_offset = header.base_offset
+        return None
+
+    @staticmethod
+    def _end_txn(entry: ProducerStateEntry, header: BatchHeader, control_type: ControlRecordType | None,
+                 coordinator_epoch: int) -> CompletedTxn | None:
+        entry.update_epoch(header.producer_epoch)
+        if control_type is None:
+            return None  # not a transaction marker
+        if coordinator_epoch >= 0:
+            entry.coordinator_epoch = coordinator_epoch
+        first = entry.current_txn_first_offset
+        entry.current_txn_first_offset = -1
+        if first < 0:
+            return None  # a marker without data here (e.g. a retried marker): nothing to complete
+        return CompletedTxn(entry.producer_id, first, header.base_offset, control_type == ControlRecordType.ABORT)
+
+    def first_unstable_offset(self) -> int | None:
+        """First offset of the oldest open transaction; None when none is open."""
+        firsts = [e.current_txn_first_offset for e in self.producers.values() if e.current_txn_first_offset >= 0]
+        return min(firsts) if firsts else None
+
+    def ongoing_txns(self) -> dict[int, int]:
+        """Producer id -> first offset of its open transaction."""
+        return {e.producer_id: e.current_txn_first_offset
+                for e in self.producers.values() if e.current_txn_first_offset >= 0}
 
     def last_entry(self, producer_id: int) -> ProducerStateEntry | None:
         return self.producers.get(producer_id)

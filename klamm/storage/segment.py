@@ -6,6 +6,7 @@ On-disk format, all named by the segment's base offset zero-padded to 20 digits:
                       (see klamm.protocol.batch for the 61-byte header)
     <base>.index      OffsetIndex, see klamm.storage.index
     <base>.timeindex  TimeIndex, see klamm.storage.index
+    <base>.txnindex   aborted transactions, see klamm.storage.txn_index (only once one aborts here)
 
 Invariants:
   * every batch in the file has base_offset >= the segment base offset and
@@ -42,6 +43,7 @@ from klamm.protocol.batch import (
 )
 from klamm.storage.config import LogConfig
 from klamm.storage.index import CorruptIndex, OffsetIndex, TimeIndex
+from klamm.storage.txn_index import TXN_INDEX_SUFFIX, TransactionIndex
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
@@ -105,6 +107,7 @@ class LogSegment:
         self.time_index = TimeIndex(
             directory / (file_name(base_offset, TIME_INDEX_SUFFIX) + suffix), base_offset, config.segment_index_bytes
         )
+        self.txn_index = TransactionIndex(directory / (file_name(base_offset, TXN_INDEX_SUFFIX) + suffix))
         self.index_interval_bytes = config.index_interval_bytes
         self.created_ms = created_ms
         self.fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
@@ -344,6 +347,7 @@ class LogSegment:
 
     def truncate_to(self, offset: int) -> int:
         """Drop every batch whose last offset >= `offset` (a batch is never split); bytes removed."""
+        self.txn_index.truncate_to(offset)
         first = self.find_batch(offset)
         if first is None:
             self.load_tail()  # nothing to cut; make sure next_offset is known (segment may become active)
@@ -366,6 +370,7 @@ class LogSegment:
         os.fsync(self.fd)
         self.offset_index.flush()
         self.time_index.flush()
+        self.txn_index.flush()
 
     def close(self) -> None:
         if self._closed:
@@ -385,6 +390,7 @@ class LogSegment:
         self.log_path.unlink(missing_ok=True)
         self.offset_index.delete()
         self.time_index.delete()
+        self.txn_index.delete()
 
     def __repr__(self) -> str:
         return f"LogSegment(base={self.base_offset}, size={self.size})"

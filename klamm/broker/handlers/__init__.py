@@ -25,11 +25,11 @@ class Api:
 def registry() -> dict[int, Api]:
     from klamm.broker.handlers import (acls, api_versions, cluster, configs, elections, fetch, groups,
                                        groups_admin, groups_offsets, list_offsets, log_admin, metadata, produce,
-                                       producer_ids, topics)
+                                       producer_ids, topics, transactions)
 
     apis: dict[int, Api] = {}
     for module in (api_versions, metadata, produce, fetch, list_offsets, topics, cluster, producer_ids,
-                   groups, groups_offsets, groups_admin, log_admin, configs, acls, elections):
+                   groups, groups_offsets, groups_admin, log_admin, configs, acls, elections, transactions):
         for api in module.APIS:
             apis[api.key] = api
     return apis

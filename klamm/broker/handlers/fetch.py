@@ -9,6 +9,11 @@ returns that whole batch (the client skips the offsets before its position).
 Fetch sessions (KIP-227, klamm/broker/fetch_session.py): epoch 0 opens a session
 with a full fetch, later epochs send and receive only changes, epoch -1 is a
 sessionless full fetch. From v13 topics are named by id.
+
+read_committed reads stop at the last stable offset and carry the aborted
+transactions (producer id, first offset) overlapping the range from the fetch
+offset to the LSO, so the client drops their batches; read_uncommitted gets
+null there, as from Kafka.
 """
 
 from __future__ import annotations
@@ -151,6 +156,7 @@ def _read_all(wanted: list[Wanted], max_bytes: int, read_committed: bool) -> tup
             "last_stable_offset": partition.last_stable_offset,
             "log_start_offset": partition.log_start_offset,
             "preferred_read_replica": -1,
+            "aborted_transactions": _aborted(partition, position.fetch_offset) if read_committed else None,
             "records": FileRegion(read.fd, read.position, read.length) if read.length else b"",
         }))
     return entries, total, errors
@@ -163,6 +169,11 @@ def _by_topic(entries: list) -> list[dict[str, Any]]:
         topics.setdefault(key, []).append(entry)
     return [{"topic": key if isinstance(key, str) else "", "topic_id": key if isinstance(key, uuid.UUID) else _ZERO_ID,
              "partitions": partitions} for key, partitions in topics.items()]
+
+
+def _aborted(partition: Any, fetch_offset: int) -> list[dict[str, int]]:
+    return [{"producer_id": txn.producer_id, "first_offset": txn.first_offset}
+            for txn in partition.aborted_transactions(fetch_offset)]
 
 
 def _error(index: int, code: ErrorCode, partition: Any = None) -> dict[str, Any]:

@@ -69,6 +69,8 @@ def _find(broker: Any, key_type: int, key: str) -> dict[str, Any]:
             raise KafkaError(ErrorCode.invalid_request, f"unknown key type {key_type}")
         if key_type == KEY_TYPE_GROUP:
             broker.group_coordinator.ensure_topic()
+        else:
+            broker.transactions.ensure_topic()
     except KafkaError as exc:
         return {"key": key, "node_id": -1, "host": "", "port": -1, "error_code": exc.code,
                 "error_message": exc.message}

@@ -54,13 +54,15 @@ async def offset_commit(broker: Any, request: Any) -> dict[str, Any]:
 # OffsetFetch
 async def offset_fetch(broker: Any, request: Any) -> dict[str, Any]:
     body, version = request.body, request.api_version
+    stable = getattr(body, "require_stable", False)
     if version >= 8:
-        return {"groups": [_fetch_group(broker, g.group_id, g.topics, version) for g in body.groups]}
-    fetched = _fetch_group(broker, body.group_id, body.topics, version)
+        return {"groups": [_fetch_group(broker, g.group_id, g.topics, version, stable) for g in body.groups]}
+    fetched = _fetch_group(broker, body.group_id, body.topics, version, stable)
     return {"topics": fetched["topics"], "error_code": fetched["error_code"]}
 
 
-def _fetch_group(broker: Any, group_id: str, topics: Any, version: int) -> dict[str, Any]:
+def _fetch_group(broker: Any, group_id: str, topics: Any, version: int, require_stable: bool) -> dict[str, Any]:
+    """require_stable (KIP-447): an offset a transaction has pending is UNSTABLE_OFFSET_COMMIT for now."""
     wanted = None if topics is None else [(t.name, p) for t in topics for p in t.partition_indexes]
     try:
         coordinator = broker.group_coordinator.ready()
@@ -72,6 +74,9 @@ def _fetch_group(broker: Any, group_id: str, topics: Any, version: int) -> dict[
         rows = [(t, p, None, exc.code) for t, p in wanted or []]
         return {"group_id": group_id, "topics": _fetched_topics(rows), "error_code": exc.code}
     rows = [(topic, partition, committed, ErrorCode.none) for (topic, partition), committed in offsets.items()]
+    if require_stable:
+        rows = [(t, p, None, ErrorCode.unstable_offset_commit) if coordinator.has_pending_offset(group_id, t, p)
+                else (t, p, c, e) for t, p, c, e in rows]
     return {"group_id": group_id, "topics": _fetched_topics(rows), "error_code": ErrorCode.none}
 
 

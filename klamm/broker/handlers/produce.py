@@ -2,7 +2,10 @@
 
 Each partition's batches are validated from their headers and appended before
 the handler first awaits, so pipelined requests of a connection append in
-order (idempotent producers depend on that). Per-partition failures are error
+order (idempotent producers depend on that). A transactional batch is accepted
+only for a partition already added to the producer's ongoing transaction
+(Kafka's transaction.partition.verification.enable), asked of the local
+transaction coordinator. Per-partition failures are error
 codes; with acks=0 there is no response, and a failure closes the connection
 as Kafka does, so the producer notices.
 """
@@ -48,7 +51,12 @@ def _append(broker: Any, topic: str, index: int, records: Any, acks: int, transa
             raise KafkaError(ErrorCode.not_enough_replicas)
         if records is None:
             raise KafkaError(ErrorCode.invalid_record, "null records")
-        result = partition.append(records)
+        verify = None
+        if transactional_id is not None and broker.config.transaction_partition_verification_enable:
+            def verify(header: Any) -> None:
+                broker.transactions.check_produce(transactional_id, header.producer_id, header.producer_epoch,
+                                                  (topic, index))
+        result = partition.append(records, verify)
         # records_count from the batch header; a producer retry (duplicate) appended nothing
         broker.metrics.produced(topic, len(records), 0 if result.duplicate else batch_records_count(records))
     except KafkaError as exc:

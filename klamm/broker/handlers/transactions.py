@@ -1,0 +1,147 @@
+"""Transactions: AddPartitionsToTxn (24), AddOffsetsToTxn (25), EndTxn (26), TxnOffsetCommit (28),
+DescribeTransactions (65), ListTransactions (66).
+
+The work is the transaction coordinator's (klamm/coordinator/transactions); these
+handlers translate versions. WriteTxnMarkers is not served: with one node the
+coordinator writes markers itself. Clients before the version that introduced
+PRODUCER_FENCED get INVALID_PRODUCER_EPOCH instead, as Kafka answers them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from klamm.broker.handlers import Api
+from klamm.coordinator.coordinator import OffsetToCommit
+from klamm.protocol.errors import ErrorCode, KafkaError
+from klamm.protocol.topics import CONSUMER_OFFSETS
+
+NO_EPOCH = -1
+
+
+def _compat(error: ErrorCode, version: int, fenced_since: int = 2) -> ErrorCode:
+    if error == ErrorCode.producer_fenced and version < fenced_since:
+        return ErrorCode.invalid_producer_epoch
+    return error
+
+
+def _exists(broker: Any, topic: str, partition: int) -> bool:
+    meta = broker.controller.image.topics_by_name.get(topic)
+    return meta is not None and partition in meta.partitions
+
+
+def _topic_results(errors: dict[tuple[str, int], ErrorCode]) -> list[dict[str, Any]]:
+    topics: dict[str, list[dict[str, Any]]] = {}
+    for (topic, partition), error in errors.items():
+        topics.setdefault(topic, []).append({"partition_index": partition, "partition_error_code": error})
+    return [{"name": name, "results_by_partition": results} for name, results in topics.items()]
+
+
+# AddPartitionsToTxn
+async def add_partitions_to_txn(broker: Any, request: Any) -> dict[str, Any]:
+    body, version = request.body, request.api_version
+    if version <= 3:
+        errors = _add_partitions(broker, body.v3_and_below_transactional_id, body.v3_and_below_producer_id,
+                                 body.v3_and_below_producer_epoch, body.v3_and_below_topics, False)
+        errors = {tp: _compat(error, version) for tp, error in errors.items()}
+        return {"results_by_topic_v3_and_below": _topic_results(errors)}
+    results = []
+    for txn in body.transactions:
+        errors = _add_partitions(broker, txn.transactional_id, txn.producer_id, txn.producer_epoch, txn.topics,
+                                 txn.verify_only)
+        results.append({"transactional_id": txn.transactional_id, "topic_results": _topic_results(errors)})
+    return {"error_code": ErrorCode.none, "results_by_transaction": results}
+
+
+def _add_partitions(broker: Any, transactional_id: str, producer_id: int, epoch: int, topics: Any,
+                    verify_only: bool) -> dict[tuple[str, int], ErrorCode]:
+    wanted = [(t.name, p) for t in topics for p in t.partitions]
+    unknown = {tp for tp in wanted if not _exists(broker, *tp)}
+    if unknown:  # Kafka adds none of them then
+        return {tp: ErrorCode.unknown_topic_or_partition if tp in unknown else ErrorCode.operation_not_attempted
+                for tp in wanted}
+    try:
+        coordinator = broker.transactions.ready()
+        if verify_only:
+            return coordinator.verify_partitions(transactional_id, producer_id, epoch, wanted)
+        error = broker.transactions.run(coordinator.add_partitions(transactional_id, producer_id, epoch, wanted))
+    except KafkaError as exc:
+        error = exc.code
+    return {tp: error for tp in wanted}
+
+
+# AddOffsetsToTxn
+async def add_offsets_to_txn(broker: Any, request: Any) -> dict[str, Any]:
+    body = request.body
+    try:
+        broker.group_coordinator.ensure_topic()
+        offsets_partition = broker.group_coordinator.ready().partition_for(body.group_id)
+        coordinator = broker.transactions.ready()
+        error = broker.transactions.run(coordinator.add_partitions(
+            body.transactional_id, body.producer_id, body.producer_epoch, [(CONSUMER_OFFSETS, offsets_partition)]))
+    except KafkaError as exc:
+        error = exc.code
+    return {"error_code": _compat(error, request.api_version)}
+
+
+# EndTxn
+async def end_txn(broker: Any, request: Any) -> dict[str, Any]:
+    body = request.body
+    try:
+        coordinator = broker.transactions.ready()
+        error = broker.transactions.run(coordinator.end_txn(body.transactional_id, body.producer_id,
+                                                            body.producer_epoch, body.committed))
+    except KafkaError as exc:
+        error = exc.code
+    return {"error_code": _compat(error, request.api_version)}
+
+
+# TxnOffsetCommit
+async def txn_offset_commit(broker: Any, request: Any) -> dict[str, Any]:
+    body, version = request.body, request.api_version
+    wanted = [(t.name, p) for t in body.topics for p in t.partitions]
+    unknown = {(name, p.partition_index) for name, p in wanted if not _exists(broker, name, p.partition_index)}
+    offsets = [OffsetToCommit(name, p.partition_index, p.committed_offset,
+                              getattr(p, "committed_leader_epoch", NO_EPOCH), p.committed_metadata)
+               for name, p in wanted if (name, p.partition_index) not in unknown]
+    try:
+        coordinator = broker.group_coordinator.ready()
+        result = coordinator.commit_txn_offsets(
+            body.group_id, body.producer_id, body.producer_epoch, getattr(body, "generation_id", -1),
+            getattr(body, "member_id", ""), getattr(body, "group_instance_id", None), offsets)
+        errors = broker.group_coordinator.apply(result)
+    except KafkaError as exc:
+        errors = {(o.topic, o.partition): exc.code for o in offsets}
+    topics: dict[str, list[dict[str, Any]]] = {}
+    for name, p in wanted:
+        tp = (name, p.partition_index)
+        error = ErrorCode.unknown_topic_or_partition if tp in unknown else _compat(errors[tp], version)
+        topics.setdefault(name, []).append({"partition_index": p.partition_index, "error_code": error})
+    return {"topics": [{"name": name, "partitions": partitions} for name, partitions in topics.items()]}
+
+
+# DescribeTransactions
+async def describe_transactions(broker: Any, request: Any) -> dict[str, Any]:
+    try:
+        coordinator = broker.transactions.ready()
+    except KafkaError as exc:
+        return {"transaction_states": [{"error_code": exc.code, "transactional_id": tid, "transaction_state": "",
+                                        "transaction_start_time": -1, "producer_id": -1, "producer_epoch": -1}
+                                       for tid in request.body.transactional_ids]}
+    return {"transaction_states": [coordinator.describe(tid) for tid in request.body.transactional_ids]}
+
+
+# ListTransactions
+async def list_transactions(broker: Any, request: Any) -> dict[str, Any]:
+    body = request.body
+    try:
+        coordinator = broker.transactions.ready()
+    except KafkaError as exc:
+        return {"error_code": exc.code, "unknown_state_filters": [], "transaction_states": []}
+    error, unknown, listed = coordinator.list_transactions(list(body.state_filters), list(body.producer_id_filters),
+                                                           getattr(body, "duration_filter", -1))
+    return {"error_code": error, "unknown_state_filters": unknown, "transaction_states": listed}
+
+
+APIS = [Api(24, 0, 5, add_partitions_to_txn), Api(25, 0, 4, add_offsets_to_txn), Api(26, 0, 4, end_txn),
+        Api(28, 0, 4, txn_offset_commit), Api(65, 0, 0, describe_transactions), Api(66, 0, 1, list_transactions)]
