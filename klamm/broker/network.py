@@ -164,11 +164,22 @@ class ClientConnection(asyncio.Protocol):
         self.processor.bytes_sent += sum(len(p) for p in parts)
 
     async def _send_file(self, transport: asyncio.Transport, region: FileRegion) -> None:
-        if self.processor.native_sendfile:
-            loop = asyncio.get_running_loop()
-            await loop.sendfile(transport, _FileShim(region.fd), region.position, region.length, fallback=False)  # type: ignore[arg-type]
-        else:
+        if not self.processor.native_sendfile:
             transport.write(os.pread(region.fd, region.length, region.position))
+            return
+        position, length = region.position, region.length
+        if transport.get_write_buffer_size() == 0:
+            # Nothing queued ahead of the file bytes: hand them to the kernel now. Only
+            # what the socket buffer cannot take goes through loop.sendfile, which costs
+            # several loop turns (pause reading, wait for an empty buffer, writability).
+            try:
+                sent = os.sendfile(transport.get_extra_info("socket").fileno(), region.fd, position, length)
+            except BlockingIOError:
+                sent = 0
+            position, length = position + sent, length - sent
+        if length:
+            loop = asyncio.get_running_loop()
+            await loop.sendfile(transport, _FileShim(region.fd), position, length, fallback=False)  # type: ignore[arg-type]
 
     def close(self) -> None:
         if not self._closed:
