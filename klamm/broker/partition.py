@@ -158,11 +158,14 @@ class Partition:
         pay for decoding (and decompressing) here; the others keep the header-only path."""
         from klamm.protocol.records import decode_batch
 
-        for header in headers:
-            if any(record.key is None for record in decode_batch(buf, header.position)[1]):
-                raise KafkaError(ErrorCode.invalid_record,
-                                 "Compacted topic cannot accept message without key in topic partition "
-                                 f"{self.topic}-{self.index}.")
+        reason = f"Compacted topic cannot accept message without key in topic partition {self.topic}-{self.index}."
+        keyless = [(index, reason) for header in headers
+                   for index, record in enumerate(decode_batch(buf, header.position)[1]) if record.key is None]
+        if keyless:
+            shown = ", ".join(f"RecordError(batchIndex={i}, message='{m}')" for i, m in keyless[:3])
+            raise KafkaError(ErrorCode.invalid_record,
+                             f"One or more records have been rejected due to {len(keyless)} record errors in total, "
+                             f"and only showing the first three errors at most: [{shown}]", keyless)
 
     def read(self, offset: int, max_bytes: int, *, read_committed: bool, min_one: bool) -> ReadResult:
         limit = self.last_stable_offset if read_committed else self.high_watermark

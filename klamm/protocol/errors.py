@@ -13,12 +13,18 @@ __all__ = ["ErrorCode", "KafkaError"]
 
 
 class KafkaError(Exception):
-    """A failure that maps to a Kafka error code (and an optional message for the client)."""
+    """A failure that maps to a Kafka error code (and an optional message for the client).
 
-    def __init__(self, code: ErrorCode, message: str | None = None) -> None:
+    `record_errors` names the offending records of a produce batch, as
+    (index in the batch, message) — Produce v8+ reports them per record.
+    """
+
+    def __init__(self, code: ErrorCode, message: str | None = None,
+                 record_errors: list[tuple[int, str]] | None = None) -> None:
         super().__init__(message or code.name)
         self.code = code
         self.message = message
+        self.record_errors = record_errors or []
 
     def __repr__(self) -> str:
         return f"KafkaError({self.code.name}, {self.message!r})"

@@ -73,3 +73,20 @@ def test_elect_leaders_is_not_needed_on_preferred_leaders(broker_factory: Callab
     codes = {tp.partition: (error.code() if error else 0) for tp, error in results.items()}
     assert codes == {0: 84, 1: 84, 7: 3}  # ELECTION_NOT_NEEDED, UNKNOWN_TOPIC_OR_PARTITION
     assert admin.elect_leaders(ElectionType.PREFERRED, None).result(timeout=15) == {}
+
+
+def test_keyless_records_in_a_compacted_topic_are_named(broker_factory: Callable[..., BrokerThread]) -> None:
+    """Kafka's LogValidator reports each offending record (Produce v8+ record_errors)."""
+    from klamm.protocol.records import build_batch
+    from tests.integration.conftest import create_topic, fetch, produce
+
+    broker = broker_factory()
+    with broker.connect() as client:
+        create_topic(client, "compacted", configs={"cleanup.policy": "compact"})
+        batch = build_batch([(b"k0", b"v"), (None, b"v"), (b"k2", b"v"), (None, b"v"), (b"k4", b"v")])
+        response = produce(client, "compacted", batch, version=11)
+        assert response.error_code == 87  # INVALID_RECORD
+        assert [e.batch_index for e in response.record_errors] == [1, 3]
+        assert "without key" in response.record_errors[0].batch_index_error_message
+        assert "2 record errors" in response.error_message
+        assert fetch(client, "compacted", 0).high_watermark == 0  # nothing of the batch was appended

@@ -61,7 +61,8 @@ def _append(broker: Any, topic: str, index: int, records: Any, acks: int, transa
         broker.metrics.produced(topic, len(records), 0 if result.duplicate else batch_records_count(records))
     except KafkaError as exc:
         return {"index": index, "error_code": exc.code, "base_offset": -1, "log_append_time": -1,
-                "log_start_offset": -1, "error_message": exc.message}
+                "log_start_offset": -1, "error_message": exc.message,
+                "record_errors": [{"batch_index": i, "batch_index_error_message": m} for i, m in exc.record_errors]}
     return {
         "index": index,
         "error_code": ErrorCode.none,
