@@ -1,11 +1,12 @@
 """Build a kio entity of any version from plain dicts.
 
-Handlers describe a response once, as nested dicts with Kafka's field names
-(snake_case, as kio names them); `build(ResponseType, data)` turns that into the
-exact dataclass tree of the negotiated version: fields the version lacks are
-dropped, fields the dict lacks take the schema default (or the type's zero), and
-convenient plain values are converted (int -> ErrorCode / timedelta). This keeps
-handlers free of per-version code.
+`build(MessageType, data)` turns nested dicts with Kafka's field names
+(snake_case, as kio names them) into the exact dataclass tree of that version:
+fields the version lacks are dropped, fields the dict lacks take the schema
+default (or the type's zero), and convenient plain values are converted
+(int -> ErrorCode / timedelta). The broker encodes its responses from dicts
+directly (klamm/protocol/encoder.py); this is for requests written by tests and
+tools, and for comparing a tagged struct against its default.
 """
 
 from __future__ import annotations
