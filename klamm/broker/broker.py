@@ -200,6 +200,21 @@ class Broker:
             default_replication_factor=self.config.default_replication_factor,
             validate_config=lambda configs: TopicConfig.resolve(self.config, configs))
 
+    def create_internal_topic(self, name: str, partitions: int, replication_factor: int,
+                              configs: dict[str, str]) -> None:
+        """Create a coordinator's compacted topic, its replication factor capped at the live brokers.
+
+        Kafka refuses the topic while fewer brokers run than asked for; a single-node
+        klamm caps instead, so its coordinators work out of the box.
+        """
+        live = max(1, len(self.broker_endpoints()))
+        spec = CreateTopicSpec(name=name, num_partitions=partitions, replication_factor=min(replication_factor, live),
+                               assignments=None, configs={"cleanup.policy": "compact", **configs})
+        [result] = self.create_topics([spec], validate_only=False)
+        if result.error not in (ErrorCode.none, ErrorCode.topic_already_exists):
+            raise KafkaError(ErrorCode.coordinator_not_available, result.message)
+        log.info("created %s with %d partitions", name, partitions)
+
     def allocate_producer_id(self) -> int:
         return self.controller.allocate_producer_id()
 

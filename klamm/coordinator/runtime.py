@@ -22,7 +22,6 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from klamm.controller.controller import CreateTopicSpec
 from klamm.coordinator.coordinator import CoordinatorConfig, GroupCoordinator, Result
 from klamm.coordinator.records import CoordinatorRecord
 from klamm.coordinator.timer import Timer
@@ -90,16 +89,9 @@ class GroupCoordinatorRuntime:
         """Create __consumer_offsets if missing and start serving its (empty) partitions."""
         if self._topic() is None:
             config = self.broker.config
-            live = max(1, len(self.broker.broker_endpoints()))
-            spec = CreateTopicSpec(
-                name=CONSUMER_OFFSETS, num_partitions=config.offsets_topic_num_partitions,
-                replication_factor=min(config.offsets_topic_replication_factor, live), assignments=None,
-                configs={"cleanup.policy": "compact", "compression.type": "producer",
-                         "segment.bytes": str(config.offsets_topic_segment_bytes)})
-            [result] = self.broker.create_topics([spec], validate_only=False)
-            if result.error not in (ErrorCode.none, ErrorCode.topic_already_exists):
-                raise KafkaError(ErrorCode.coordinator_not_available, result.message)
-            log.info("created %s with %d partitions", CONSUMER_OFFSETS, config.offsets_topic_num_partitions)
+            self.broker.create_internal_topic(
+                CONSUMER_OFFSETS, config.offsets_topic_num_partitions, config.offsets_topic_replication_factor,
+                {"compression.type": "producer", "segment.bytes": str(config.offsets_topic_segment_bytes)})
         if self.coordinator is None:
             self._load_now()
 

@@ -19,7 +19,6 @@ import asyncio
 import logging
 from typing import Any
 
-from klamm.controller.controller import CreateTopicSpec
 from klamm.coordinator.records import CoordinatorRecord
 from klamm.coordinator.runtime import wall_clock_ms
 from klamm.coordinator.timer import Timer
@@ -65,16 +64,10 @@ class TransactionCoordinatorRuntime:
         """Create __transaction_state if missing and serve its (empty) partitions."""
         if self._topic() is None:
             config = self.broker.config
-            live = max(1, len(self.broker.broker_endpoints()))
-            spec = CreateTopicSpec(
-                name=TRANSACTION_STATE, num_partitions=config.transaction_state_log_num_partitions,
-                replication_factor=min(config.transaction_state_log_replication_factor, live), assignments=None,
-                configs={"cleanup.policy": "compact", "compression.type": "uncompressed",
-                         "segment.bytes": str(config.transaction_state_log_segment_bytes)})
-            [result] = self.broker.create_topics([spec], validate_only=False)
-            if result.error not in (ErrorCode.none, ErrorCode.topic_already_exists):
-                raise KafkaError(ErrorCode.coordinator_not_available, result.message)
-            log.info("created %s with %d partitions", TRANSACTION_STATE, config.transaction_state_log_num_partitions)
+            self.broker.create_internal_topic(
+                TRANSACTION_STATE, config.transaction_state_log_num_partitions,
+                config.transaction_state_log_replication_factor,
+                {"compression.type": "uncompressed", "segment.bytes": str(config.transaction_state_log_segment_bytes)})
         if self.coordinator is None:
             self._load()
 
