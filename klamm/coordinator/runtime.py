@@ -25,6 +25,7 @@ from typing import Any
 from klamm.coordinator.coordinator import CoordinatorConfig, GroupCoordinator, Result
 from klamm.coordinator.records import CoordinatorRecord
 from klamm.coordinator.timer import Timer
+from klamm.coordinator.timer_loop import run_timers
 from klamm.protocol.errors import ErrorCode, KafkaError
 from klamm.protocol.batch import split_batches
 from klamm.protocol.records import ControlRecordType, NewRecord, build_batch, control_type_of, decode_batch
@@ -184,21 +185,15 @@ class GroupCoordinatorRuntime:
             self.broker.replicas.get(CONSUMER_OFFSETS, index).append(data)
 
     async def _run_timers(self) -> None:
-        while True:
-            deadline = self.timer.next_deadline()
-            self._wake.clear()
-            if deadline is None or deadline > self.timer.clock():
-                delay = None if deadline is None else (deadline - self.timer.clock()) / 1000
-                try:
-                    await asyncio.wait_for(self._wake.wait(), delay)
-                except asyncio.TimeoutError:
-                    pass
-            if self.coordinator is None:
-                continue
-            for result in self.coordinator.poll_timers():
-                try:
-                    self.apply(result)
-                except KafkaError:
-                    pass  # logged by apply; the state machine has run the failure actions
-                except Exception:
-                    log.exception("group coordinator timer failed")
+        await run_timers(self.timer, self._wake, self._fire_timers)
+
+    def _fire_timers(self) -> None:
+        if self.coordinator is None:
+            return
+        for result in self.coordinator.poll_timers():
+            try:
+                self.apply(result)
+            except KafkaError:
+                pass  # logged by apply; the state machine has run the failure actions
+            except Exception:
+                log.exception("group coordinator timer failed")

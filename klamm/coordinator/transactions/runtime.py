@@ -22,6 +22,7 @@ from typing import Any
 from klamm.coordinator.records import CoordinatorRecord
 from klamm.coordinator.runtime import wall_clock_ms
 from klamm.coordinator.timer import Timer
+from klamm.coordinator.timer_loop import run_timers
 from klamm.coordinator.transactions.coordinator import Completion, TransactionCoordinator, TxnConfig, TxnResult
 from klamm.protocol.errors import ErrorCode, KafkaError
 from klamm.protocol.records import ControlRecordType, NewRecord, build_batch, iter_records
@@ -173,23 +174,17 @@ class TransactionCoordinatorRuntime:
         coordinator.check_produce(transactional_id, producer_id, epoch, tp)
 
     async def _run_timers(self) -> None:
-        while True:
-            deadline = self.timer.next_deadline()
-            self._wake.clear()
-            if deadline is None or deadline > self.timer.clock():
-                delay = None if deadline is None else (deadline - self.timer.clock()) / 1000
-                try:
-                    await asyncio.wait_for(self._wake.wait(), delay)
-                except asyncio.TimeoutError:
-                    pass
-            if self.coordinator is None:
-                continue
-            for result in self.coordinator.poll_timers():
-                try:
-                    self.run(result)
-                    log.info("aborted a timed-out transaction of producer %d", result.completion.producer_id
-                             if result.completion else -1)
-                except KafkaError:
-                    pass  # logged by _append; the timer finds it again on the next expiry
-                except Exception:
-                    log.exception("transaction timer failed")
+        await run_timers(self.timer, self._wake, self._fire_timers)
+
+    def _fire_timers(self) -> None:
+        if self.coordinator is None:
+            return
+        for result in self.coordinator.poll_timers():
+            try:
+                self.run(result)
+                log.info("aborted a timed-out transaction of producer %d", result.completion.producer_id
+                         if result.completion else -1)
+            except KafkaError:
+                pass  # logged by _append; the timer finds it again on the next expiry
+            except Exception:
+                log.exception("transaction timer failed")
