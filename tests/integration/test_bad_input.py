@@ -221,6 +221,11 @@ def test_produce_to_unknown_partition(seeded: BrokerThread) -> None:
 
 def test_produce_to_consumer_offsets_is_invalid_topic(seeded: BrokerThread) -> None:
     with seeded.connect() as c:
+        # As Kafka: a topic that does not exist yet is unknown before it is internal.
+        response = produce(c, "__consumer_offsets", build_batch([(None, b"v")]))
+        assert response.error_code == UNKNOWN_TOPIC_OR_PARTITION
+        found = c.request(10, 4, {"key_type": 0, "coordinator_keys": ["g"]})  # FindCoordinator creates it
+        assert [k.error_code for k in found.coordinators] == [0]
         response = produce(c, "__consumer_offsets", build_batch([(None, b"v")]))
         assert response.error_code == INVALID_TOPIC_EXCEPTION
     assert_still_serving(seeded)

@@ -44,9 +44,9 @@ def _append(broker: Any, topic: str, index: int, records: Any, acks: int, transa
     try:
         if acks not in (0, 1, -1):
             raise KafkaError(ErrorCode.invalid_required_acks)
+        partition = broker.replicas.get(topic, index)  # an unknown topic is UNKNOWN_TOPIC_OR_PARTITION first
         if is_internal(topic):
             raise KafkaError(ErrorCode.invalid_topic_exception, f"Cannot append to internal topic {topic}")
-        partition = broker.replicas.get(topic, index)
         if acks == -1 and len(partition.isr) < partition.config.min_insync_replicas:
             raise KafkaError(ErrorCode.not_enough_replicas)
         if records is None:
