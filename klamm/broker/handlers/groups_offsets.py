@@ -17,9 +17,20 @@ INVALID_OFFSET = -1
 NO_EPOCH = -1
 
 
-def _exists(broker: Any, topic: str, partition: int) -> bool:
+def partition_exists(broker: Any, topic: str, partition: int) -> bool:
     meta = broker.controller.image.topics_by_name.get(topic)
     return meta is not None and partition in meta.partitions
+
+
+def requested_offsets(broker: Any, body: Any
+                      ) -> tuple[list[tuple[str, int]], list[OffsetToCommit], set[tuple[str, int]]]:
+    """An (Txn)OffsetCommit's partitions in request order, the offsets to store, and the unknown partitions."""
+    wanted = [(t.name, p) for t in body.topics for p in t.partitions]
+    unknown = {(name, p.partition_index) for name, p in wanted if not partition_exists(broker, name, p.partition_index)}
+    offsets = [OffsetToCommit(name, p.partition_index, p.committed_offset,
+                              getattr(p, "committed_leader_epoch", NO_EPOCH), p.committed_metadata)
+               for name, p in wanted if (name, p.partition_index) not in unknown]
+    return [(name, p.partition_index) for name, p in wanted], offsets, unknown
 
 
 def _by_topic(errors: list[tuple[str, int, ErrorCode]]) -> list[dict[str, Any]]:
@@ -32,11 +43,7 @@ def _by_topic(errors: list[tuple[str, int, ErrorCode]]) -> list[dict[str, Any]]:
 # OffsetCommit
 async def offset_commit(broker: Any, request: Any) -> dict[str, Any]:
     body, version = request.body, request.api_version
-    wanted = [(t.name, p) for t in body.topics for p in t.partitions]
-    unknown = {(name, p.partition_index) for name, p in wanted if not _exists(broker, name, p.partition_index)}
-    offsets = [OffsetToCommit(name, p.partition_index, p.committed_offset,
-                              getattr(p, "committed_leader_epoch", NO_EPOCH), p.committed_metadata)
-               for name, p in wanted if (name, p.partition_index) not in unknown]
+    requested, offsets, unknown = requested_offsets(broker, body)
     retention = getattr(body, "retention_time", -1) if 2 <= version <= 4 else -1
     try:
         coordinator = broker.group_coordinator.ready()
@@ -45,9 +52,8 @@ async def offset_commit(broker: Any, request: Any) -> dict[str, Any]:
         errors = broker.group_coordinator.apply(result)
     except KafkaError as exc:
         errors = {(o.topic, o.partition): exc.code for o in offsets}
-    rows = [(name, p.partition_index,
-             ErrorCode.unknown_topic_or_partition if (name, p.partition_index) in unknown
-             else errors[(name, p.partition_index)]) for name, p in wanted]
+    rows = [(name, index, ErrorCode.unknown_topic_or_partition if (name, index) in unknown else errors[(name, index)])
+            for name, index in requested]
     return {"topics": _by_topic(rows)}
 
 
@@ -104,7 +110,7 @@ async def offset_delete(broker: Any, request: Any) -> dict[str, Any]:
         error, errors = exc.code, {}
     if error != ErrorCode.none:
         return {"error_code": error, "topics": []}
-    rows = [(topic, partition, ErrorCode.unknown_topic_or_partition if not _exists(broker, topic, partition)
+    rows = [(topic, partition, ErrorCode.unknown_topic_or_partition if not partition_exists(broker, topic, partition)
              else errors[(topic, partition)]) for topic, partition in wanted]
     return {"error_code": ErrorCode.none, "topics": _by_topic(rows)}
 

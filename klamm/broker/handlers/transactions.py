@@ -12,22 +12,15 @@ from __future__ import annotations
 from typing import Any
 
 from klamm.broker.handlers import Api
-from klamm.coordinator.coordinator import OffsetToCommit
+from klamm.broker.handlers.groups_offsets import partition_exists, requested_offsets
 from klamm.protocol.errors import ErrorCode, KafkaError
 from klamm.protocol.topics import CONSUMER_OFFSETS
-
-NO_EPOCH = -1
 
 
 def _compat(error: ErrorCode, version: int, fenced_since: int = 2) -> ErrorCode:
     if error == ErrorCode.producer_fenced and version < fenced_since:
         return ErrorCode.invalid_producer_epoch
     return error
-
-
-def _exists(broker: Any, topic: str, partition: int) -> bool:
-    meta = broker.controller.image.topics_by_name.get(topic)
-    return meta is not None and partition in meta.partitions
 
 
 def _topic_results(errors: dict[tuple[str, int], ErrorCode]) -> list[dict[str, Any]]:
@@ -56,7 +49,7 @@ async def add_partitions_to_txn(broker: Any, request: Any) -> dict[str, Any]:
 def _add_partitions(broker: Any, transactional_id: str, producer_id: int, epoch: int, topics: Any,
                     verify_only: bool) -> dict[tuple[str, int], ErrorCode]:
     wanted = [(t.name, p) for t in topics for p in t.partitions]
-    unknown = {tp for tp in wanted if not _exists(broker, *tp)}
+    unknown = {tp for tp in wanted if not partition_exists(broker, *tp)}
     if unknown:  # Kafka adds none of them then
         return {tp: ErrorCode.unknown_topic_or_partition if tp in unknown else ErrorCode.operation_not_attempted
                 for tp in wanted}
@@ -99,11 +92,7 @@ async def end_txn(broker: Any, request: Any) -> dict[str, Any]:
 # TxnOffsetCommit
 async def txn_offset_commit(broker: Any, request: Any) -> dict[str, Any]:
     body, version = request.body, request.api_version
-    wanted = [(t.name, p) for t in body.topics for p in t.partitions]
-    unknown = {(name, p.partition_index) for name, p in wanted if not _exists(broker, name, p.partition_index)}
-    offsets = [OffsetToCommit(name, p.partition_index, p.committed_offset,
-                              getattr(p, "committed_leader_epoch", NO_EPOCH), p.committed_metadata)
-               for name, p in wanted if (name, p.partition_index) not in unknown]
+    requested, offsets, unknown = requested_offsets(broker, body)
     try:
         coordinator = broker.group_coordinator.ready()
         result = coordinator.commit_txn_offsets(
@@ -113,10 +102,9 @@ async def txn_offset_commit(broker: Any, request: Any) -> dict[str, Any]:
     except KafkaError as exc:
         errors = {(o.topic, o.partition): exc.code for o in offsets}
     topics: dict[str, list[dict[str, Any]]] = {}
-    for name, p in wanted:
-        tp = (name, p.partition_index)
+    for tp in requested:
         error = ErrorCode.unknown_topic_or_partition if tp in unknown else _compat(errors[tp], version)
-        topics.setdefault(name, []).append({"partition_index": p.partition_index, "error_code": error})
+        topics.setdefault(tp[0], []).append({"partition_index": tp[1], "error_code": error})
     return {"topics": [{"name": name, "partitions": partitions} for name, partitions in topics.items()]}
 
 
