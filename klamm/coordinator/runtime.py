@@ -23,11 +23,11 @@ from collections.abc import Iterator
 from typing import Any
 
 from klamm.coordinator.coordinator import CoordinatorConfig, GroupCoordinator, Result
+from klamm.coordinator.loading import read_batches
 from klamm.coordinator.records import CoordinatorRecord
 from klamm.coordinator.timer import Timer
 from klamm.coordinator.timer_loop import run_timers
 from klamm.protocol.errors import ErrorCode, KafkaError
-from klamm.protocol.batch import split_batches
 from klamm.protocol.records import ControlRecordType, NewRecord, build_batch, control_type_of, decode_batch
 from klamm.protocol.topics import CONSUMER_OFFSETS
 
@@ -44,7 +44,6 @@ _APPEND_ERRORS = {
     ErrorCode.invalid_fetch_size: ErrorCode.invalid_commit_offset_size,
     ErrorCode.invalid_producer_epoch: ErrorCode.invalid_producer_epoch,  # a fenced TxnOffsetCommit
 }
-_LOAD_READ_BYTES = 1024 * 1024
 
 
 def wall_clock_ms() -> int:
@@ -128,24 +127,16 @@ class GroupCoordinatorRuntime:
 
     def _read_partition(self, index: int) -> Iterator[CoordinatorRecord | tuple[int, bool]]:
         """The partition's records; a transaction marker as (producer id, commit)."""
-        partition = self.broker.replicas.get(CONSUMER_OFFSETS, index)
-        offset, end = partition.log_start_offset, partition.log_end_offset
-        while offset < end:
-            buf = partition.log.read_bytes(offset, _LOAD_READ_BYTES, max_offset=end)
-            if not buf:
-                return
-            for header in split_batches(buf):
-                if header.is_control:
-                    control = control_type_of(buf, header.position)
-                    if control is not None and header.base_offset >= offset:
-                        yield header.producer_id, control == ControlRecordType.COMMIT
-                    offset = max(offset, header.next_offset)
-                    continue
-                producer_id = header.producer_id if header.is_transactional else -1
-                for record in decode_batch(buf, header.position)[1]:
-                    if record.offset >= offset and record.key is not None:
-                        yield CoordinatorRecord(index, record.key, record.value, producer_id, header.producer_epoch)
-                    offset = max(offset, record.offset + 1)
+        for buf, header, start in read_batches(self.broker.replicas.get(CONSUMER_OFFSETS, index)):
+            if header.is_control:
+                control = control_type_of(buf, header.position)
+                if control is not None:
+                    yield header.producer_id, control == ControlRecordType.COMMIT
+                continue
+            producer_id = header.producer_id if header.is_transactional else -1
+            for record in decode_batch(buf, header.position)[1]:
+                if record.offset >= start and record.key is not None:
+                    yield CoordinatorRecord(index, record.key, record.value, producer_id, header.producer_epoch)
 
     # serving
     def ready(self) -> GroupCoordinator:

@@ -19,13 +19,14 @@ import asyncio
 import logging
 from typing import Any
 
+from klamm.coordinator.loading import read_batches
 from klamm.coordinator.records import CoordinatorRecord
 from klamm.coordinator.runtime import wall_clock_ms
 from klamm.coordinator.timer import Timer
 from klamm.coordinator.timer_loop import run_timers
 from klamm.coordinator.transactions.coordinator import Completion, TransactionCoordinator, TxnConfig, TxnResult
 from klamm.protocol.errors import ErrorCode, KafkaError
-from klamm.protocol.records import ControlRecordType, NewRecord, build_batch, iter_records
+from klamm.protocol.records import ControlRecordType, NewRecord, build_batch, decode_batch
 from klamm.protocol.topics import CONSUMER_OFFSETS, TRANSACTION_STATE
 
 log = logging.getLogger("klamm.transactions")
@@ -36,7 +37,6 @@ _APPEND_ERRORS = {
     ErrorCode.not_enough_replicas_after_append: ErrorCode.coordinator_not_available,
     ErrorCode.not_leader_or_follower: ErrorCode.not_coordinator,
 }
-_LOAD_READ_BYTES = 1024 * 1024
 
 
 class TransactionCoordinatorRuntime:
@@ -89,17 +89,13 @@ class TransactionCoordinatorRuntime:
         log.info("loaded %d transactional ids from %s", len(coordinator.txns), TRANSACTION_STATE)
 
     def _read_partition(self, index: int) -> list[CoordinatorRecord]:
-        partition = self.broker.replicas.get(TRANSACTION_STATE, index)
-        offset, end = partition.log_start_offset, partition.log_end_offset
         records = []
-        while offset < end:
-            buf = partition.log.read_bytes(offset, _LOAD_READ_BYTES, max_offset=end)
-            if not buf:
-                break
-            for record in iter_records(buf):
-                if record.offset >= offset and record.key is not None:
-                    records.append(CoordinatorRecord(index, record.key, record.value))
-                offset = max(offset, record.offset + 1)
+        for buf, header, start in read_batches(self.broker.replicas.get(TRANSACTION_STATE, index)):
+            if header.is_control:
+                continue
+            records.extend(CoordinatorRecord(index, record.key, record.value)
+                           for record in decode_batch(buf, header.position)[1]
+                           if record.offset >= start and record.key is not None)
         return records
 
     # serving
