@@ -168,7 +168,8 @@ class GroupCoordinator:
                 group.offsets.pop((key.topic, key.partition), None)
             return
         if group is None:
-            group = self.groups[key.group] = ClassicGroup(key.group, partition)
+            state_timestamp = -1 if partition in self._loading else self.clock()
+            group = self.groups[key.group] = ClassicGroup(key.group, partition, state_timestamp=state_timestamp)
         group.offsets[(key.topic, key.partition)] = decode_offset_value(value)
 
     def replay_marker(self, partition: int, producer_id: int, commit: bool) -> None:
@@ -197,6 +198,7 @@ class GroupCoordinator:
         if value is None:
             if existing is None or existing.members:
                 return
+            existing.transition(GroupState.DEAD, self.clock())
             del self.groups[group_id]
             return
         if partition not in self._loading:
@@ -675,12 +677,11 @@ class GroupCoordinator:
         error = self._commit_error(group_id, generation, member_id, group_instance_id)
         if error is not None:
             return self._done({(o.topic, o.partition): error for o in offsets})
+        # A simple consumer's group (no group management) appears when its first offsets replay.
         group = self.groups.get(group_id)
-        if group is None:  # a simple consumer (no group management) only stores offsets here
-            group = self.groups[group_id] = ClassicGroup(group_id, self.partition_for(group_id),
-                                                         state_timestamp=self.clock())
-        if group.has(member_id):  # a commit counts as a sign of life, as a heartbeat does
+        if group is not None and group.has(member_id):  # a commit counts as a sign of life, as a heartbeat does
             self._schedule_session(group, group.members[member_id])
+        partition = self.partition_for(group_id)
         now = self.clock()
         response = {}
         for o in offsets:
@@ -690,7 +691,7 @@ class GroupCoordinator:
                 continue
             value = CommittedOffset(o.offset, o.leader_epoch, metadata, now,
                                     now + retention_ms if retention_ms >= 0 else -1)
-            self._write(offset_commit_record(group.partition, OffsetKey(group_id, o.topic, o.partition), value))
+            self._write(offset_commit_record(partition, OffsetKey(group_id, o.topic, o.partition), value))
             response[(o.topic, o.partition)] = ErrorCode.none
         return self._done(response)
 
@@ -698,7 +699,7 @@ class GroupCoordinator:
                            member_id: str, group_instance_id: str | None,
                            offsets: list[OffsetToCommit]) -> Result:
         """TxnOffsetCommit; response: {(topic, partition): error}. Pending until the transaction ends."""
-        error = self._commit_error(group_id, generation, member_id, group_instance_id)
+        error = self._commit_error(group_id, generation, member_id, group_instance_id, transactional=True)
         if error is not None:
             return self._done({(o.topic, o.partition): error for o in offsets})
         partition = self.partition_for(group_id)
@@ -715,8 +716,9 @@ class GroupCoordinator:
             response[(o.topic, o.partition)] = ErrorCode.none
         return self._done(response)
 
-    def _commit_error(self, group_id: str, generation: int, member_id: str,
-                      group_instance_id: str | None) -> ErrorCode | None:
+    def _commit_error(self, group_id: str, generation: int, member_id: str, group_instance_id: str | None,
+                      transactional: bool = False) -> ErrorCode | None:
+        """Kafka's validateOffsetCommit (and validateTransactionalOffsetCommit)."""
         try:
             self._validate(group_id, allow_empty=True)
         except KafkaError as exc:
@@ -726,15 +728,19 @@ class GroupCoordinator:
             return None if generation < 0 else ErrorCode.illegal_generation
         if group.is_(GroupState.DEAD):
             return ErrorCode.coordinator_not_available
-        if group.is_static_member_fenced(group_instance_id, member_id):
-            return ErrorCode.fenced_instance_id
         if generation < 0 and group.is_(GroupState.EMPTY):
-            return None
-        if not group.has(member_id):
-            return ErrorCode.unknown_member_id
-        if generation != group.generation:
-            return ErrorCode.illegal_generation
-        if group.is_(GroupState.COMPLETING_REBALANCE):
+            return None  # a simple consumer or the admin client
+        if generation >= 0 or member_id != UNKNOWN_MEMBER_ID or group_instance_id is not None:
+            if group.is_static_member_fenced(group_instance_id, member_id):
+                return ErrorCode.fenced_instance_id
+            if not group.has(member_id):
+                return ErrorCode.unknown_member_id
+            if generation != group.generation:
+                return ErrorCode.illegal_generation
+        elif not transactional:
+            return ErrorCode.unknown_member_id  # without member and generation only an empty group takes commits
+        # TxnOffsetCommit v0-2 carries neither member nor generation: Kafka takes it unchecked.
+        if not transactional and group.is_(GroupState.COMPLETING_REBALANCE):
             # The member has this generation's join response but not its assignment yet.
             return ErrorCode.rebalance_in_progress
         return None  # Stable, or PreparingRebalance: the heartbeat tells the member to rejoin
@@ -790,7 +796,6 @@ class GroupCoordinator:
             for topic, partition in expired:
                 self._write(offset_commit_record(group.partition, OffsetKey(group.group_id, topic, partition), None))
             if group.is_(GroupState.EMPTY) and not group.members and len(expired) == len(group.offsets):
-                group.transition(GroupState.DEAD, now)
                 self._write(group_metadata_record(group.partition, group.group_id, None))
 
     def _expired_offsets(self, group: ClassicGroup, now: int) -> list[tuple[str, int]]:
@@ -850,9 +855,11 @@ class GroupCoordinator:
 
     def delete_groups(self, group_ids: list[str]) -> Result:
         """DeleteGroups; response: {group id: error}. Only empty groups can go."""
-        response = {}
+        response: dict[str, ErrorCode] = {}
         for group_id in group_ids:
-            response[group_id] = self._delete_group(group_id)
+            # A repeated id: its first deletion is already written in this result.
+            response[group_id] = ErrorCode.group_id_not_found if group_id in response \
+                else self._delete_group(group_id)
         return self._done(response)
 
     def _delete_group(self, group_id: str) -> ErrorCode:
@@ -865,7 +872,7 @@ class GroupCoordinator:
             return ErrorCode.group_id_not_found
         if not group.is_(GroupState.EMPTY) or group.members:
             return ErrorCode.non_empty_group
-        group.transition(GroupState.DEAD, self.clock())
+        # The group dies when its tombstone replays, so a failed write leaves it as it was.
         for topic, partition in group.offsets:
             self._write(offset_commit_record(group.partition, OffsetKey(group_id, topic, partition), None))
         self._write(group_metadata_record(group.partition, group_id, None))

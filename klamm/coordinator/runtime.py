@@ -33,17 +33,25 @@ from klamm.protocol.topics import CONSUMER_OFFSETS
 
 log = logging.getLogger("klamm.coordinator")
 
-# Append failures as an offset commit reports them (Kafka's GroupMetadataManager mapping).
+# Append failures as the client sees them (Kafka's GroupMetadataManager / CoordinatorRuntime mapping). A
+# local write that fails with an OSError is Kafka's KAFKA_STORAGE_ERROR, which a client hears as NOT_COORDINATOR.
 _APPEND_ERRORS = {
     ErrorCode.unknown_topic_or_partition: ErrorCode.coordinator_not_available,
     ErrorCode.not_enough_replicas: ErrorCode.coordinator_not_available,
     ErrorCode.not_enough_replicas_after_append: ErrorCode.coordinator_not_available,
+    ErrorCode.request_timed_out: ErrorCode.coordinator_not_available,
     ErrorCode.not_leader_or_follower: ErrorCode.not_coordinator,
+    ErrorCode.kafka_storage_error: ErrorCode.not_coordinator,
     ErrorCode.message_too_large: ErrorCode.invalid_commit_offset_size,
     ErrorCode.record_list_too_large: ErrorCode.invalid_commit_offset_size,
     ErrorCode.invalid_fetch_size: ErrorCode.invalid_commit_offset_size,
     ErrorCode.invalid_producer_epoch: ErrorCode.invalid_producer_epoch,  # a fenced TxnOffsetCommit
 }
+
+
+def append_error(exc: Exception) -> ErrorCode:
+    """The Kafka error of a failed append to an internal partition: a KafkaError's code, or a disk error."""
+    return exc.code if isinstance(exc, KafkaError) else ErrorCode.kafka_storage_error
 
 
 def wall_clock_ms() -> int:
@@ -148,16 +156,19 @@ class GroupCoordinatorRuntime:
     def apply(self, result: Result) -> Any:
         """Append the result's records, replay them, run its after-write actions; its response.
 
-        A failed append runs the actions with the error and raises it as KafkaError.
+        State changes only by replaying what was written: a partition whose append
+        fails replays nothing (and later partitions are not written). The actions
+        then run with the error, which is raised as KafkaError.
         """
         error = ErrorCode.none
-        try:
-            self._append(result.records)
-        except KafkaError as exc:
-            error = _APPEND_ERRORS.get(exc.code, ErrorCode.unknown_server_error)
-            log.warning("append to %s failed: %s", CONSUMER_OFFSETS, exc)
-        if error == ErrorCode.none:
-            for record in result.records:
+        for index, records in _by_partition(result.records).items():
+            try:
+                self._append(index, records)
+            except (KafkaError, OSError) as exc:
+                error = _APPEND_ERRORS.get(append_error(exc), ErrorCode.unknown_server_error)
+                log.warning("append to %s-%d failed: %r", CONSUMER_OFFSETS, index, exc)
+                break
+            for record in records:
                 self.ready().replay(record)
         for action in result.after_write:
             action(error)
@@ -165,15 +176,16 @@ class GroupCoordinatorRuntime:
             raise KafkaError(error)
         return result.response
 
-    def _append(self, records: list[CoordinatorRecord]) -> None:
-        """One batch per partition (and producer: transactional commits go in that producer's batch)."""
-        batches: dict[tuple[int, int, int], list[NewRecord]] = {}
+    def _append(self, index: int, records: list[CoordinatorRecord]) -> None:
+        """One batch per producer: transactional commits go in that producer's batch."""
+        batches: dict[tuple[int, int], list[NewRecord]] = {}
         for record in records:
-            key = (record.partition, record.producer_id, record.producer_epoch)
-            batches.setdefault(key, []).append(NewRecord(record.key, record.value))
-        for (index, producer_id, epoch), batch in batches.items():
+            batches.setdefault((record.producer_id, record.producer_epoch), []).append(
+                NewRecord(record.key, record.value))
+        partition = self.broker.replicas.get(CONSUMER_OFFSETS, index)
+        for (producer_id, epoch), batch in batches.items():
             data = build_batch(batch, producer_id=producer_id, producer_epoch=epoch, transactional=producer_id >= 0)
-            self.broker.replicas.get(CONSUMER_OFFSETS, index).append(data)
+            partition.append(data)
 
     async def _run_timers(self) -> None:
         await run_timers(self.timer, self._wake, self._fire_timers)
@@ -188,3 +200,10 @@ class GroupCoordinatorRuntime:
                 pass  # logged by apply; the state machine has run the failure actions
             except Exception:
                 log.exception("group coordinator timer failed")
+
+
+def _by_partition(records: list[CoordinatorRecord]) -> dict[int, list[CoordinatorRecord]]:
+    grouped: dict[int, list[CoordinatorRecord]] = {}
+    for record in records:
+        grouped.setdefault(record.partition, []).append(record)
+    return grouped

@@ -38,6 +38,8 @@ def run(c: TransactionCoordinator, result: TxnResult, markers: list | None = Non
     """What the runtime does: replay the records, 'write' markers, complete."""
     for record in result.records:
         c.replay(record)
+    for action in result.after_write:
+        action()
     if result.completion is not None:
         if markers is not None:
             markers.append(result.completion)

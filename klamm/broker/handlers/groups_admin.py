@@ -29,11 +29,21 @@ async def list_groups(broker: Any, request: Any) -> dict[str, Any]:
 
 async def delete_groups(broker: Any, request: Any) -> dict[str, Any]:
     names = list(request.body.groups_names)
+    errors: dict[str, ErrorCode] = {}
     try:
         coordinator = broker.group_coordinator.ready()
-        errors = broker.group_coordinator.apply(coordinator.delete_groups(names))
     except KafkaError as exc:
-        errors = {name: exc.code for name in names}
+        coordinator, errors = None, {name: exc.code for name in names}
+    if coordinator is not None:
+        # One write per partition of __consumer_offsets, so a failed one fails only its own groups.
+        by_partition: dict[int, list[str]] = {}
+        for name in dict.fromkeys(names):
+            by_partition.setdefault(coordinator.partition_for(name), []).append(name)
+        for group_ids in by_partition.values():
+            try:
+                errors.update(broker.group_coordinator.apply(coordinator.delete_groups(group_ids)))
+            except KafkaError as exc:
+                errors.update((name, exc.code) for name in group_ids)
     return {"results": [{"group_id": name, "error_code": errors[name]} for name in names]}
 
 

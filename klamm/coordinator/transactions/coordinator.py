@@ -59,6 +59,7 @@ class TxnResult:
     response: Any = None
     completion: Completion | None = None
     retry: bool = False  # InitProducerId aborted the previous incarnation's transaction: run it again
+    after_write: list[Callable[[], None]] = field(default_factory=list)  # memory-only changes, once written
 
 
 def _epoch_exhausted(epoch: int) -> bool:
@@ -166,17 +167,21 @@ class TransactionCoordinator:
                          previous_producer_id=md.producer_id)
         else:
             new = md.but(producer_epoch=md.producer_epoch + 1)
-        self._last_epochs.pop(transactional_id, None)
         new = new.but(timeout_ms=timeout_ms, state=TxnState.EMPTY, partitions=frozenset(), start_ms=-1,
                       update_ms=now)
-        return TxnResult([self._write(new)], (ErrorCode.none, new.producer_id, new.producer_epoch))
+        return TxnResult([self._write(new)], (ErrorCode.none, new.producer_id, new.producer_epoch),
+                         after_write=[lambda: self._last_epochs.pop(transactional_id, None)])
 
     def _fence_and_abort(self, md: TxnMetadata, *, retry: bool = False) -> TxnResult:
         """Abort an ongoing transaction with a bumped epoch, fencing its producer (Kafka's PrepareEpochFence)."""
         epoch = md.producer_epoch if _epoch_exhausted(md.producer_epoch) else md.producer_epoch + 1
-        self._last_epochs[md.transactional_id] = md.producer_epoch
         prepared = md.but(producer_epoch=epoch, state=TxnState.PREPARE_ABORT, update_ms=self.now)
-        return TxnResult([self._write(prepared)], completion=_completion(prepared), retry=retry)
+
+        def remember_epoch() -> None:
+            self._last_epochs[md.transactional_id] = md.producer_epoch
+
+        return TxnResult([self._write(prepared)], completion=_completion(prepared), retry=retry,
+                         after_write=[remember_epoch])
 
     # ------------------------------------------------------ AddPartitionsToTxn
     def _current(self, transactional_id: str | None, producer_id: int, epoch: int) -> TxnMetadata:
@@ -262,6 +267,11 @@ class TransactionCoordinator:
         deadline = md.start_ms + md.timeout_ms
         self.timer.schedule(("txn-timeout", md.transactional_id), deadline - self.now,
                             lambda: self._expired.append(md.transactional_id))
+
+    def retry_timeout(self, transactional_id: str, delay_ms: int) -> None:
+        """Its timed-out transaction could not be aborted: look at it again in `delay_ms`."""
+        self.timer.schedule(("txn-timeout", transactional_id), delay_ms,
+                            lambda: self._expired.append(transactional_id))
 
     def poll_timers(self) -> list[TxnResult]:
         """Abort (fencing the producer) every ongoing transaction past its timeout."""

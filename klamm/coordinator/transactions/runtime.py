@@ -21,7 +21,7 @@ from typing import Any
 
 from klamm.coordinator.loading import read_batches
 from klamm.coordinator.records import CoordinatorRecord
-from klamm.coordinator.runtime import wall_clock_ms
+from klamm.coordinator.runtime import append_error, wall_clock_ms
 from klamm.coordinator.timer import Timer
 from klamm.coordinator.timer_loop import run_timers
 from klamm.coordinator.transactions.coordinator import Completion, TransactionCoordinator, TxnConfig, TxnResult
@@ -31,12 +31,21 @@ from klamm.protocol.topics import CONSUMER_OFFSETS, TRANSACTION_STATE
 
 log = logging.getLogger("klamm.transactions")
 
+# Append failures as a client sees them (Kafka's TransactionStateManager mapping; anything else is
+# UNKNOWN_SERVER_ERROR). A local OSError is Kafka's KAFKA_STORAGE_ERROR.
 _APPEND_ERRORS = {
     ErrorCode.unknown_topic_or_partition: ErrorCode.coordinator_not_available,
     ErrorCode.not_enough_replicas: ErrorCode.coordinator_not_available,
     ErrorCode.not_enough_replicas_after_append: ErrorCode.coordinator_not_available,
+    ErrorCode.request_timed_out: ErrorCode.coordinator_not_available,
     ErrorCode.not_leader_or_follower: ErrorCode.not_coordinator,
+    ErrorCode.kafka_storage_error: ErrorCode.not_coordinator,
 }
+# A marker write failing so is given up, as Kafka's marker channel does: the partition is gone, or a newer
+# producer epoch owns it. Any other failure is retried until it succeeds.
+_MARKER_GIVE_UP = frozenset({ErrorCode.unknown_topic_or_partition, ErrorCode.invalid_producer_epoch,
+                             ErrorCode.transaction_coordinator_fenced})
+RETRY_BACKOFF_MS = 100
 
 
 class TransactionCoordinatorRuntime:
@@ -46,6 +55,8 @@ class TransactionCoordinatorRuntime:
         self.timer = Timer(wall_clock_ms, on_change=self._wake.set)
         self.coordinator: TransactionCoordinator | None = None
         self._tasks: list[asyncio.Task[None]] = []
+        self._retries: dict[str, Completion] = {}  # prepared transactions whose markers are due again
+        self._failures: dict[str, int] = {}  # transactional id -> writes failed in a row (for the backoff)
 
     # lifecycle
     async def start(self) -> None:
@@ -109,9 +120,12 @@ class TransactionCoordinatorRuntime:
     def run(self, result: TxnResult) -> Any:
         """Append and replay the records; finish a prepared transaction; the response.
 
-        A failed append raises KafkaError with the error a client should see.
+        A failed append changes nothing and raises KafkaError with the error a
+        client should see. Markers that fail to be written are retried later.
         """
         self._append(result.records)
+        for action in result.after_write:
+            action()
         if result.completion is not None:
             self._finish(result.completion)
         return result.response
@@ -120,35 +134,64 @@ class TransactionCoordinatorRuntime:
         by_partition: dict[int, list[NewRecord]] = {}
         for record in records:
             by_partition.setdefault(record.partition, []).append(NewRecord(record.key, record.value))
+        # One transactional id's records all go to its one partition: the write is all or nothing.
         try:
             for index, batch in by_partition.items():
                 self.broker.replicas.get(TRANSACTION_STATE, index).append(build_batch(batch))
-        except KafkaError as exc:
-            log.warning("append to %s failed: %s", TRANSACTION_STATE, exc)
-            raise KafkaError(_APPEND_ERRORS.get(exc.code, ErrorCode.unknown_server_error)) from None
+        except (KafkaError, OSError) as exc:
+            log.warning("append to %s failed: %r", TRANSACTION_STATE, exc)
+            raise KafkaError(_APPEND_ERRORS.get(append_error(exc), ErrorCode.unknown_server_error)) from None
         for record in records:
             self.ready().replay(record)
 
     def _finish(self, completion: Completion) -> None:
-        """Write the markers of a prepared transaction, then its Complete record."""
-        self._write_markers(completion)
-        self.run(self.ready().complete(completion))
+        """Write the markers of a prepared transaction, then its Complete record; retry what fails."""
+        self._retries.pop(completion.transactional_id, None)
+        remaining = self._write_markers(completion)
+        if not remaining:
+            try:
+                self.run(self.ready().complete(completion))
+            except KafkaError:
+                pass  # the Complete record is written on retry
+            else:
+                self._failures.pop(completion.transactional_id, None)
+                return
+        self._retry_later(Completion(completion.transactional_id, completion.producer_id,
+                                     completion.producer_epoch, completion.commit, remaining))
 
-    def _write_markers(self, completion: Completion) -> None:
+    def _retry_later(self, completion: Completion) -> None:
+        """Finish the transaction again after a backoff that doubles per failure (at most the abort interval)."""
+        transactional_id = completion.transactional_id
+        self._retries[transactional_id] = completion
+        self.timer.schedule(("txn-retry", transactional_id), self._backoff_ms(transactional_id), lambda: None)
+
+    def _backoff_ms(self, transactional_id: str) -> int:
+        failures = self._failures[transactional_id] = self._failures.get(transactional_id, 0) + 1
+        limit = self.broker.config.transaction_abort_timed_out_transaction_cleanup_interval_ms
+        return min(RETRY_BACKOFF_MS << min(failures - 1, 16), limit)
+
+    def _write_markers(self, completion: Completion) -> frozenset[tuple[str, int]]:
+        """Write the markers; the partitions whose marker failed and must be written again."""
         control = ControlRecordType.COMMIT if completion.commit else ControlRecordType.ABORT
         coordinator_epoch = self._coordinator_epoch(completion.transactional_id)
+        failed = set()
         for topic, index in sorted(completion.partitions):
             try:
                 partition = self.broker.replicas.get(topic, index)
                 partition.append_marker(completion.producer_id, completion.producer_epoch, coordinator_epoch, control)
-            except KafkaError as exc:
-                # Kafka drops markers for partitions that are gone; nothing else can fail locally.
-                log.warning("no %s marker for %s-%d (producer %d): %s", control.name, topic, index,
-                            completion.producer_id, exc)
+            except (KafkaError, OSError) as exc:
+                if isinstance(exc, KafkaError) and exc.code in _MARKER_GIVE_UP:
+                    log.warning("no %s marker for %s-%d (producer %d): %s", control.name, topic, index,
+                                completion.producer_id, exc)
+                else:
+                    log.warning("%s marker for %s-%d (producer %d) failed, will retry: %r", control.name, topic,
+                                index, completion.producer_id, exc)
+                    failed.add((topic, index))
                 continue
             if topic == CONSUMER_OFFSETS and self.broker.group_coordinator.coordinator is not None:
                 self.broker.group_coordinator.coordinator.replay_marker(index, completion.producer_id,
                                                                         completion.commit)
+        return frozenset(failed)
 
     def _coordinator_epoch(self, transactional_id: str) -> int:
         index = self.ready().partition_for(transactional_id)
@@ -176,11 +219,24 @@ class TransactionCoordinatorRuntime:
         if self.coordinator is None:
             return
         for result in self.coordinator.poll_timers():
+            transactional_id = result.completion.transactional_id if result.completion else None
             try:
                 self.run(result)
                 log.info("aborted a timed-out transaction of producer %d", result.completion.producer_id
                          if result.completion else -1)
             except KafkaError:
-                pass  # logged by _append; the timer finds it again on the next expiry
+                # logged by _append; the transaction is still Ongoing: try the abort again later
+                if transactional_id is not None:
+                    self.coordinator.retry_timeout(transactional_id, self._backoff_ms(transactional_id))
             except Exception:
                 log.exception("transaction timer failed")
+        for transactional_id, completion in list(self._retries.items()):
+            if not self.timer.is_scheduled(("txn-retry", transactional_id)):
+                self._retry(completion)
+
+    def _retry(self, completion: Completion) -> None:
+        try:
+            self._finish(completion)
+        except Exception:
+            log.exception("finishing the transaction of %s failed", completion.transactional_id)
+            self._retry_later(completion)
