@@ -175,3 +175,45 @@ def test_lso_aborted_index_and_recovery(tmp_path: Path):
     assert recovered.collect_aborted_txns(0, 10) == []
     assert recovered.first_unstable_offset == 0
     recovered.close()
+
+
+def test_idle_transactional_ids_expire_with_tombstones():
+    clock = Clock()
+    ids = itertools.count(100)
+    c = TransactionCoordinator(TxnConfig(num_partitions=3, max_timeout_ms=60000, id_expiration_ms=10_000,
+                                         id_expiration_check_interval_ms=1000), Timer(clock), lambda: next(ids))
+    for p in range(3):
+        c.begin_loading(p)
+        c.finish_loading(p)
+    run(c, c.init_producer_id("idle", 30000))  # Empty
+    run(c, c.init_producer_id("done", 30000))
+    run(c, c.add_partitions("done", 101, 0, [("a", 0)]))
+    run(c, c.end_txn("done", 101, 0, False))  # CompleteAbort
+    run(c, c.init_producer_id("busy", 30000))
+    clock.now += 9_000
+    run(c, c.add_partitions("busy", 102, 0, [("a", 0)]))  # Ongoing: never expires while it is
+    clock.now += 1_000
+    results = c.poll_timers()
+    assert all(r.value is None for result in results for r in result.records)
+    for result in results:
+        run(c, result)
+    assert set(c.txns) == {"busy"}
+    clock.now += 1_000
+    assert [r for result in c.poll_timers() for r in result.records] == []  # Ongoing, timed out not yet
+    # An expired id starts over with a new producer id.
+    assert run(c, c.init_producer_id("idle", 30000)) == (ErrorCode.none, 103, 0)
+
+
+def test_failed_expiration_write_keeps_the_ids():
+    clock = Clock()
+    c = TransactionCoordinator(TxnConfig(num_partitions=1, id_expiration_ms=10, id_expiration_check_interval_ms=10),
+                               Timer(clock), lambda: 7)
+    c.begin_loading(0)
+    c.finish_loading(0)
+    run(c, c.init_producer_id("t", 30000))
+    clock.now += 20
+    [result] = c.poll_timers()  # the runtime's append of these tombstones fails: nothing is replayed
+    assert "t" in c.txns
+    clock.now += 10
+    [again] = c.poll_timers()  # and the next check tries again
+    assert again.records == result.records

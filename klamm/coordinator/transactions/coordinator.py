@@ -26,8 +26,8 @@ from typing import Any
 from klamm.coordinator.partitioning import partition_for
 from klamm.coordinator.records import CoordinatorRecord
 from klamm.coordinator.timer import Timer
-from klamm.coordinator.transactions.metadata import PREPARE_STATES, TxnMetadata, TxnState
-from klamm.coordinator.transactions.records import decode_txn_key, decode_txn_value, txn_record
+from klamm.coordinator.transactions.metadata import COMPLETE_STATES, PREPARE_STATES, TxnMetadata, TxnState
+from klamm.coordinator.transactions.records import decode_txn_key, decode_txn_value, txn_record, txn_tombstone
 from klamm.protocol.errors import ErrorCode, KafkaError
 
 NO_PRODUCER_ID = -1
@@ -40,6 +40,8 @@ Partitions = frozenset[tuple[str, int]]
 class TxnConfig:
     num_partitions: int = 50
     max_timeout_ms: int = 15 * 60 * 1000
+    id_expiration_ms: int = 7 * 24 * 3600 * 1000  # transactional.id.expiration.ms
+    id_expiration_check_interval_ms: int = 3600 * 1000  # transaction.remove.expired.transaction.cleanup.interval.ms
 
 
 @dataclass(frozen=True)
@@ -76,6 +78,7 @@ class TransactionCoordinator:
         self._owned: set[int] = set()
         self._loading: set[int] = set()
         self._expired: list[str] = []  # timed-out transactional ids the timer found
+        self._expire_ids = False  # the timer says: look for transactional ids to expire
 
     @property
     def now(self) -> int:
@@ -89,6 +92,8 @@ class TransactionCoordinator:
     def finish_loading(self, partition: int) -> list[Completion]:
         """Serve the partition: time ongoing transactions out, and finish those a crash left prepared."""
         self._loading.discard(partition)
+        if not self.timer.is_scheduled("txn-id-expiration"):
+            self._schedule_id_expiration()
         pending = []
         for md in self.txns.values():
             if self.partition_for(md.transactional_id) != partition:
@@ -118,6 +123,7 @@ class TransactionCoordinator:
             return
         if record.value is None:
             self.txns.pop(transactional_id, None)
+            self._last_epochs.pop(transactional_id, None)
             self.timer.cancel(("txn-timeout", transactional_id))
             return
         md = decode_txn_value(transactional_id, record.value)
@@ -284,7 +290,28 @@ class TransactionCoordinator:
             md = self.txns.get(transactional_id)
             if md is not None and md.state == TxnState.ONGOING and md.start_ms + md.timeout_ms <= now:
                 results.append(self._fence_and_abort(md))
+        if self._expire_ids:
+            self._expire_ids = False
+            results.extend(self._expire_transactional_ids())
         return results
+
+    def _schedule_id_expiration(self) -> None:
+        def due() -> None:
+            self._expire_ids = True
+            self._schedule_id_expiration()
+
+        self.timer.schedule("txn-id-expiration", self.config.id_expiration_check_interval_ms, due)
+
+    def _expire_transactional_ids(self) -> list[TxnResult]:
+        """Tombstones for ids idle longer than transactional.id.expiration.ms with no transaction under way
+        (Kafka's removeExpiredTransactionalIds): one write per partition; the ids go when they replay."""
+        deadline = self.now - self.config.id_expiration_ms
+        by_partition: dict[int, list[CoordinatorRecord]] = {}
+        for md in self.txns.values():
+            partition = self.partition_for(md.transactional_id)
+            if md.state in COMPLETE_STATES and md.update_ms <= deadline and partition not in self._loading:
+                by_partition.setdefault(partition, []).append(txn_tombstone(partition, md.transactional_id))
+        return [TxnResult(records) for records in by_partition.values()]
 
     # ------------------------------------------------------------------ admin
     def list_transactions(self, states: list[str], producer_ids: list[int],

@@ -43,6 +43,11 @@ def txn_record(partition: int, metadata: TxnMetadata) -> CoordinatorRecord:
     return CoordinatorRecord(partition, txn_key(metadata.transactional_id), _VERSION.pack(VALUE_VERSION) + body)
 
 
+def txn_tombstone(partition: int, transactional_id: str) -> CoordinatorRecord:
+    """The record that removes an expired transactional id."""
+    return CoordinatorRecord(partition, txn_key(transactional_id), None)
+
+
 def decode_txn_key(key: bytes) -> str | None:
     """The transactional id, or None for a key version this coordinator does not know."""
     (version,) = _VERSION.unpack_from(key)

@@ -86,7 +86,11 @@ class TransactionCoordinatorRuntime:
     # loading
     def _load(self) -> None:
         partitions = len(self._topic().partitions)
-        config = TxnConfig(num_partitions=partitions, max_timeout_ms=self.broker.config.transaction_max_timeout_ms)
+        broker_config = self.broker.config
+        config = TxnConfig(
+            num_partitions=partitions, max_timeout_ms=broker_config.transaction_max_timeout_ms,
+            id_expiration_ms=broker_config.transactional_id_expiration_ms,
+            id_expiration_check_interval_ms=broker_config.transaction_remove_expired_transaction_cleanup_interval_ms)
         coordinator = TransactionCoordinator(config, self.timer, self.broker.allocate_producer_id)
         for index in range(partitions):
             coordinator.begin_loading(index)
@@ -222,8 +226,10 @@ class TransactionCoordinatorRuntime:
             transactional_id = result.completion.transactional_id if result.completion else None
             try:
                 self.run(result)
-                log.info("aborted a timed-out transaction of producer %d", result.completion.producer_id
-                         if result.completion else -1)
+                if result.completion is not None:
+                    log.info("aborted a timed-out transaction of producer %d", result.completion.producer_id)
+                else:
+                    log.info("expired %d transactional id(s)", len(result.records))
             except KafkaError:
                 # logged by _append; the transaction is still Ongoing: try the abort again later
                 if transactional_id is not None:
