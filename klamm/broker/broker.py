@@ -22,6 +22,7 @@ from klamm.broker.handlers import Api, registry
 from klamm.broker.handlers.configs import apply_dynamic_broker_configs
 from klamm.broker.cleaner_tasks import LogCleanerService
 from klamm.broker.log_tasks import LogRetention
+from klamm.broker.producer_expiration import expire_producers_periodically
 from klamm.broker.metrics import BrokerMetrics, MetricsServer
 from klamm.broker.network import Acceptor, ClientConnection, Processor
 from klamm.broker.partition import log_config
@@ -100,6 +101,7 @@ class Broker:
         await self._start_metrics()
         self.controller.register_broker(self.node_id, self.advertised_host, self.advertised_port, self.listener_name)
         self._tasks.append(asyncio.ensure_future(self._checkpoint_periodically()))
+        self._tasks.append(asyncio.ensure_future(expire_producers_periodically(self)))
         self.retention.start()
         self.log_cleaner.start()
         log.info("klamm ready: node %d serving %s on %s:%d (cluster %s, data in %s)", self.node_id,

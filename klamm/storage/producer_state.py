@@ -25,10 +25,16 @@ so the log can index an abort. The partition's first unstable offset is the
 smallest first offset of the open transactions; the last stable offset is that
 bound by the high watermark.
 
-Snapshot files `<20-digit offset>.snapshot` in the partition directory hold the
-state built from every batch below that offset. Format (big endian):
+Expiry (Kafka's removeExpiredProducers): a producer whose last batch (its max
+timestamp, a marker's timestamp included) is `producer.id.expiration.ms` old and
+that has no open transaction is forgotten. Its next write then starts a new
+entry: any sequence is accepted and retries are no longer recognised, as in Kafka.
 
-    version                  int16   (1)
+Snapshot files `<20-digit offset>.snapshot` in the partition directory hold the
+state built from every batch below that offset. Format (big endian; version 1,
+without last_timestamp, is still read: the last batch's timestamp stands in):
+
+    version                  int16   (2)
     crc                      uint32  CRC32C of everything after this field
     producer_count           int32
     producer_count times:
@@ -36,6 +42,7 @@ state built from every batch below that offset. Format (big endian):
       producer_epoch           int16
       coordinator_epoch        int32   (of the last marker; -1 before any)
       current_txn_first_offset int64   (-1 when no transaction is open)
+      last_timestamp           int64   (v2: max timestamp of its last batch or marker)
       batch_count              int8    (<= 5)
       batch_count times:
         first_seq int32, last_seq int32, first_offset int64, last_offset int64, timestamp int64
@@ -67,10 +74,11 @@ NO_PRODUCER_EPOCH = -1
 NO_SEQUENCE = -1
 INT32_MAX = 2**31 - 1
 
-_SNAPSHOT_VERSION = 1
+_SNAPSHOT_VERSION = 2
 _FILE_HEADER = struct.Struct(">hI")
 _COUNT = struct.Struct(">i")
-_PRODUCER = struct.Struct(">qhiqb")
+_PRODUCER = struct.Struct(">qhiqqb")
+_PRODUCER_V1 = struct.Struct(">qhiqb")
 _BATCH = struct.Struct(">iiqqq")
 
 
@@ -94,14 +102,11 @@ class ProducerStateEntry:
     batches: deque[BatchMetadata] = field(default_factory=lambda: deque(maxlen=NUM_BATCHES_TO_RETAIN))
     coordinator_epoch: int = -1
     current_txn_first_offset: int = -1
+    last_timestamp: int = -1  # of its last batch or marker: what expiry measures from
 
     @property
     def last_seq(self) -> int:
         return self.batches[-1].last_seq if self.batches else NO_SEQUENCE
-
-    @property
-    def last_timestamp(self) -> int:
-        return self.batches[-1].timestamp if self.batches else -1
 
     def copy(self) -> ProducerStateEntry:
         return ProducerStateEntry(
@@ -110,6 +115,7 @@ class ProducerStateEntry:
             deque(self.batches, maxlen=NUM_BATCHES_TO_RETAIN),
             self.coordinator_epoch,
             self.current_txn_first_offset,
+            self.last_timestamp,
         )
 
     def update_epoch(self, epoch: int) -> None:
@@ -229,6 +235,7 @@ class ProducerStateManager:
         entry = self.producers.get(header.producer_id)
         if entry is None:
             entry = self.producers[header.producer_id] = ProducerStateEntry(header.producer_id)
+        entry.last_timestamp = header.max_timestamp
         if header.is_control:
             return self._end_txn(entry, header, control_type, coordinator_epoch)
         if header.base_sequence == NO_SEQUENCE:
@@ -275,6 +282,14 @@ class ProducerStateManager:
     def last_entry(self, producer_id: int) -> ProducerStateEntry | None:
         return self.producers.get(producer_id)
 
+    def remove_expired_producers(self, now_ms: int, expiration_ms: int) -> int:
+        """Forget producers idle for `expiration_ms` with no open transaction; how many went."""
+        expired = [pid for pid, entry in self.producers.items()
+                   if entry.current_txn_first_offset < 0 and now_ms - entry.last_timestamp >= expiration_ms]
+        for producer_id in expired:
+            del self.producers[producer_id]
+        return len(expired)
+
     # -- snapshots -------------------------------------------------------------------
 
     def snapshot_offsets(self) -> list[int]:
@@ -308,6 +323,7 @@ class ProducerStateManager:
                     entry.epoch,
                     entry.coordinator_epoch,
                     entry.current_txn_first_offset,
+                    entry.last_timestamp,
                     len(entry.batches),
                 )
             )
@@ -323,19 +339,28 @@ class ProducerStateManager:
         """Parse a snapshot; raises ValueError (struct.error included) if it is corrupt."""
         version, crc = _FILE_HEADER.unpack_from(data, 0)
         body = memoryview(data)[_FILE_HEADER.size :]
-        if version != _SNAPSHOT_VERSION or crc32c(body) != crc:
+        if version not in (1, _SNAPSHOT_VERSION) or crc32c(body) != crc:
             raise ValueError("bad snapshot version or CRC")
         (count,) = _COUNT.unpack_from(body, 0)
         position = _COUNT.size
         producers = {}
         for _ in range(count):
-            producer_id, epoch, coordinator_epoch, txn_first_offset, batch_count = _PRODUCER.unpack_from(body, position)
-            position += _PRODUCER.size
+            if version == 1:
+                producer_id, epoch, coordinator_epoch, txn_first_offset, batch_count = \
+                    _PRODUCER_V1.unpack_from(body, position)
+                last_timestamp = -1
+                position += _PRODUCER_V1.size
+            else:
+                producer_id, epoch, coordinator_epoch, txn_first_offset, last_timestamp, batch_count = \
+                    _PRODUCER.unpack_from(body, position)
+                position += _PRODUCER.size
             entry = ProducerStateEntry(producer_id, epoch, coordinator_epoch=coordinator_epoch,
-                                       current_txn_first_offset=txn_first_offset)
+                                       current_txn_first_offset=txn_first_offset, last_timestamp=last_timestamp)
             for _ in range(batch_count):
                 entry.batches.append(BatchMetadata(*_BATCH.unpack_from(body, position)))
                 position += _BATCH.size
+            if version == 1 and entry.batches:
+                entry.last_timestamp = entry.batches[-1].timestamp
             producers[producer_id] = entry
         if position != len(body):
             raise ValueError("trailing bytes in snapshot")

@@ -211,3 +211,64 @@ def test_non_idempotent_batches_skip_producer_checks(tmp_path):
     assert not append(log, batch(1)).duplicate
     assert not append(log, batch(1)).duplicate
     assert log.producer_state.producers == {}
+
+
+# ----------------------------------------------------------- expiration ---
+def _txn_batch(pid: int, sequence: int, timestamp: int) -> bytearray:
+    from klamm.protocol.records import NewRecord, build_batch
+    return bytearray(build_batch([NewRecord(None, b"v", timestamp=timestamp)], producer_id=pid, producer_epoch=0,
+                                 base_sequence=sequence, transactional=True))
+
+
+def _marker(pid: int, timestamp: int) -> bytearray:
+    from klamm.protocol.records import ControlRecordType, build_control_batch
+    return bytearray(build_control_batch(ControlRecordType.COMMIT, producer_id=pid, producer_epoch=0,
+                                         coordinator_epoch=0, timestamp_ms=timestamp))
+
+
+def test_idle_producers_expire_by_their_last_batch_timestamp(tmp_path):
+    log = open_log(tmp_path)
+    append(log, batch(1, producer_id=1, epoch=0, sequence=0, timestamp=1000))
+    append(log, batch(1, producer_id=2, epoch=0, sequence=0, timestamp=5000))
+    state = log.producer_state
+    assert state.remove_expired_producers(now_ms=10_999, expiration_ms=10_000) == 0
+    assert state.remove_expired_producers(now_ms=11_000, expiration_ms=10_000) == 1
+    assert set(state.producers) == {2}
+    # Before expiry a gap in producer 2's sequence is refused; producer 1 is forgotten, so (as in Kafka)
+    # any sequence starts it again and a retry of its old batch is no longer recognised.
+    expect_error(ErrorCode.out_of_order_sequence_number, log, 1, 5, pid=2)
+    assert not produce(log, 1, 0, pid=1).duplicate
+    assert produce(log, 1, 7, pid=3).first_offset == 3  # an unknown producer
+
+
+def test_open_transaction_keeps_a_producer_and_its_marker_counts_as_activity(tmp_path):
+    log = open_log(tmp_path)
+    append(log, _txn_batch(7, 0, timestamp=1000))
+    state = log.producer_state
+    assert state.remove_expired_producers(now_ms=100_000, expiration_ms=10) == 0  # transaction still open
+    append(log, _marker(7, timestamp=50_000))
+    assert state.last_entry(7).last_timestamp == 50_000
+    assert state.remove_expired_producers(now_ms=50_009, expiration_ms=10) == 0
+    assert state.remove_expired_producers(now_ms=50_010, expiration_ms=10) == 1
+
+
+def test_last_timestamp_survives_a_snapshot(tmp_path):
+    log = open_log(tmp_path)
+    append(log, _txn_batch(7, 0, timestamp=1000))
+    append(log, _marker(7, timestamp=50_000))  # no sequence batch carries this time
+    log.close()
+    log = open_log(tmp_path)
+    assert log.producer_state.last_entry(7).last_timestamp == 50_000
+    assert log.producer_state.remove_expired_producers(now_ms=50_009, expiration_ms=10) == 0
+
+
+def test_version_1_snapshots_are_still_read(tmp_path):
+    import struct
+
+    from crc32c import crc32c
+    body = struct.pack(">i", 1) + struct.pack(">qhiqb", 9, 3, -1, -1, 1) + struct.pack(">iiqqq", 0, 4, 0, 4, 777)
+    (tmp_path / snapshot_name(5)).write_bytes(struct.pack(">hI", 1, crc32c(body)) + body)
+    manager = ProducerStateManager(tmp_path)
+    assert manager.load(0, 5) == 5
+    entry = manager.producers[9]
+    assert (entry.epoch, entry.last_seq, entry.last_timestamp) == (3, 4, 777)
