@@ -443,3 +443,26 @@ def test_commit_with_retention_time_writes_v1(expire):
                                           retention_ms=1000 if expire else -1)
     h.apply(result)
     assert h.log[-1].value[:2] == (b"\x00\x01" if expire else b"\x00\x03")
+
+
+def test_writes_that_fail_change_no_group():
+    """Nothing is replayed when the append fails (the runtime's contract): groups stay exactly as they were."""
+    h = Harness(offsets_retention_ms=60_000, offsets_retention_check_interval_ms=10_000)
+    h.commit({("t", 0): 3}, group_id="simple")
+    group = h.coordinator.groups["simple"]
+
+    def fail(result: Result) -> None:  # what the runtime does when the append raises
+        for action in result.after_write:
+            action(ErrorCode.not_coordinator)
+
+    fail(h.coordinator.delete_groups(["simple"]))
+    assert h.coordinator.groups["simple"] is group and group.state is GroupState.EMPTY
+    fail(h.coordinator.commit_offsets("new", -1, "", None, [OffsetToCommit("t", 0, 1, -1, None)]))
+    assert "new" not in h.coordinator.groups
+    h.clock.now += 120_000
+    for result in h.coordinator.poll_timers():  # offsets retention: the expired group's tombstones fail
+        fail(result)
+    assert h.coordinator.groups["simple"] is group and group.state is GroupState.EMPTY
+    assert h.fetch("simple") == {("t", 0): 3}
+    h.advance(10_000)  # the next retention pass writes them
+    assert "simple" not in h.coordinator.groups and group.state is GroupState.DEAD
