@@ -255,16 +255,31 @@ def test_failed_abort_markers_are_retried_until_the_lso_moves(broker: BrokerThre
     with failing(broker, "tx", "append_marker"):
         assert end_txn(client, "tid", pid, False) == 0  # the PrepareAbort is written: the abort will happen
         assert txn_state(broker)["tid"].state.display == "PrepareAbort"
-        time.sleep(0.3)  # some retries fail meanwhile
+        eventually(lambda: failed_attempts(broker, "tid") >= 2)  # the retries fail meanwhile
         assert last_stable_offset(client, "tx") == 0
     eventually(lambda: last_stable_offset(client, "tx") == 2)
     assert txn_state(broker)["tid"].state.display == "CompleteAbort"
 
 
+def time_passes(broker: BrokerThread, ms: int) -> None:
+    """The transaction coordinator's clock jumps `ms` ahead (its timers run on an injected clock)."""
+    def jump() -> None:
+        runtime = broker.broker.transactions
+        clock = runtime.timer.clock
+        runtime.timer.clock = lambda: clock() + ms
+        runtime._wake.set()
+    broker.call(jump)
+
+
+def failed_attempts(broker: BrokerThread, txn_id: str) -> int:
+    return broker.call(lambda: broker.broker.transactions._failures.get(txn_id, 0))
+
+
 def test_failed_timeout_abort_is_retried_until_the_lso_moves(broker: BrokerThread, client: RawClient) -> None:
-    pid = open_transaction(client, "tid", "tx", timeout_ms=200)
+    pid = open_transaction(client, "tid", "tx", timeout_ms=60000)
     with failing(broker, TRANSACTION_STATE):
-        time.sleep(0.6)  # the timeout passes; its PrepareAbort fails to be written
+        time_passes(broker, 61000)  # the transaction times out; its PrepareAbort fails to be written
+        eventually(lambda: failed_attempts(broker, "tid") >= 2)  # and again
         assert txn_state(broker)["tid"].state.display == "Ongoing"
         assert last_stable_offset(client, "tx") == 0
     eventually(lambda: last_stable_offset(client, "tx") == 2)
@@ -273,9 +288,11 @@ def test_failed_timeout_abort_is_retried_until_the_lso_moves(broker: BrokerThrea
 
 
 def test_failed_timeout_abort_markers_are_retried(broker: BrokerThread, client: RawClient) -> None:
-    pid = open_transaction(client, "tid", "tx", timeout_ms=200)
+    pid = open_transaction(client, "tid", "tx", timeout_ms=60000)
     with failing(broker, "tx", "append_marker"):
-        eventually(lambda: txn_state(broker)["tid"].state.display == "PrepareAbort")
+        time_passes(broker, 61000)
+        eventually(lambda: failed_attempts(broker, "tid") >= 2)
+        assert txn_state(broker)["tid"].state.display == "PrepareAbort"
         assert last_stable_offset(client, "tx") == 0
     eventually(lambda: last_stable_offset(client, "tx") == 2)
     assert txn_state(broker)["tid"].state.display == "CompleteAbort"

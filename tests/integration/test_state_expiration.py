@@ -12,18 +12,19 @@ from klamm.protocol.records import NewRecord, build_batch
 
 from tests.integration.conftest import BrokerThread, RawClient, create_topic, produce
 from tests.integration.test_coordinator_failures import (add_partition, eventually, find, init, open_transaction,
-                                                        txn_state)
+                                                        time_passes, txn_state)
 
 
 def test_transactional_ids_expire_and_stay_gone_after_restart(broker_factory: Any) -> None:
-    broker: BrokerThread = broker_factory(**{"transactional.id.expiration.ms": "300",
+    broker: BrokerThread = broker_factory(**{"transactional.id.expiration.ms": "60000",
                                              "transaction.remove.expired.transaction.cleanup.interval.ms": "50",
                                              "transaction.state.log.num.partitions": "2"})
     with broker.connect() as client:
         find(client, "idle", 1)
         idle = init(client, "idle")
         assert idle.error_code == 0
-        open_transaction(client, "busy", "tx", timeout_ms=60000)  # Ongoing: it stays
+        open_transaction(client, "busy", "tx", timeout_ms=600000)  # Ongoing: it stays
+        time_passes(broker, 61000)
         eventually(lambda: "idle" not in txn_state(broker))
         assert txn_state(broker)["busy"].state.display == "Ongoing"
     broker.restart()
