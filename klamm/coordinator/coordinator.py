@@ -59,6 +59,7 @@ class Result:
     records: list[CoordinatorRecord] = field(default_factory=list)
     response: Any = None
     after_write: list[Callable[[ErrorCode], None]] = field(default_factory=list)
+    offset_commit: bool = False  # (Txn)OffsetCommit: records too large are INVALID_COMMIT_OFFSET_SIZE
 
 
 @dataclass(frozen=True)
@@ -693,6 +694,7 @@ class GroupCoordinator:
                                     now + retention_ms if retention_ms >= 0 else -1)
             self._write(offset_commit_record(partition, OffsetKey(group_id, o.topic, o.partition), value))
             response[(o.topic, o.partition)] = ErrorCode.none
+        self._result.offset_commit = True
         return self._done(response)
 
     def commit_txn_offsets(self, group_id: str, producer_id: int, producer_epoch: int, generation: int,
@@ -714,6 +716,7 @@ class GroupCoordinator:
                                           CommittedOffset(o.offset, o.leader_epoch, metadata, now))
             self._write(CoordinatorRecord(record.partition, record.key, record.value, producer_id, producer_epoch))
             response[(o.topic, o.partition)] = ErrorCode.none
+        self._result.offset_commit = True
         return self._done(response)
 
     def _commit_error(self, group_id: str, generation: int, member_id: str, group_instance_id: str | None,

@@ -42,11 +42,10 @@ _APPEND_ERRORS = {
     ErrorCode.request_timed_out: ErrorCode.coordinator_not_available,
     ErrorCode.not_leader_or_follower: ErrorCode.not_coordinator,
     ErrorCode.kafka_storage_error: ErrorCode.not_coordinator,
-    ErrorCode.message_too_large: ErrorCode.invalid_commit_offset_size,
-    ErrorCode.record_list_too_large: ErrorCode.invalid_commit_offset_size,
-    ErrorCode.invalid_fetch_size: ErrorCode.invalid_commit_offset_size,
     ErrorCode.invalid_producer_epoch: ErrorCode.invalid_producer_epoch,  # a fenced TxnOffsetCommit
 }
+# Records too large: an offset commit says INVALID_COMMIT_OFFSET_SIZE, any other write UNKNOWN_SERVER_ERROR.
+_TOO_LARGE = frozenset({ErrorCode.message_too_large, ErrorCode.record_list_too_large, ErrorCode.invalid_fetch_size})
 
 
 def append_error(exc: Exception) -> ErrorCode:
@@ -165,7 +164,7 @@ class GroupCoordinatorRuntime:
             try:
                 self._append(index, records)
             except (KafkaError, OSError) as exc:
-                error = _APPEND_ERRORS.get(append_error(exc), ErrorCode.unknown_server_error)
+                error = _client_error(append_error(exc), result.offset_commit)
                 log.warning("append to %s-%d failed: %r", CONSUMER_OFFSETS, index, exc)
                 break
             for record in records:
@@ -207,3 +206,9 @@ def _by_partition(records: list[CoordinatorRecord]) -> dict[int, list[Coordinato
     for record in records:
         grouped.setdefault(record.partition, []).append(record)
     return grouped
+
+
+def _client_error(code: ErrorCode, offset_commit: bool) -> ErrorCode:
+    if code in _TOO_LARGE:
+        return ErrorCode.invalid_commit_offset_size if offset_commit else ErrorCode.unknown_server_error
+    return _APPEND_ERRORS.get(code, ErrorCode.unknown_server_error)

@@ -297,3 +297,14 @@ def test_failed_timeout_abort_markers_are_retried(broker: BrokerThread, client: 
     eventually(lambda: last_stable_offset(client, "tx") == 2)
     assert txn_state(broker)["tid"].state.display == "CompleteAbort"
     assert pid == txn_state(broker)["tid"].producer_id
+
+
+def test_records_too_large_map_per_api(broker: BrokerThread, client: RawClient) -> None:
+    """Kafka: an offset commit too large is INVALID_COMMIT_OFFSET_SIZE; a group's metadata, UNKNOWN_SERVER_ERROR."""
+    create_topic(client, "t")
+    find(client, "g")
+    with failing(broker, CONSUMER_OFFSETS, error=KafkaError(ErrorCode.record_list_too_large)):
+        assert commit(client, "g", "t", 1) == ErrorCode.invalid_commit_offset_size.value
+        joined = join(client, "g")
+        synced = sync(client, "g", joined.member_id, joined.generation_id)
+        assert synced.error_code == ErrorCode.unknown_server_error.value
