@@ -123,7 +123,7 @@ class _BrokerConfigBase(BaseModel):
             read_only=key.read_only,
             sensitive=key.sensitive,
             synonyms=tuple(synonyms),
-            documentation=key.doc,
+            documentation=key.documentation,
             type=key.type,
         )
 

@@ -230,6 +230,14 @@ class ConfigKey:
     def differs_from_kafka(self) -> bool:
         return self.kafka_default is not ...
 
+    @property
+    def documentation(self) -> str:
+        """The doc, plus why klamm does not apply the key when it does not (DescribeConfigs, --help)."""
+        if self.support is Support.APPLIED:
+            return self.doc
+        qualifier = "accepted, no effect on a single node" if self.support is Support.CLUSTER else "not supported"
+        return f"{self.doc} klamm: {qualifier}: {self.note}."
+
     def parse(self, raw: object) -> Any:
         """Parse and validate one raw value (string or already-typed)."""
         value = parse_value(self.name, self.type, raw)

@@ -126,7 +126,7 @@ class _TopicConfigBase(BaseModel):
             read_only=key.read_only,
             sensitive=key.sensitive,
             synonyms=tuple(synonyms),
-            documentation=key.doc,
+            documentation=key.documentation,
             type=key.type,
         )
 

@@ -476,3 +476,13 @@ def test_kafka_stock_server_properties_start_klamm(tmp_path) -> None:
         loop.call_soon_threadsafe(loop.stop)
         thread.join()
         loop.close()
+
+
+def test_describe_configs_documents_why_a_key_is_not_applied() -> None:
+    entries = {e.name: e for e in BrokerConfig.from_properties({}).describe()}
+    assert entries["num.io.threads"].documentation == (
+        "Threads processing requests. klamm: not supported: requests are handled on the event loop; "
+        "there is no I/O thread pool.")
+    assert "klamm: accepted, no effect on a single node: follower replication" in \
+        entries["replica.fetch.max.bytes"].documentation
+    assert entries["num.partitions"].documentation == BROKER_CONFIG_DEF["num.partitions"].doc

@@ -167,7 +167,7 @@ class _Describer:
             "is_sensitive": key.sensitive,
             "synonyms": synonyms if self.include_synonyms else [],
             "config_type": key.type.value,
-            "documentation": key.doc if self.include_documentation else None,
+            "documentation": key.documentation if self.include_documentation else None,
         }
 
 
