@@ -303,3 +303,14 @@ def test_cleaner_backoff_ms_is_the_idle_sleep(monkeypatch):
     with pytest.raises(cleaner_tasks.CleaningAborted):
         asyncio.run(service._run(service.cleaners[0]))
     assert slept == [2.5]
+
+
+def test_cluster_id_that_disagrees_with_the_data_stops_start_up(tmp_path, capsys):
+    from klamm.cli.main import main
+    from klamm.controller.meta_properties import MetaProperties, write_meta_properties
+
+    write_meta_properties(tmp_path, MetaProperties(CLUSTER_ID, 1, "AAAAAAAAAAAAAAAAAAAAAA"))
+    args = ["serve", "--override", f"log.dirs={tmp_path}", "--override", "listeners=PLAINTEXT://127.0.0.1:0"]
+    assert main([*args, "--override", "cluster.id=BBBBBBBBBBBBBBBBBBBBBB"]) == 2
+    err = capsys.readouterr().err
+    assert "configured cluster id BBBBBBBBBBBBBBBBBBBBBB does not match" in err and "Traceback" not in err
