@@ -200,7 +200,7 @@ class Broker:
         return self.controller.create_topics(
             specs, validate_only=validate_only, default_partitions=self.config.num_partitions,
             default_replication_factor=self.config.default_replication_factor,
-            validate_config=lambda configs: TopicConfig.resolve(self.config, configs))
+            validate_config=lambda configs: TopicConfig.validate(self.config, configs))
 
     def create_internal_topic(self, name: str, partitions: int, replication_factor: int,
                               configs: dict[str, str]) -> None:

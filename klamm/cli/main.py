@@ -67,6 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     from klamm.broker.broker import Broker
     from klamm.config.errors import ConfigError
+    from klamm.controller.meta_properties import MetaPropertiesError
 
     try:
         config = load_config(args.config, args.override)
@@ -82,6 +83,9 @@ def main(argv: list[str] | None = None) -> int:
         runner = asyncio.run
     try:
         runner(serve(broker))
+    except MetaPropertiesError as exc:  # the config disagrees with the data (cluster.id, node.id)
+        print(f"klamm: invalid configuration: {exc}", file=sys.stderr)
+        return 2
     except OSError as exc:  # e.g. the listener's port is taken
         print(f"klamm: cannot serve: {exc}", file=sys.stderr)
         return 1

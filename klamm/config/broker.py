@@ -41,15 +41,25 @@ class _BrokerConfigBase(BaseModel):
     unknown_properties: dict[str, str] = Field(default_factory=dict, exclude=True)
 
     @classmethod
-    def from_properties(cls, props: Mapping[str, str]) -> "BrokerConfig":
-        """Build from raw Kafka properties (e.g. a parsed server.properties)."""
+    def from_properties(cls, props: Mapping[str, str], *, check_support: bool = True) -> "BrokerConfig":
+        """Build from raw Kafka properties (e.g. a parsed server.properties).
+
+        Values klamm cannot honour (see Support) raise ConfigError, so nothing is
+        accepted and ignored. `check_support=False` only re-reads values that were
+        checked when they were set.
+        """
         unknown = {k: v for k, v in props.items() if k not in BROKER_CONFIG_DEF}
         for key in unknown:
             log.warning("The configuration '%s' was supplied but isn't a known config.", key)
         explicit = BROKER_CONFIG_DEF.parse(props)
+        if check_support:
+            for name, value in explicit.items():
+                BROKER_CONFIG_DEF[name].check_supported(value, props[name])
         values = BROKER_CONFIG_DEF.defaults()
         values.update(explicit)
         _apply_fallbacks(values, explicit)
+        if check_support:
+            _check_single_node(values)
         fields = {BROKER_CONFIG_DEF[name].attr: value for name, value in values.items()}
         return cls(**fields, explicit_keys=frozenset(explicit), unknown_properties=dict(unknown))  # type: ignore[return-value]
 
@@ -113,7 +123,7 @@ class _BrokerConfigBase(BaseModel):
             read_only=key.read_only,
             sensitive=key.sensitive,
             synonyms=tuple(synonyms),
-            documentation=key.doc,
+            documentation=key.documentation,
             type=key.type,
         )
 
@@ -137,6 +147,53 @@ def _apply_fallbacks(values: dict[str, Any], explicit: Mapping[str, Any]) -> Non
     if values["advertised.listeners"] is None:
         values["advertised.listeners"] = list(values["listeners"])
     _resolve_ids(values, explicit)
+
+
+def _check_single_node(values: Mapping[str, Any]) -> None:
+    """Refuse listener and quorum settings a single PLAINTEXT node cannot honour."""
+    _check_listeners(values["listeners"], values["controller.listener.names"], values["listener.security.protocol.map"])
+    node_id = values["node.id"]
+    for voter in values["controller.quorum.voters"]:
+        voter_id, at, _ = voter.partition("@")
+        if not at or not voter_id.strip().isdigit():
+            raise ConfigError("controller.quorum.voters", voter, "Expected an entry of the form id@host:port")
+        if int(voter_id) != node_id:
+            raise ConfigError("controller.quorum.voters", ",".join(values["controller.quorum.voters"]),
+                              f"klamm runs a single node, which is its own controller quorum: only node {node_id} "
+                              "may be a voter")
+
+
+def _check_listeners(listeners: list[str], controller_names: str | None, protocol_map: str) -> None:
+    """The first listener is the one klamm serves; it must be PLAINTEXT, and any other must be a controller one."""
+    names = [listener.partition("://")[0].strip().upper() for listener in listeners if "://" in listener]
+    if not names:
+        return  # the broker reports a malformed listener when it parses it
+    protocols = _protocol_map(protocol_map)
+    controllers = {n.strip().upper() for n in (controller_names or "").split(",") if n.strip()}
+    if names[0] in controllers:
+        raise ConfigError("listeners", ",".join(listeners),
+                          f"the first listener is the one klamm serves, but {names[0]} is a controller listener")
+    for name in names:
+        if name not in protocols:
+            raise ConfigError("listeners", ",".join(listeners), f"No security protocol defined for listener {name}")
+    if protocols[names[0]] != "PLAINTEXT":
+        raise ConfigError("listeners", ",".join(listeners),
+                          f"listener {names[0]} uses {protocols[names[0]]}, but klamm serves PLAINTEXT only")
+    extra = [n for n in names[1:] if n not in controllers]
+    if extra:
+        raise ConfigError("listeners", ",".join(listeners),
+                          f"klamm serves one listener ({names[0]}); {', '.join(extra)} would not be bound")
+
+
+def _protocol_map(text: str) -> dict[str, str]:
+    """listener.security.protocol.map 'NAME:PROTOCOL,...' -> {NAME: PROTOCOL}."""
+    result: dict[str, str] = {}
+    for entry in (e.strip() for e in text.split(",") if e.strip()):
+        name, sep, protocol = entry.partition(":")
+        if not sep or not name.strip() or not protocol.strip():
+            raise ConfigError("listener.security.protocol.map", text, f"Expected NAME:PROTOCOL entries, got {entry}")
+        result[name.strip().upper()] = protocol.strip().upper()
+    return result
 
 
 def _first_synonym(key: ConfigKey, values: Mapping[str, Any], explicit: Mapping[str, Any]) -> Any:

@@ -21,6 +21,7 @@ __all__ = [
     "ConfigType",
     "Importance",
     "ConfigSource",
+    "Support",
     "Range",
     "OneOf",
     "Synonym",
@@ -62,6 +63,21 @@ class Importance(enum.Enum):
     HIGH = "high"
     MEDIUM = "medium"
     LOW = "low"
+
+
+class Support(enum.Enum):
+    """What klamm does with a key: it is applied or refused, never accepted and ignored.
+
+    APPLIED: klamm reads it and it changes behaviour. CLUSTER: it concerns other
+    brokers or replication; a single node accepts the values it can honour (as Kafka
+    does with one broker) and refuses the others. UNSUPPORTED: klamm does not
+    implement it; only its default (and the values listed in `ConfigKey.accepts`)
+    are accepted, anything else is refused at start-up and by AlterConfigs.
+    """
+
+    APPLIED = "applied"
+    CLUSTER = "cluster"
+    UNSUPPORTED = "unsupported"
 
 
 class ConfigSource(enum.IntEnum):
@@ -194,6 +210,13 @@ class ConfigKey:
     internal: bool = False
     read_only: bool = True
     kafka_default: Any = field(default=..., compare=False)
+    support: Support = Support.APPLIED
+    note: str = ""
+    accepts: tuple[Any, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.support is not Support.APPLIED and not self.note:
+            raise ValueError(f"config {self.name} is {self.support.value} but gives no reason")
 
     @property
     def attr(self) -> str:
@@ -207,12 +230,40 @@ class ConfigKey:
     def differs_from_kafka(self) -> bool:
         return self.kafka_default is not ...
 
+    @property
+    def documentation(self) -> str:
+        """The doc, plus why klamm does not apply the key when it does not (DescribeConfigs, --help)."""
+        if self.support is Support.APPLIED:
+            return self.doc
+        qualifier = "accepted, no effect on a single node" if self.support is Support.CLUSTER else "not supported"
+        return f"{self.doc} klamm: {qualifier}: {self.note}."
+
     def parse(self, raw: object) -> Any:
         """Parse and validate one raw value (string or already-typed)."""
         value = parse_value(self.name, self.type, raw)
         if self.validator is not None:
             self.validator.check(self.name, value, raw)
         return value
+
+    def refusal(self, value: Any) -> str | None:
+        """Why klamm refuses `value` for an UNSUPPORTED key (None: accepted).
+
+        The default and `accepts` pass; lists compare as sets (order carries no meaning
+        in the list keys marked unsupported).
+        """
+        if self.support is not Support.UNSUPPORTED:
+            return None
+        if any(_same(value, ok) for ok in (self.default, *self.accepts)):
+            return None
+        values = [format_value(self.type, ok) for ok in (self.default, *self.accepts) if ok is not None]
+        alternative = f" or set it to {' or '.join(repr(v) for v in values)}" if values else ""
+        return f"klamm does not support {self.name}: {self.note}; leave it unset{alternative}"
+
+    def check_supported(self, value: Any, raw: object) -> None:
+        """Raise ConfigError when klamm cannot honour `value` for this key."""
+        reason = self.refusal(value)
+        if reason is not None:
+            raise ConfigError(self.name, raw, reason)
 
 
 class ConfigDef:
@@ -356,6 +407,12 @@ def format_value(type_: ConfigType, value: Any) -> str | None:
     if type_ is ConfigType.PASSWORD:
         return value.get_secret_value() if isinstance(value, SecretStr) else str(value)
     return str(value)
+
+
+def _same(value: Any, other: Any) -> bool:
+    if isinstance(value, list) and isinstance(other, (list, tuple)):
+        return set(value) == set(other)
+    return bool(value == other)
 
 
 def _copy(value: Any) -> Any:

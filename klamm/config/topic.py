@@ -25,7 +25,7 @@ from klamm.config.definition import (
 from klamm.config.errors import ConfigError
 from klamm.config.topic_keys import TOPIC_CONFIG_DEF
 
-__all__ = ["TopicConfig", "TOPIC_CONFIG_NAMES", "validate_topic_overrides"]
+__all__ = ["TopicConfig", "TOPIC_CONFIG_NAMES", "check_supported_overrides", "validate_topic_overrides"]
 
 # Names accepted in topic overrides (Kafka accepts its internal ones too).
 TOPIC_CONFIG_NAMES: frozenset[str] = TOPIC_CONFIG_DEF.names(include_internal=True)
@@ -41,6 +41,16 @@ def validate_topic_overrides(overrides: Mapping[str, str]) -> dict[str, Any]:
         if value is None and TOPIC_CONFIG_DEF[name].default is not None:
             raise ConfigError(name, None, "Value must not be null")
     return values
+
+
+def check_supported_overrides(overrides: Mapping[str, str]) -> None:
+    """Refuse overrides klamm cannot honour (see Support): CreateTopics and AlterConfigs call this.
+
+    Overrides already in the metadata log are not re-checked, so a stored value
+    never stops the broker from loading its topics.
+    """
+    for name, value in validate_topic_overrides(overrides).items():
+        TOPIC_CONFIG_DEF[name].check_supported(value, overrides[name])
 
 
 class _TopicConfigBase(BaseModel):
@@ -60,6 +70,12 @@ class _TopicConfigBase(BaseModel):
         fields = {TOPIC_CONFIG_DEF[name].attr: value for name, value in raw.items()}
         kept = {name: str(value) for name, value in overrides.items()}
         return cls(**fields, overrides=kept)  # type: ignore[return-value]
+
+    @classmethod
+    def validate(cls, broker: BrokerConfig, overrides: Mapping[str, str]) -> "TopicConfig":
+        """resolve() for a change a client asks for: values klamm cannot honour are refused too."""
+        check_supported_overrides(overrides)
+        return cls.resolve(broker, overrides)
 
     def value_of(self, name: str) -> Any:
         """The effective value of a topic config, by Kafka name."""
@@ -110,7 +126,7 @@ class _TopicConfigBase(BaseModel):
             read_only=key.read_only,
             sensitive=key.sensitive,
             synonyms=tuple(synonyms),
-            documentation=key.doc,
+            documentation=key.documentation,
             type=key.type,
         )
 

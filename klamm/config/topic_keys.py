@@ -18,6 +18,7 @@ from klamm.config.definition import (
     LevelRange,
     OneOf,
     Range,
+    Support,
     Synonym as S,
 )
 
@@ -37,7 +38,10 @@ SEGMENT_BYTES_MIN = 1024 * 1024  # Kafka 4.0 (KIP-1030); was 14 bytes before
 WEEK_MS = 7 * 24 * HOUR_MS
 
 
-def _k(name: str, type_: T, default: object, doc: str, validator=None, synonyms=(), internal=False) -> ConfigKey:
+def _k(name: str, type_: T, default: object, doc: str, validator=None, synonyms=(), internal=False, *,
+       cluster: str = "", unsupported: str = "") -> ConfigKey:
+    """One topic key. `cluster=` / `unsupported=` give the reason a key is not applied (see Support);
+    its broker synonyms carry the same class (tests/unit/test_config_coverage.py checks it)."""
     return ConfigKey(
         name=name,
         type=type_,
@@ -48,7 +52,13 @@ def _k(name: str, type_: T, default: object, doc: str, validator=None, synonyms=
         synonyms=tuple(synonyms),
         internal=internal,
         read_only=False,
+        support=Support.CLUSTER if cluster else Support.UNSUPPORTED if unsupported else Support.APPLIED,
+        note=cluster or unsupported,
     )
+
+
+_TIERED = "tiered storage is not implemented"
+_THROTTLE = "replication throttling; a single node has no replication traffic, so Kafka with one broker ignores it too"
 
 
 TOPIC_CONFIG_DEF = ConfigDef([
@@ -74,17 +84,21 @@ TOPIC_CONFIG_DEF = ConfigDef([
     _k("flush.ms", T.LONG, LONG_MAX, "Force an fsync when unflushed data is older than this many ms.",
        Range(0), [S("log.flush.interval.ms"), S("log.flush.scheduler.interval.ms")]),
     _k("follower.replication.throttled.replicas", T.LIST, [],
-       "Replicas whose follower-side replication is throttled ('partition:broker' pairs or '*')."),
+       "Replicas whose follower-side replication is throttled ('partition:broker' pairs or '*').",
+       cluster=_THROTTLE),
     _k("index.interval.bytes", T.INT, 4096, "Bytes of log between two offset index entries.",
        Range(0), [S("log.index.interval.bytes")]),
     _k("leader.replication.throttled.replicas", T.LIST, [],
-       "Replicas whose leader-side replication is throttled ('partition:broker' pairs or '*')."),
+       "Replicas whose leader-side replication is throttled ('partition:broker' pairs or '*').",
+       cluster=_THROTTLE),
     _k("local.retention.bytes", T.LONG, -2,
        "Local size bound when tiered storage is on; -2 means use retention.bytes.",
-       Range(-2), [S("log.local.retention.bytes")]),
+       Range(-2), [S("log.local.retention.bytes")],
+       unsupported=_TIERED),
     _k("local.retention.ms", T.LONG, -2,
        "Local time bound when tiered storage is on; -2 means use retention.ms.",
-       Range(-2), [S("log.local.retention.ms")]),
+       Range(-2), [S("log.local.retention.ms")],
+       unsupported=_TIERED),
     _k("max.compaction.lag.ms", T.LONG, LONG_MAX, "Longest time a record may stay uncompacted.",
        Range(1), [S("log.cleaner.max.compaction.lag.ms")]),
     _k("max.message.bytes", T.INT, 1024 * 1024 + 12, "Largest record batch size the topic accepts.",
@@ -107,10 +121,14 @@ TOPIC_CONFIG_DEF = ConfigDef([
        "Replicas that must acknowledge an acks=all write for it to succeed.",
        Range(1), [S("min.insync.replicas")]),
     _k("preallocate", T.BOOLEAN, False, "Preallocate segment files on disk when they are created.",
-       None, [S("log.preallocate")]),
-    _k("remote.log.copy.disable", T.BOOLEAN, False, "Stop copying segments to tiered storage."),
-    _k("remote.log.delete.on.disable", T.BOOLEAN, False, "Delete remote data when tiered storage is turned off."),
-    _k("remote.storage.enable", T.BOOLEAN, False, "Enable tiered storage for the topic."),
+       None, [S("log.preallocate")],
+       unsupported="segment files are not preallocated"),
+    _k("remote.log.copy.disable", T.BOOLEAN, False, "Stop copying segments to tiered storage.",
+       unsupported=_TIERED),
+    _k("remote.log.delete.on.disable", T.BOOLEAN, False, "Delete remote data when tiered storage is turned off.",
+       unsupported=_TIERED),
+    _k("remote.storage.enable", T.BOOLEAN, False, "Enable tiered storage for the topic.",
+       unsupported=_TIERED),
     _k("retention.bytes", T.LONG, -1, "Largest size a partition may grow to before old segments are deleted; -1 is unlimited.",
        None, [S("log.retention.bytes")]),
     _k("retention.ms", T.LONG, WEEK_MS, "How long data is kept before old segments are deleted; -1 is unlimited.",
@@ -120,12 +138,14 @@ TOPIC_CONFIG_DEF = ConfigDef([
     _k("segment.index.bytes", T.INT, 10 * 1024 * 1024, "Maximum size of a segment's offset and time index files.",
        Range(4), [S("log.index.size.max.bytes")]),
     _k("segment.jitter.ms", T.LONG, 0, "Random amount subtracted from segment.ms to spread segment rolls.",
-       Range(0), [S("log.roll.jitter.ms"), S("log.roll.jitter.hours", HOUR_MS)]),
+       Range(0), [S("log.roll.jitter.ms"), S("log.roll.jitter.hours", HOUR_MS)],
+       unsupported="segments roll at segment.ms without jitter"),
     _k("segment.ms", T.LONG, WEEK_MS, "Age after which the active segment is rolled even if not full.",
        Range(1), [S("log.roll.ms"), S("log.roll.hours", HOUR_MS)]),
     _k("unclean.leader.election.enable", T.BOOLEAN, False,
        "Allow an out-of-sync replica to become leader as a last resort (may lose data).",
-       None, [S("unclean.leader.election.enable")]),
+       None, [S("unclean.leader.election.enable")],
+       cluster="a single replica has no out-of-sync replica to elect"),
     # Kafka's testing-only override of segment.bytes without the 1 MiB floor.
     _k("internal.segment.bytes", T.INT, None, "Segment size override for tests (no lower bound).",
        Range(1), internal=True),

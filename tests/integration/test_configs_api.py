@@ -112,13 +112,14 @@ def test_describe_unknown_topic_and_foreign_broker(client, broker):
 
 @pytest.mark.timeout(60)
 def test_describe_broker_static_and_default_sources(broker_factory):
-    broker = broker_factory(**{"log.retention.ms": "86400000", "num.io.threads": "4"})
+    broker = broker_factory(**{"log.retention.ms": "86400000", "offset.metadata.max.bytes": "1000"})
     with broker.connect() as client:
         configs = entries(describe(client, BROKER, str(broker.broker.node_id)))
-        io = configs["num.io.threads"]
-        assert (io.value, io.config_source, io.read_only) == ("4", STATIC_BROKER_CONFIG, True)
-        assert [(s.name, s.value, s.source) for s in io.synonyms] == [
-            ("num.io.threads", "4", STATIC_BROKER_CONFIG), ("num.io.threads", "8", DEFAULT_CONFIG)]
+        meta = configs["offset.metadata.max.bytes"]
+        assert (meta.value, meta.config_source, meta.read_only) == ("1000", STATIC_BROKER_CONFIG, True)
+        assert [(s.name, s.value, s.source) for s in meta.synonyms] == [
+            ("offset.metadata.max.bytes", "1000", STATIC_BROKER_CONFIG),
+            ("offset.metadata.max.bytes", "4096", DEFAULT_CONFIG)]
         retention = configs["log.retention.ms"]
         assert (retention.value, retention.config_source, retention.read_only) == ("86400000", STATIC_BROKER_CONFIG, False)
         assert [(s.name, s.source) for s in retention.synonyms] == [

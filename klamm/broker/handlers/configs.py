@@ -56,7 +56,8 @@ def effective_broker_config(static: BrokerConfig, image: Any) -> BrokerConfig:
     known = {name: value for name, value in dynamic.items() if name in BROKER_CONFIG_DEF}
     if not known:
         return static
-    return BrokerConfig.from_properties({**static_properties(static), **known})
+    # Both layers were checked for support when they were set (start-up, AlterConfigs).
+    return BrokerConfig.from_properties({**static_properties(static), **known}, check_support=False)
 
 
 def apply_dynamic_broker_configs(broker: Any, image: Any) -> None:
@@ -166,7 +167,7 @@ class _Describer:
             "is_sensitive": key.sensitive,
             "synonyms": synonyms if self.include_synonyms else [],
             "config_type": key.type.value,
-            "documentation": key.doc if self.include_documentation else None,
+            "documentation": key.documentation if self.include_documentation else None,
         }
 
 
@@ -298,7 +299,7 @@ def _alter_topic(broker: Any, topic: str, set_configs: Mapping[str, str], delete
     # Kafka validates the resulting override set as LogConfig.validate does (unknown names, values).
     broker.controller.alter_topic_configs(
         topic, set_configs, deletes, replace=replace, validate_only=validate_only,
-        validate_config=lambda configs: TopicConfig.resolve(broker.config, configs))
+        validate_config=lambda configs: TopicConfig.validate(broker.config, configs))
 
 
 def _broker_node(broker: Any, name: str) -> int | None:

@@ -1,0 +1,491 @@
+"""Every declared config key is applied or refused, never accepted and ignored (issue 7).
+
+How the walker works
+- Each key declares what klamm does with it, as data next to its declaration
+  (`ConfigKey.support` in klamm/config/broker_keys.py and topic_keys.py):
+  APPLIED, CLUSTER or UNSUPPORTED, with a one-line reason for the last two.
+- APPLIED keys are listed in `APPLIED` below with the pytest node ids of tests
+  that show their effect; the walker imports each test module and checks the test
+  function exists. A broker key that supplies a topic key's default (a synonym,
+  e.g. log.retention.hours for retention.ms) is covered by the topic key's entry
+  plus `test_broker_synonym_sets_topic_default[<broker key>]` here.
+- UNSUPPORTED keys are set to a value other than their default, and klamm must
+  refuse it with a message naming the key: at start-up (`klamm serve` exits 2),
+  and on a running broker by CreateTopics / IncrementalAlterConfigs (topic keys,
+  INVALID_CONFIG) and IncrementalAlterConfigs on the broker (INVALID_REQUEST, as
+  Kafka answers for broker configs since KAFKA-13609).
+- CLUSTER keys concern other brokers; a single node accepts them as Kafka with one
+  broker does (the walker checks a non-default value starts), except where a value
+  cannot be honoured, which start-up refuses (controller.quorum.voters, tested here).
+- A declared key in none of these fails `test_every_declared_key_is_applied_or_refused`.
+
+Keys other helpers are implementing on their branches
+- `PENDING_FROM_OTHER_BRANCHES` lists them with the helper's name. The walker
+  skips them; `test_pending_key_is_covered[<key>]` runs the walker's check for each
+  one and is marked xfail(strict=True). While a key is pending its check fails
+  (no test in APPLIED), which xfail expects. When the lead merges the branch and
+  adds the key's tests to APPLIED, the check passes, and strict xfail turns that
+  XPASS into a failure until the key is also removed from PENDING. So the lead
+  cannot register a key without also taking it out of the pending list.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from klamm.broker.broker import Broker
+from klamm.cli.main import load_config, main
+from klamm.config.broker import BrokerConfig
+from klamm.config.broker_keys import BROKER_CONFIG_DEF
+from klamm.config.definition import ConfigKey, ConfigType, LevelRange, OneOf, Range, Support, format_value
+from klamm.config.errors import ConfigError
+from klamm.config.properties import parse_properties
+from klamm.config.topic import TopicConfig
+from klamm.config.topic_keys import TOPIC_CONFIG_DEF
+from klamm.protocol.errors import ErrorCode
+from klamm.protocol.records import build_batch
+from klamm.testing import EmbeddedBroker, run_broker
+from tests.integration.conftest import CREATE_TOPICS, RawClient, create_topic, fetch, produce
+
+INCREMENTAL_ALTER_CONFIGS, TOPIC, BROKER, SET = 44, 2, 4, 0
+EFFECTS = "tests/unit/test_config_effects.py"
+CONFIG = "tests/unit/test_config.py"
+CLEANER = "tests/unit/test_cleaner.py"
+RETENTION = "tests/unit/test_retention.py"
+STORAGE_LOG = "tests/unit/test_storage_log.py"
+GROUPS = "tests/unit/test_group_coordinator.py"
+CONFIGS_API = "tests/integration/test_configs_api.py"
+HERE = "tests/unit/test_config_coverage.py"
+
+# Applied keys -> tests that show the key changes behaviour.
+APPLIED: dict[str, list[str]] = {
+    # topic keys (their broker synonyms are covered through them)
+    "cleanup.policy": [f"{CLEANER}::test_service_cleans_compacted_partitions_only_and_checkpoints",
+                       f"{RETENTION}::test_compact_only_policy_ignores_time_and_size"],
+    "compression.type": [f"{EFFECTS}::test_topic_compression_type_recompresses"],
+    "delete.retention.ms": [f"{EFFECTS}::test_compaction_config_carries_the_topic_cleaner_settings",
+                            f"{CLEANER}::test_tombstone_survives_first_cleaning_with_a_delete_horizon_then_goes"],
+    "file.delete.delay.ms": [f"{CONFIGS_API}::test_retention_ms_change_deletes_old_segments_in_the_background"],
+    "index.interval.bytes": [f"{EFFECTS}::test_log_config_carries_the_topic_storage_settings",
+                             "tests/unit/test_storage_index.py::test_log_indexes_are_sparse_in_kafka_format"],
+    "max.message.bytes": [f"{CONFIGS_API}::test_max_message_bytes_change_applies_to_produce"],
+    "message.timestamp.type": [f"{EFFECTS}::test_message_timestamp_type_log_append_time_stamps_batches"],
+    "min.cleanable.dirty.ratio": [f"{EFFECTS}::test_compaction_config_carries_the_topic_cleaner_settings",
+                                  f"{CLEANER}::test_dirty_ratio_decides_and_the_dirtiest_log_wins"],
+    "min.compaction.lag.ms": [f"{EFFECTS}::test_compaction_config_carries_the_topic_cleaner_settings",
+                              f"{CLEANER}::test_min_compaction_lag_leaves_young_segments_dirty"],
+    "min.insync.replicas": [f"{EFFECTS}::test_min_insync_replicas_refuses_acks_all"],
+    "retention.bytes": [f"{EFFECTS}::test_log_config_carries_the_topic_storage_settings",
+                        f"{RETENTION}::test_size_retention_deletes_oldest_while_the_excess_covers_them"],
+    "retention.ms": [f"{EFFECTS}::test_log_config_carries_the_topic_storage_settings",
+                     f"{RETENTION}::test_time_retention_deletes_segments_older_than_retention_ms",
+                     f"{CONFIGS_API}::test_retention_ms_change_deletes_old_segments_in_the_background"],
+    "segment.bytes": [f"{EFFECTS}::test_log_config_carries_the_topic_storage_settings",
+                      f"{STORAGE_LOG}::test_round_trip_across_many_segments"],
+    "segment.index.bytes": [f"{EFFECTS}::test_log_config_carries_the_topic_storage_settings",
+                            f"{STORAGE_LOG}::test_roll_when_offset_index_is_full"],
+    "segment.ms": [f"{EFFECTS}::test_log_config_carries_the_topic_storage_settings",
+                   f"{STORAGE_LOG}::test_roll_on_segment_ms_by_record_timestamps"],
+    "internal.segment.bytes": [f"{EFFECTS}::test_log_config_carries_the_topic_storage_settings"],
+    # broker keys
+    "node.id": [f"{EFFECTS}::test_node_id_cluster_id_and_advertised_listener_reach_metadata"],
+    "broker.id": [f"{CONFIG}::test_broker_id_and_node_id"],
+    "cluster.id": [f"{EFFECTS}::test_node_id_cluster_id_and_advertised_listener_reach_metadata",
+                   f"{EFFECTS}::test_log_dirs_hold_the_data",
+                   f"{EFFECTS}::test_cluster_id_that_disagrees_with_the_data_stops_start_up"],
+    "auto.create.topics.enable": [f"{EFFECTS}::test_auto_create_topics_enable_false_creates_nothing"],
+    "max.incremental.fetch.session.cache.slots": [
+        "tests/integration/test_fetch_sessions.py::test_full_cache_answers_sessionless"],
+    "metrics.port": [f"{EFFECTS}::test_metrics_host_and_port_bind_the_endpoint",
+                     "tests/unit/test_metrics.py::test_endpoint_serves_and_stops_with_the_broker"],
+    "metrics.host": [f"{EFFECTS}::test_metrics_host_and_port_bind_the_endpoint"],
+    "listeners": [f"{EFFECTS}::test_node_id_cluster_id_and_advertised_listener_reach_metadata",
+                  f"{HERE}::test_listeners_klamm_cannot_serve_are_refused"],
+    "advertised.listeners": [f"{EFFECTS}::test_node_id_cluster_id_and_advertised_listener_reach_metadata"],
+    "listener.security.protocol.map": [f"{HERE}::test_listeners_klamm_cannot_serve_are_refused"],
+    "socket.request.max.bytes": ["tests/integration/test_bad_input.py::test_frame_over_max_request_size_disconnects"],
+    "connections.max.idle.ms": ["tests/integration/test_connections.py::test_idle_connection_is_closed"],
+    "num.partitions": [f"{EFFECTS}::test_num_partitions_and_default_replication_factor_apply_to_new_topics"],
+    "default.replication.factor": [
+        f"{EFFECTS}::test_num_partitions_and_default_replication_factor_apply_to_new_topics"],
+    "log.dir": [f"{CONFIG}::test_log_dirs_falls_back_to_log_dir", f"{EFFECTS}::test_log_dirs_hold_the_data"],
+    "log.dirs": [f"{EFFECTS}::test_log_dirs_hold_the_data"],
+    "log.retention.check.interval.ms": [
+        f"{CONFIGS_API}::test_retention_ms_change_deletes_old_segments_in_the_background"],
+    "log.cleaner.enable": [f"{EFFECTS}::test_cleaner_enable_false_starts_no_worker"],
+    "log.cleaner.threads": [f"{EFFECTS}::test_cleaner_threads_buffer_and_load_factor"],
+    "log.cleaner.dedupe.buffer.size": [f"{EFFECTS}::test_cleaner_threads_buffer_and_load_factor"],
+    "log.cleaner.io.buffer.load.factor": [f"{EFFECTS}::test_cleaner_threads_buffer_and_load_factor"],
+    "log.cleaner.backoff.ms": [f"{EFFECTS}::test_cleaner_backoff_ms_is_the_idle_sleep"],
+    "log.flush.offset.checkpoint.interval.ms": [f"{EFFECTS}::test_recovery_points_are_checkpointed_every_interval"],
+    "offsets.topic.num.partitions": [f"{EFFECTS}::test_offsets_topic_partitions_and_segment_bytes"],
+    "offsets.topic.segment.bytes": [f"{EFFECTS}::test_offsets_topic_partitions_and_segment_bytes"],
+    "offsets.retention.minutes": [f"{EFFECTS}::test_coordinator_config_follows_broker_config",
+                                  f"{GROUPS}::test_retention_expires_offsets_of_empty_groups"],
+    "offsets.retention.check.interval.ms": [f"{EFFECTS}::test_coordinator_config_follows_broker_config",
+                                            f"{GROUPS}::test_retention_expires_offsets_of_empty_groups"],
+    "offset.metadata.max.bytes": [f"{EFFECTS}::test_coordinator_config_follows_broker_config",
+                                  f"{GROUPS}::test_offset_commit_and_fetch"],
+    "group.initial.rebalance.delay.ms": [f"{EFFECTS}::test_coordinator_config_follows_broker_config",
+                                         f"{GROUPS}::test_initial_rebalance_delay_waits_for_more_members"],
+    "group.min.session.timeout.ms": [f"{EFFECTS}::test_coordinator_config_follows_broker_config",
+                                     f"{GROUPS}::test_invalid_session_timeout_and_group_id"],
+    "group.max.session.timeout.ms": [f"{EFFECTS}::test_coordinator_config_follows_broker_config",
+                                     f"{EFFECTS}::test_group_max_size_and_session_timeout_bounds"],
+    "group.max.size": [f"{EFFECTS}::test_coordinator_config_follows_broker_config",
+                       f"{EFFECTS}::test_group_max_size_and_session_timeout_bounds"],
+    "transaction.state.log.num.partitions": [
+        f"{EFFECTS}::test_transaction_state_topic_partitions_and_segment_bytes"],
+    "transaction.state.log.segment.bytes": [f"{EFFECTS}::test_transaction_state_topic_partitions_and_segment_bytes"],
+    "transaction.max.timeout.ms": [f"{EFFECTS}::test_transaction_max_timeout_ms_bounds_init_producer_id"],
+    "transaction.partition.verification.enable": [f"{EFFECTS}::test_transaction_partition_verification_enable"],
+}
+
+# ------------------------------------------------------------------------------------------------
+# PENDING: keys other helpers are implementing on their branches. When merging a branch, move its
+# keys from here to APPLIED with the node ids of the tests that show their effect (see the module
+# docstring: test_pending_key_is_covered fails while a key is in both). A broker key that supplies a
+# topic key's default (log.flush.interval.ms for flush.ms, ...) needs no APPLIED entry of its own: it is
+# covered through the topic key's, so just remove it from here.
+PENDING_FROM_OTHER_BRANCHES: dict[str, str] = {
+    **dict.fromkeys([
+        "fetch.max.bytes", "queued.max.requests", "queued.max.request.bytes", "socket.send.buffer.bytes",
+        "socket.receive.buffer.bytes", "socket.listen.backlog.size", "max.connections", "max.connections.per.ip",
+        "max.connections.per.ip.overrides", "num.network.threads"], "fetchnet"),
+    **dict.fromkeys([
+        "message.timestamp.after.max.ms", "message.timestamp.before.max.ms", "log.message.timestamp.after.max.ms",
+        "log.message.timestamp.before.max.ms", "max.compaction.lag.ms", "log.cleaner.max.compaction.lag.ms",
+        "compression.gzip.level", "compression.zstd.level", "compression.lz4.level",
+        "log.cleaner.io.max.bytes.per.second"], "produce"),
+    **dict.fromkeys([
+        "log.flush.interval.ms", "flush.ms", "log.flush.scheduler.interval.ms", "flush.messages",
+        "log.flush.interval.messages"], "flush"),
+    **dict.fromkeys([
+        "transactional.id.expiration.ms", "producer.id.expiration.ms", "producer.id.expiration.check.interval.ms",
+        "transaction.remove.expired.transaction.cleanup.interval.ms"], "coord"),
+    # statemem also adds the metadata.log.* snapshot keys; not declared on main, so once its branch
+    # declares them the walker fails until they are listed in APPLIED (or here, under their real names).
+    **dict.fromkeys(["delete.topic.enable", "broker.rack"], "statemem"),
+}
+# ------------------------------------------------------------------------------------------------
+
+DECLARED: list[tuple[str, ConfigKey]] = [("broker", k) for k in BROKER_CONFIG_DEF] + [("topic", k) for k in TOPIC_CONFIG_DEF]
+TOPIC_OF_SYNONYM: dict[str, ConfigKey] = {s.name: key for key in TOPIC_CONFIG_DEF for s in key.synonyms}
+
+
+def _id(kind_key: tuple[str, ConfigKey]) -> str:
+    return f"{kind_key[0]}:{kind_key[1].name}"
+
+
+def missing_test(node_id: str) -> str | None:
+    """None if `node_id` (path::function[params]) names a test function that exists, else why not."""
+    path, _, name = node_id.partition("::")
+    if not Path(path).is_file():
+        return f"{node_id}: no such file"
+    module = importlib.import_module(path.removesuffix(".py").replace("/", "."))
+    function = getattr(module, name.partition("[")[0], None)
+    if not callable(function) or not function.__name__.startswith("test"):
+        return f"{node_id}: no such test"
+    return None
+
+
+def coverage_problem(kind: str, key: ConfigKey) -> str | None:
+    """Why `key` is neither applied with a test showing it nor refused (None: it is one of them)."""
+    if key.support is not Support.APPLIED:
+        return None if key.note else f"{key.name} is {key.support.value} without a reason"
+    if kind == "broker" and key.name in TOPIC_OF_SYNONYM:
+        topic_key = TOPIC_OF_SYNONYM[key.name]
+        problem = coverage_problem("topic", topic_key)
+        return f"{key.name} supplies {topic_key.name}'s default, but: {problem}" if problem else None
+    node_ids = APPLIED.get(key.name)
+    if not node_ids:
+        return f"{key.name} is declared APPLIED but no test in APPLIED shows its effect"
+    problems = [p for p in map(missing_test, node_ids) if p]
+    return "; ".join(problems) or None
+
+
+@pytest.mark.parametrize("kind_key", [kk for kk in DECLARED if kk[1].name not in PENDING_FROM_OTHER_BRANCHES], ids=_id)
+def test_every_declared_key_is_applied_or_refused(kind_key: tuple[str, ConfigKey]) -> None:
+    problem = coverage_problem(*kind_key)
+    assert problem is None, problem
+
+
+@pytest.mark.parametrize("name", sorted(PENDING_FROM_OTHER_BRANCHES))
+@pytest.mark.xfail(strict=True, reason="implemented on another helper's branch; move the key to APPLIED when merging")
+def test_pending_key_is_covered(name: str) -> None:
+    declared = [kk for kk in DECLARED if kk[1].name == name]
+    assert declared, f"{name} is not declared yet"
+    for kind, key in declared:
+        assert name in APPLIED or key.support is not Support.APPLIED, f"{name}: no test in APPLIED yet"
+        problem = coverage_problem(kind, key)
+        assert problem is None, problem
+
+
+def test_registry_names_only_declared_applied_keys() -> None:
+    declared = {key.name: key for _, key in DECLARED}
+    stray = [name for name in APPLIED if name not in declared or declared[name].support is not Support.APPLIED]
+    assert not stray, f"APPLIED lists keys that are not declared as applied: {stray}"
+    assert not set(APPLIED) & set(PENDING_FROM_OTHER_BRANCHES)
+
+
+def test_broker_synonyms_share_their_topic_key_support() -> None:
+    """A broker default of a topic key is applied or refused exactly as the topic key is."""
+    mismatched = [(name, BROKER_CONFIG_DEF[name].support, key.support) for name, key in TOPIC_OF_SYNONYM.items()
+                  if BROKER_CONFIG_DEF[name].support is not key.support]
+    assert not mismatched
+
+
+def test_the_walker_can_fail() -> None:
+    """An applied key without a registered test, or with a test that does not exist, is reported."""
+    bare = ConfigKey("made.up.key", ConfigType.INT, 1, BROKER_CONFIG_DEF["num.partitions"].importance, "doc")
+    assert "no test in APPLIED" in coverage_problem("broker", bare)
+    APPLIED["made.up.key"] = [f"{EFFECTS}::test_that_does_not_exist"]
+    try:
+        assert "no such test" in coverage_problem("broker", bare)
+    finally:
+        del APPLIED["made.up.key"]
+
+
+# -- non-default values ---------------------------------------------------------------------------
+
+
+def non_default(key: ConfigKey) -> str:
+    """A valid raw value other than the key's default (and other than what an unsupported key accepts)."""
+    for raw in _candidates(key):
+        try:
+            value = key.parse(raw)
+        except ConfigError:
+            continue
+        if key.refusal(value) is not None or (key.support is not Support.UNSUPPORTED and value != key.default):
+            return raw
+    raise AssertionError(f"no non-default sample value for {key.name}")
+
+
+def _candidates(key: ConfigKey) -> Iterator[str]:
+    if isinstance(key.validator, OneOf):
+        yield from key.validator.options
+    if key.type is ConfigType.BOOLEAN:
+        yield "false" if key.default else "true"
+    if key.type in (ConfigType.INT, ConfigType.SHORT, ConfigType.LONG):
+        base = key.default if isinstance(key.default, int) else 0
+        low = key.validator.min if isinstance(key.validator, (Range, LevelRange)) else None
+        for value in (base + 1, base - 1, low, 1, 1000):
+            if value is not None:
+                yield str(value)
+    if key.type is ConfigType.DOUBLE:
+        yield from ("0.25", "1000.0")
+    if key.type in (ConfigType.STRING, ConfigType.CLASS):
+        yield "com.example.NotInKlamm"
+    if key.type is ConfigType.LIST:
+        yield "x"
+
+
+# -- UNSUPPORTED keys are refused -------------------------------------------------------------------
+
+UNSUPPORTED_BROKER = [k for k in BROKER_CONFIG_DEF if k.support is Support.UNSUPPORTED]
+UNSUPPORTED_TOPIC = [k for k in TOPIC_CONFIG_DEF if k.support is Support.UNSUPPORTED]
+
+
+def _assert_clear(message: str | None, key: ConfigKey) -> None:
+    assert message is not None and key.name in message and key.note in message, message
+
+
+@pytest.mark.parametrize("key", UNSUPPORTED_BROKER, ids=lambda k: k.name)
+def test_unsupported_broker_key_is_refused_at_start_up(key: ConfigKey, capsys, tmp_path) -> None:
+    raw = non_default(key)
+    with pytest.raises(ConfigError) as refused:
+        BrokerConfig.from_properties({key.name: raw})
+    _assert_clear(str(refused.value), key)
+    # the default, and what the key also accepts, start
+    for ok in (key.default, *key.accepts):
+        if ok is not None:
+            BrokerConfig.from_properties({key.name: format_value(key.type, ok)})
+    # klamm serve: exit code 2 and the reason on stderr
+    assert main(["serve", "--override", f"log.dirs={tmp_path}", "--override", f"{key.name}={raw}"]) == 2
+    _assert_clear(capsys.readouterr().err, key)
+
+
+@pytest.mark.parametrize("key", UNSUPPORTED_TOPIC, ids=lambda k: k.name)
+def test_unsupported_topic_key_is_refused_by_validation(key: ConfigKey) -> None:
+    with pytest.raises(ConfigError) as refused:
+        TopicConfig.validate(BrokerConfig.from_properties({}), {key.name: non_default(key)})
+    _assert_clear(str(refused.value), key)
+    TopicConfig.validate(BrokerConfig.from_properties({}), {key.name: format_value(key.type, key.default)})
+
+
+@pytest.fixture(scope="module")
+def running() -> Iterator[EmbeddedBroker]:
+    with run_broker() as b:
+        yield b
+
+
+@pytest.fixture
+def client(running: EmbeddedBroker) -> Iterator[RawClient]:
+    with RawClient(running.port) as c:
+        yield c
+
+
+def incremental_set(client: RawClient, resource_type: int, name: str, key: str, value: str) -> Any:
+    response = client.request(INCREMENTAL_ALTER_CONFIGS, 1, {"validate_only": False, "resources": [
+        {"resource_type": resource_type, "resource_name": name,
+         "configs": [{"name": key, "config_operation": SET, "value": value}]}]})
+    return response.responses[0]
+
+
+@pytest.mark.parametrize("key", UNSUPPORTED_TOPIC, ids=lambda k: k.name)
+def test_unsupported_topic_key_is_refused_by_create_topics_and_alter_configs(key: ConfigKey, client) -> None:
+    raw = non_default(key)
+    response = client.request(CREATE_TOPICS, 7, {"timeout": 10_000, "topics": [
+        {"name": f"refused-{key.name}", "num_partitions": 1, "replication_factor": 1,
+         "configs": [{"name": key.name, "value": raw}]}]})
+    [created] = response.topics
+    assert created.error_code == ErrorCode.invalid_config
+    _assert_clear(created.error_message, key)
+    create_topic(client, f"altered-{key.name}")
+    altered = incremental_set(client, TOPIC, f"altered-{key.name}", key.name, raw)
+    assert altered.error_code == ErrorCode.invalid_config
+    _assert_clear(altered.error_message, key)
+
+
+@pytest.mark.parametrize("key", UNSUPPORTED_BROKER, ids=lambda k: k.name)
+def test_unsupported_broker_key_is_refused_by_alter_configs(key: ConfigKey, client, running) -> None:
+    for resource in ("", str(running.broker.node_id)):
+        altered = incremental_set(client, BROKER, resource, key.name, non_default(key))
+        assert altered.error_code == ErrorCode.invalid_request
+        assert key.name in altered.error_message
+
+
+# -- CLUSTER keys: accepted as Kafka with one broker accepts them, unless a node cannot honour them ---
+
+CHECKED_AT_START_UP = {"controller.quorum.voters"}
+
+
+@pytest.mark.parametrize("key", [k for k in BROKER_CONFIG_DEF if k.support is Support.CLUSTER
+                                 and k.name not in CHECKED_AT_START_UP], ids=lambda k: k.name)
+def test_cluster_key_is_accepted_on_a_single_node(key: ConfigKey) -> None:
+    raw = non_default(key)
+    assert BrokerConfig.from_properties({key.name: raw}).value_of(key.name) == key.parse(raw)
+
+
+@pytest.mark.parametrize("key", [k for k in TOPIC_CONFIG_DEF if k.support is Support.CLUSTER], ids=lambda k: k.name)
+def test_cluster_topic_key_is_accepted_on_a_single_node(key: ConfigKey) -> None:
+    raw = non_default(key)
+    assert TopicConfig.validate(BrokerConfig.from_properties({}), {key.name: raw}).value_of(key.name) == key.parse(raw)
+
+
+def test_controller_quorum_may_list_only_this_node() -> None:
+    assert BrokerConfig.from_properties({"node.id": "3", "controller.quorum.voters": "3@localhost:9093"})
+    with pytest.raises(ConfigError, match="only node 3 may be a voter"):
+        BrokerConfig.from_properties({"node.id": "3", "controller.quorum.voters": "3@a:9093,4@b:9093"})
+    with pytest.raises(ConfigError, match="id@host:port"):
+        BrokerConfig.from_properties({"controller.quorum.voters": "localhost:9093"})
+
+
+def test_listeners_klamm_cannot_serve_are_refused() -> None:
+    with pytest.raises(ConfigError, match="listener PLAINTEXT uses SSL, but klamm serves PLAINTEXT only"):
+        BrokerConfig.from_properties({"listener.security.protocol.map": "PLAINTEXT:SSL"})
+    with pytest.raises(ConfigError, match="listener SSL uses SSL"):
+        BrokerConfig.from_properties({"listeners": "SSL://:9093"})
+    with pytest.raises(ConfigError, match="No security protocol defined for listener CLIENT"):
+        BrokerConfig.from_properties({"listeners": "CLIENT://:9092"})
+    with pytest.raises(ConfigError, match="EXTERNAL would not be bound"):
+        BrokerConfig.from_properties({"listeners": "PLAINTEXT://:9092,EXTERNAL://:9094",
+                                      "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,EXTERNAL:PLAINTEXT"})
+    with pytest.raises(ConfigError, match="CONTROLLER is a controller listener"):
+        BrokerConfig.from_properties({"listeners": "CONTROLLER://:9093,PLAINTEXT://:9092",
+                                      "controller.listener.names": "CONTROLLER",
+                                      "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT"})
+    named = BrokerConfig.from_properties({"listeners": "CLIENT://127.0.0.1:9092",
+                                          "listener.security.protocol.map": "CLIENT:PLAINTEXT"})
+    assert named.listeners == ["CLIENT://127.0.0.1:9092"]
+
+
+# -- broker synonyms supply topic defaults ----------------------------------------------------------
+
+APPLIED_SYNONYMS = [name for name in TOPIC_OF_SYNONYM if BROKER_CONFIG_DEF[name].support is Support.APPLIED
+                    and name not in PENDING_FROM_OTHER_BRANCHES]
+
+
+@pytest.mark.parametrize("name", APPLIED_SYNONYMS)
+def test_broker_synonym_sets_topic_default(name: str) -> None:
+    key, topic_key = BROKER_CONFIG_DEF[name], TOPIC_OF_SYNONYM[name]
+    raw = non_default(key)
+    scale = next(s.scale for s in topic_key.synonyms if s.name == name)
+    expected = key.parse(raw) * scale if scale != 1 else key.parse(raw)
+    topic = TopicConfig.resolve(BrokerConfig.from_properties({name: raw}), {})
+    assert topic.value_of(topic_key.name) == expected
+    assert TopicConfig.resolve(BrokerConfig.from_properties({}), {}).value_of(topic_key.name) != expected
+
+
+# -- Kafka's stock config/server.properties starts klamm ------------------------------------------
+
+# The settings of Kafka 4.0's config/server.properties (a combined broker and controller), comments left out.
+KAFKA_SERVER_PROPERTIES = """\
+process.roles=broker,controller
+node.id=1
+controller.quorum.bootstrap.servers=localhost:9093
+listeners=PLAINTEXT://:9092,CONTROLLER://:9093
+inter.broker.listener.name=PLAINTEXT
+advertised.listeners=PLAINTEXT://localhost:9092,CONTROLLER://localhost:9093
+controller.listener.names=CONTROLLER
+listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL
+num.network.threads=3
+num.io.threads=8
+socket.send.buffer.bytes=102400
+socket.receive.buffer.bytes=102400
+socket.request.max.bytes=104857600
+log.dirs=/tmp/kraft-combined-logs
+num.partitions=1
+num.recovery.threads.per.data.dir=1
+offsets.topic.replication.factor=1
+share.coordinator.state.topic.replication.factor=1
+share.coordinator.state.topic.min.isr=1
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+log.retention.hours=168
+log.segment.bytes=1073741824
+log.retention.check.interval.ms=300000
+"""
+
+
+def test_kafka_stock_server_properties_start_klamm(tmp_path) -> None:
+    path = tmp_path / "server.properties"
+    path.write_text(KAFKA_SERVER_PROPERTIES)
+    as_shipped = load_config(path, [])  # the file exactly as Kafka ships it passes every check
+    assert as_shipped.listeners[0] == "PLAINTEXT://:9092" and as_shipped.num_recovery_threads_per_data_dir == 1
+    # started on a free loopback port and a temporary directory, everything else as shipped
+    config = load_config(path, [("log.dirs", str(tmp_path / "data")),
+                                ("listeners", "PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:0"),
+                                ("advertised.listeners", "PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:0")])
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    broker = Broker(config)
+    try:
+        asyncio.run_coroutine_threadsafe(broker.start(), loop).result(30)
+        with RawClient(broker.port) as client:
+            create_topic(client, "from-stock-config")
+            assert produce(client, "from-stock-config", build_batch([(b"k", b"v")])).error_code == 0
+            assert fetch(client, "from-stock-config", 0).high_watermark == 1
+    finally:
+        asyncio.run_coroutine_threadsafe(broker.stop(), loop).result(30)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join()
+        loop.close()
+
+
+def test_describe_configs_documents_why_a_key_is_not_applied() -> None:
+    entries = {e.name: e for e in BrokerConfig.from_properties({}).describe()}
+    assert entries["num.io.threads"].documentation == (
+        "Threads processing requests. klamm: not supported: requests are handled on the event loop; "
+        "there is no I/O thread pool.")
+    assert "klamm: accepted, no effect on a single node: follower replication" in \
+        entries["replica.fetch.max.bytes"].documentation
+    assert entries["num.partitions"].documentation == BROKER_CONFIG_DEF["num.partitions"].doc
