@@ -270,8 +270,8 @@ _TRANSACTIONS = [
     _k("transaction.max.timeout.ms", T.INT, 15 * 60 * 1000, H, "Largest transaction timeout a producer may ask for.",
        Range(1)),
     _k("transaction.abort.timed.out.transaction.cleanup.interval.ms", T.INT, 10000, L,
-       "How often timed-out transactions are aborted.", Range(1),
-       unsupported="each transaction is aborted by its own timer when its timeout passes, not by a periodic scan"),
+       "klamm: the longest backoff between retries of a timed-out transaction's abort (each transaction is "
+       "aborted by its own timer when its timeout passes).", Range(1)),
     _k("transaction.remove.expired.transaction.cleanup.interval.ms", T.INT, HOUR_MS, L,
        "How often expired transactional ids are removed.", Range(1)),
     _k("transaction.partition.verification.enable", T.BOOLEAN, True, L,

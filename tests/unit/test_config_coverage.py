@@ -63,6 +63,7 @@ STORAGE_LOG = "tests/unit/test_storage_log.py"
 GROUPS = "tests/unit/test_group_coordinator.py"
 CONFIGS_API = "tests/integration/test_configs_api.py"
 HERE = "tests/unit/test_config_coverage.py"
+EXPIRY = "tests/integration/test_state_expiration.py"
 
 # Applied keys -> tests that show the key changes behaviour.
 APPLIED: dict[str, list[str]] = {
@@ -146,6 +147,15 @@ APPLIED: dict[str, list[str]] = {
     "transaction.state.log.segment.bytes": [f"{EFFECTS}::test_transaction_state_topic_partitions_and_segment_bytes"],
     "transaction.max.timeout.ms": [f"{EFFECTS}::test_transaction_max_timeout_ms_bounds_init_producer_id"],
     "transaction.partition.verification.enable": [f"{EFFECTS}::test_transaction_partition_verification_enable"],
+    "transactional.id.expiration.ms": [f"{EXPIRY}::test_transactional_ids_expire_and_stay_gone_after_restart",
+                                       "tests/unit/test_transactions.py::test_idle_transactional_ids_expire_with_tombstones"],
+    "transaction.remove.expired.transaction.cleanup.interval.ms": [
+        f"{EXPIRY}::test_transactional_ids_expire_and_stay_gone_after_restart"],
+    "producer.id.expiration.ms": [f"{EXPIRY}::test_idle_producer_ids_expire",
+                                  "tests/unit/test_storage_producer_state.py::test_idle_producers_expire_by_their_last_batch_timestamp"],
+    "producer.id.expiration.check.interval.ms": [f"{EXPIRY}::test_idle_producer_ids_expire"],
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": [
+        "tests/integration/test_coordinator_failures.py::test_failed_timeout_abort_is_retried_until_the_lso_moves"],
 }
 
 # ------------------------------------------------------------------------------------------------
@@ -167,9 +177,6 @@ PENDING_FROM_OTHER_BRANCHES: dict[str, str] = {
     **dict.fromkeys([
         "log.flush.interval.ms", "flush.ms", "log.flush.scheduler.interval.ms", "flush.messages",
         "log.flush.interval.messages"], "flush"),
-    **dict.fromkeys([
-        "transactional.id.expiration.ms", "producer.id.expiration.ms", "producer.id.expiration.check.interval.ms",
-        "transaction.remove.expired.transaction.cleanup.interval.ms"], "coord"),
     # statemem also adds the metadata.log.* snapshot keys; not declared on main, so once its branch
     # declares them the walker fails until they are listed in APPLIED (or here, under their real names).
     **dict.fromkeys(["delete.topic.enable", "broker.rack"], "statemem"),
