@@ -1,8 +1,11 @@
 """One partition hosted by this broker: its log, leader epoch and high watermark.
 
-The produce path validates batches from their headers alone (magic, sizes,
-CRC32C), recompresses only when the topic's compression.type differs from the
-batch's, and hands the bytes to the log, which assigns offsets in place.
+The produce path validates batches from their headers (magic, sizes,
+CRC32C), decodes records only when the header cannot vouch for them
+(klamm.broker.validation: compacted topics, unreal or out-of-bounds timestamps),
+recompresses only when the topic's compression.type differs from the batch's
+(at its compression.<codec>.level), and hands the bytes to the log, which
+assigns offsets in place.
 Transactional batches are accepted only once the transaction coordinator
 knows the partition is in the producer's transaction (`verify_txn`); markers
 are appended by the coordinator (`append_marker`). The last stable offset is
@@ -18,16 +21,19 @@ import asyncio
 import time
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from klamm.config.topic import TopicConfig
 from klamm.protocol import batch as batches
-from klamm.protocol.batch import BatchHeader, InvalidBatch, TruncatedBatch, UnsupportedMagic
+from klamm.broker.validation import RecordRules, needs_records, validate_records
+from klamm.protocol.batch import BatchHeader, InvalidBatch, TruncatedBatch, UnsupportedMagic, set_max_timestamp
 from klamm.protocol.errors import ErrorCode, KafkaError
 from klamm.protocol.records import ControlRecordType, build_control_batch
 from klamm.storage.log import AppendResult, Log, LogConfig, ReadResult, fsync_segments
 from klamm.storage.txn_index import AbortedTxn
 
 _CODECS = {"uncompressed": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+_LEVEL_KEYS = {"gzip": "compression.gzip.level", "lz4": "compression.lz4.level", "zstd": "compression.zstd.level"}
 
 
 def log_config(config: TopicConfig) -> LogConfig:
@@ -91,7 +97,12 @@ class Partition:
         buf, headers = self._validate(records)
         if verify_txn is not None and headers[0].is_transactional:
             verify_txn(headers[0])
+        buf, headers = prepare_batches(buf, headers, self.batch_rules(), self._time_ms())
         return self._append(buf, headers)
+
+    def batch_rules(self) -> BatchRules:
+        """What the topic demands of a produced batch beyond its header (records, codec)."""
+        return BatchRules.of(self.topic, self.index, self.config)
 
     def append_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int,
                       control: ControlRecordType) -> AppendResult:
@@ -146,26 +157,7 @@ class Partition:
                 raise KafkaError(ErrorCode.corrupt_message, "record batch CRC mismatch")
             if header.is_control:
                 raise KafkaError(ErrorCode.invalid_record, "clients may not write control batches")
-        if self.config.compact:
-            self._check_keys(buf, headers)
-        target = _CODECS.get(self.config.compression_type)
-        if target is not None and any(h.compression != target for h in headers):
-            buf, headers = _recompress(buf, headers, target)
         return buf, headers
-
-    def _check_keys(self, buf: bytearray, headers: list[BatchHeader]) -> None:
-        """Kafka's LogValidator: a compacted topic refuses keyless records. Only compacted topics
-        pay for decoding (and decompressing) here; the others keep the header-only path."""
-        from klamm.protocol.records import decode_batch
-
-        reason = f"Compacted topic cannot accept message without key in topic partition {self.topic}-{self.index}."
-        keyless = [(index, reason) for header in headers
-                   for index, record in enumerate(decode_batch(buf, header.position)[1]) if record.key is None]
-        if keyless:
-            shown = ", ".join(f"RecordError(batchIndex={i}, message='{m}')" for i, m in keyless[:3])
-            raise KafkaError(ErrorCode.invalid_record,
-                             f"One or more records have been rejected due to {len(keyless)} record errors in total, "
-                             f"and only showing the first three errors at most: [{shown}]", keyless)
 
     def read(self, offset: int, max_bytes: int, *, read_committed: bool, min_one: bool) -> ReadResult:
         limit = self.last_stable_offset if read_committed else self.high_watermark
@@ -186,11 +178,51 @@ class Partition:
                     future.set_result(None)
 
 
-def _recompress(buf: bytearray, headers: list[BatchHeader], codec: int) -> tuple[bytearray, list[BatchHeader]]:
+@dataclass(frozen=True)
+class BatchRules:
+    """A topic's record rules and final codec: what prepare_batches needs, safe to hand to a thread."""
+
+    records: RecordRules
+    codec: int | None  # compression.type as a codec; None for "producer"
+    level: int | None  # compression.<codec>.level; None for the codec's default
+
+    @classmethod
+    def of(cls, topic: str, index: int, config: TopicConfig) -> BatchRules:
+        codec = _CODECS.get(config.compression_type)
+        level_key = _LEVEL_KEYS.get(config.compression_type)
+        return cls(RecordRules.of(topic, index, config), codec,
+                   config.value_of(level_key) if level_key is not None else None)
+
+    def is_costly(self, headers: list[BatchHeader], now_ms: int) -> bool:
+        """Whether prepare_batches decodes or recompresses anything (else it returns at once)."""
+        return any(self._recompresses(h) or needs_records(h, self.records, now_ms) for h in headers)
+
+    def _recompresses(self, header: BatchHeader) -> bool:
+        return self.codec is not None and header.compression != self.codec
+
+
+def prepare_batches(buf: bytearray, headers: list[BatchHeader], rules: BatchRules,
+                    now_ms: int) -> tuple[bytearray, list[BatchHeader]]:
+    """Record-level validation (when the header cannot vouch for the batch) and recompression.
+
+    Touches only its arguments, so it may run in a worker thread; raises KafkaError.
+    """
+    for header in headers:
+        if needs_records(header, rules.records, now_ms):
+            max_timestamp = validate_records(buf, header, rules.records, now_ms)
+            if not rules.records.log_append_time:
+                set_max_timestamp(buf, header, max_timestamp)
+    if any(rules._recompresses(h) for h in headers):
+        buf, headers = _recompress(buf, headers, rules.codec, rules.level)  # type: ignore[arg-type]
+    return buf, headers
+
+
+def _recompress(buf: bytearray, headers: list[BatchHeader], codec: int,
+                level: int | None) -> tuple[bytearray, list[BatchHeader]]:
     from klamm.protocol.records import recompress_batch
 
     out = bytearray()
     for header in headers:
         out += buf[header.position: header.position + header.size] if header.compression == codec \
-            else recompress_batch(buf, header, codec)
+            else recompress_batch(buf, header, codec, level)
     return out, batches.split_batches(out)
