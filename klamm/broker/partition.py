@@ -40,7 +40,7 @@ def log_config(config: TopicConfig) -> LogConfig:
     """The storage view of a topic's configuration."""
     return LogConfig(
         segment_bytes=config.effective_segment_bytes,
-        segment_ms=config.segment_ms,
+        segment_ms=config.max_segment_ms,  # segment.ms, capped by max.compaction.lag.ms when compacted
         index_interval_bytes=config.index_interval_bytes,
         segment_index_bytes=config.segment_index_bytes,
         flush_messages=config.flush_messages,
