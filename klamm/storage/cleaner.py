@@ -74,6 +74,7 @@ from klamm.storage.checkpoint import CorruptCheckpoint, fsync_dir, read_offset_c
 from klamm.storage.config import LogConfig
 from klamm.storage.offset_map import OffsetMap
 from klamm.storage.segment import INDEX_SUFFIX, INT32_MAX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment, file_name
+from klamm.storage.throttler import Throttler
 from klamm.storage.txn_index import AbortedTxn
 
 if TYPE_CHECKING:
@@ -310,8 +311,10 @@ class CleanResult:
 class Cleaner:
     """One cleaner thread's state: its offset map and counters (read by metrics)."""
 
-    def __init__(self, dedupe_buffer_bytes: int, load_factor: float = 0.9) -> None:
+    def __init__(self, dedupe_buffer_bytes: int, load_factor: float = 0.9, throttler: Throttler | None = None) -> None:
         self.offset_map = OffsetMap(dedupe_buffer_bytes, load_factor)
+        # log.cleaner.io.max.bytes.per.second: reads and writes count, as in Kafka's cleaner
+        self.throttler = throttler or Throttler(float("inf"))
         self._stop = threading.Event()
         # Counters since start, for a metrics module.
         self.runs = 0
@@ -380,6 +383,7 @@ class Cleaner:
         offset_map = self.offset_map
         for data in _batches(source.fd, source.size):
             self._check_stop()
+            self.throttler.maybe_throttle(len(data))
             header = read_batch_header(data)
             if header.is_control:
                 txns.on_control(header, data)
@@ -409,6 +413,7 @@ class Cleaner:
             for source in group:
                 for data in _batches(source.fd, source.size):
                     self._check_stop()
+                    self.throttler.maybe_throttle(len(data))
                     self.bytes_read += len(data)
                     kept = self._filter_batch(plan, data, txns)
                     if kept is None:
@@ -418,9 +423,11 @@ class Cleaner:
                     out += kept
                     if len(out) >= _WRITE_CHUNK:
                         cleaned.append(out, headers)
+                        self.throttler.maybe_throttle(len(out))
                         out, headers = bytearray(), []
             if out:
                 cleaned.append(out, headers)
+                self.throttler.maybe_throttle(len(out))
             self.bytes_written += cleaned.size
             cleaned.on_become_inactive()
             cleaned.flush()
