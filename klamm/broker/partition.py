@@ -20,12 +20,13 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from klamm.broker.validation import RecordRules, needs_records, validate_records
 from klamm.config.topic import TopicConfig
 from klamm.protocol import batch as batches
-from klamm.broker.validation import RecordRules, needs_records, validate_records
 from klamm.protocol.batch import BatchHeader, InvalidBatch, TruncatedBatch, UnsupportedMagic, set_max_timestamp
 from klamm.protocol.errors import ErrorCode, KafkaError
 from klamm.protocol.records import ControlRecordType, build_control_batch
@@ -33,6 +34,10 @@ from klamm.storage.log import AppendResult, Log, LogConfig, ReadResult, fsync_se
 from klamm.storage.txn_index import AbortedTxn
 
 _CODECS = {"uncompressed": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+# Batches at least this big have their record checks and recompression done in a worker
+# thread. Measured (one core): decoding a compacted topic's batch costs ~27 us/KiB, an
+# executor round trip ~85 us; at 16 KiB the work (~450 us) is 5x the hand-off.
+OFFLOAD_MIN_BYTES = 16 * 1024
 _LEVEL_KEYS = {"gzip": "compression.gzip.level", "lz4": "compression.lz4.level", "zstd": "compression.zstd.level"}
 
 
@@ -64,6 +69,9 @@ class Partition:
         self.high_watermark = log.log_end_offset
         self._time_ms = time_ms or (lambda: int(time.time() * 1000))
         self._waiters: set[asyncio.Future[None]] = set()
+        # Appends waiting for an earlier one (prepared in a worker thread) to go first: (prepared, result).
+        self._queue: deque[tuple[asyncio.Future[tuple[bytearray, list[BatchHeader]]],
+                                 asyncio.Future[AppendResult]]] = deque()
 
     def become_leader(self, leader_epoch: int) -> None:
         """Start a leader epoch: later appends carry it, and the epoch cache records where it began."""
@@ -93,6 +101,7 @@ class Partition:
         """Validate and append one produce request's records; raises KafkaError.
 
         `verify_txn` checks a transactional batch against the producer's transaction.
+        Inline, for callers without an event loop; the produce handler uses `submit`.
         """
         buf, headers = self._validate(records)
         if verify_txn is not None and headers[0].is_transactional:
@@ -103,6 +112,54 @@ class Partition:
     def batch_rules(self) -> BatchRules:
         """What the topic demands of a produced batch beyond its header (records, codec)."""
         return BatchRules.of(self.topic, self.index, self.config)
+
+    def submit(self, records: bytes | bytearray | memoryview,
+               verify_txn: Callable[[BatchHeader], None] | None = None) -> AppendResult | asyncio.Future[AppendResult]:
+        """Append, as `append` does, or return a future when the append has to wait.
+
+        Header checks run now. A batch whose record checks or recompression are costly
+        (OFFLOAD_MIN_BYTES and up) is prepared in a worker thread; later appends to this
+        partition queue behind it, so a partition's appends keep the order of their
+        submit calls (a connection's pipelined requests, the requests of several
+        connections). Must be called on the event loop thread.
+        """
+        buf, headers = self._validate(records)
+        if verify_txn is not None and headers[0].is_transactional:
+            verify_txn(headers[0])
+        rules, now = self.batch_rules(), self._time_ms()
+        offload = len(buf) >= OFFLOAD_MIN_BYTES and rules.is_costly(headers, now)
+        if not offload and not self._queue:
+            return self._append(*prepare_batches(buf, headers, rules, now))
+        loop = asyncio.get_running_loop()
+        if offload:
+            prepared = loop.run_in_executor(None, prepare_batches, buf, headers, rules, now)
+        else:
+            prepared = loop.create_future()
+            try:
+                prepared.set_result(prepare_batches(buf, headers, rules, now))
+            except KafkaError as exc:
+                prepared.set_exception(exc)
+        result: asyncio.Future[AppendResult] = loop.create_future()
+        self._queue.append((prepared, result))
+        prepared.add_done_callback(lambda _: self._drain_queue())
+        return result
+
+    def _drain_queue(self) -> None:
+        """Append every prepared batch at the head of the queue, in order."""
+        while self._queue and self._queue[0][0].done():
+            prepared, result = self._queue.popleft()
+            if prepared.cancelled():  # the executor shut down
+                result.cancel()
+                continue
+            try:
+                appended = self._append(*prepared.result())
+            except Exception as exc:  # a KafkaError, or a failed write: that request's answer
+                if not result.done():
+                    result.set_exception(exc)
+                continue
+            # appended even if the request was given up meanwhile, like an append done inline
+            if not result.done():
+                result.set_result(appended)
 
     def append_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int,
                       control: ControlRecordType) -> AppendResult:
