@@ -73,6 +73,7 @@ class Partition:
         self.high_watermark = log.log_end_offset
         self._time_ms = time_ms or (lambda: int(time.time() * 1000))
         self._waiters: set[asyncio.Future[None]] = set()
+        self._rules: tuple[TopicConfig, BatchRules] | None = None
         # Appends waiting for an earlier one (prepared in a worker thread) to go first: (prepared, result).
         self._queue: deque[tuple[asyncio.Future[tuple[bytearray, list[BatchHeader]]],
                                  asyncio.Future[AppendResult]]] = deque()
@@ -115,7 +116,9 @@ class Partition:
 
     def batch_rules(self) -> BatchRules:
         """What the topic demands of a produced batch beyond its header (records, codec)."""
-        return BatchRules.of(self.topic, self.index, self.config)
+        if self._rules is None or self._rules[0] is not self.config:  # a new config object on every change
+            self._rules = (self.config, BatchRules.of(self.topic, self.index, self.config))
+        return self._rules[1]
 
     def submit(self, records: bytes | bytearray | memoryview,
                verify_txn: Callable[[BatchHeader], None] | None = None) -> AppendResult | asyncio.Future[AppendResult]:

@@ -93,3 +93,13 @@ def test_max_compaction_lag_does_not_roll_a_delete_topic(tmp_path):
     p.append(build_batch([(b"a", b"1")], timestamp_ms=NOW))
     p.append(build_batch([(b"a", b"2")], timestamp_ms=NOW + 5000))
     assert len(p.log.segments) == 1
+
+
+def test_a_config_change_applies_to_the_next_append(tmp_path):
+    p = partition(tmp_path, {"compression.type": "gzip", "compression.gzip.level": "1"})
+    p.append(compressible())
+    p.config = TopicConfig.resolve(BrokerConfig.from_properties({}),
+                                   {"compression.type": "gzip", "compression.gzip.level": "9"})
+    p.append(compressible())
+    first, second = split_batches(p.log.read_bytes(0, 1 << 24))
+    assert second.size < first.size
