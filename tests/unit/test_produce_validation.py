@@ -11,6 +11,8 @@ import time
 import uuid
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from klamm.broker.partition import Partition
 from klamm.config.broker import BrokerConfig
@@ -18,7 +20,14 @@ from klamm.config.topic import TopicConfig
 from klamm.protocol.batch import ATTR_TIMESTAMP_TYPE, crc_ok, read_batch_header, split_batches
 from klamm.protocol.compression import Compression, compress
 from klamm.protocol.errors import ErrorCode, KafkaError
-from klamm.protocol.records import NewRecord, assemble_batch, build_batch, decode_batch, encode_record
+from klamm.protocol.records import (
+    NewRecord,
+    assemble_batch,
+    build_batch,
+    decode_batch,
+    encode_record,
+    record_key_presence,
+)
 from klamm.storage.log import Log, LogConfig
 from klamm.storage.retention import RetentionPolicy, enforce_retention
 
@@ -201,3 +210,29 @@ def test_compacted_topic_reports_key_and_timestamp_errors_together(tmp_path):
     assert error.value.code == ErrorCode.invalid_timestamp
     assert [i for i, _ in error.value.record_errors] == [0, 1]
     assert error.value.record_errors[0][1] == "Compacted topic cannot accept message without key in topic partition t-0."
+
+
+# -- the compacted topics' key scan agrees with the full decoder --------------------------------
+
+_nullable = st.none() | st.binary(max_size=50)
+_records = st.lists(st.builds(NewRecord, key=_nullable, value=_nullable,
+                              headers=st.lists(st.tuples(st.text(max_size=8), _nullable), max_size=3),
+                              timestamp=st.none() | st.integers(-1, 2**40)), min_size=1, max_size=20)
+
+
+@settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow])
+@given(records=_records, flips=st.lists(st.tuples(st.integers(0, 10_000), st.integers(1, 255)), max_size=3))
+def test_key_scan_matches_decode_batch_and_refuses_what_it_refuses(records, flips):
+    data = bytearray(build_batch(records, timestamp_ms=NOW))
+    for position, xor in flips:  # corrupt the records section (after the 61-byte header)
+        data[61 + position % max(len(data) - 61, 1)] ^= xor
+    header = read_batch_header(data)
+    try:
+        decoded = [(r.offset, r.timestamp, r.key is not None) for r in decode_batch(data)[1]]
+    except KafkaError:
+        decoded = None
+    try:
+        scanned = record_key_presence(data, header)
+    except KafkaError:
+        scanned = None
+    assert scanned == decoded
