@@ -132,3 +132,20 @@ def test_small_or_cheap_batches_append_inline(tmp_path, threads):
 
     asyncio.run(run())
     assert threads == [threading.main_thread().name] * 2
+
+
+def test_a_request_given_up_while_queued_still_appends_and_does_not_block(tmp_path):
+    """A connection that closes cancels its handler: the batch was accepted, so it is appended
+    (as an inline append would have been) and the appends behind it go on."""
+    p = make(tmp_path, {"cleanup.policy": "compact"})
+
+    async def run():
+        first = p.submit(big("a"))
+        waiter = asyncio.ensure_future(first)
+        await asyncio.sleep(0)
+        waiter.cancel()  # the handler awaiting it goes away
+        second = p.submit(small("b"))
+        return await second
+
+    assert asyncio.run(run()).first_offset == OFFLOAD_MIN_BYTES // 100 + 1
+    assert keys(p)[0] == b"a-0" and keys(p)[-1] == b"b"
