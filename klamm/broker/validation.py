@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from klamm.config.topic import TopicConfig
 from klamm.protocol.batch import ATTR_TIMESTAMP_TYPE, BatchHeader
 from klamm.protocol.errors import ErrorCode, KafkaError
-from klamm.protocol.records import Record, decode_batch, record_key_presence, record_timestamps
+from klamm.protocol.records import Record, decode_batch, record_keys, record_timestamps
 
 NO_TIMESTAMP = -1
 _LONG_MAX = 2**63 - 1
@@ -72,7 +72,7 @@ def validate_records(buf: bytes | bytearray | memoryview, header: BatchHeader, r
     if producer_log_append_time:  # rare; its error message describes each record
         records = [(r.offset, r.timestamp, r.key is not None, r) for r in decode_batch(buf, header.position)[1]]
     elif rules.compacted:
-        records = [(offset, timestamp, has_key, None) for offset, timestamp, has_key in record_key_presence(buf, header)]
+        records = [(offset, timestamp, key is not None, None) for offset, timestamp, key in record_keys(buf, header)]
     else:
         records = [(offset, timestamp, True, None) for offset, timestamp in record_timestamps(buf, header)]
     errors: list[tuple[int, str]] = []

@@ -56,7 +56,7 @@ __all__ = [
     "decode_batch",
     "decode_control_record",
     "iter_records",
-    "record_key_presence",
+    "record_keys",
     "record_timestamps",
     "recompress_batch",
 ]
@@ -478,10 +478,10 @@ def record_timestamps(buf: bytes | bytearray | memoryview, header: BatchHeader) 
     return result
 
 
-def record_key_presence(buf: bytes | bytearray | memoryview, header: BatchHeader) -> list[tuple[int, int, bool]]:
-    """(offset, timestamp, has a key) of each record of one batch, checking every record's
-    structure as decode_batch does but copying nothing (the produce-time check of compacted
-    topics: about twice as fast as decode_batch, and what passes here decodes there)."""
+def record_keys(buf: bytes | bytearray | memoryview, header: BatchHeader) -> list[tuple[int, int, bytes | None]]:
+    """(offset, timestamp, key) of each record of one batch, checking every record's structure
+    as decode_batch does but copying only keys (the produce-time check of compacted topics, the
+    cleaner's offset map: about twice as fast as decode_batch; what passes here decodes there)."""
     data = _records_section(buf, header)
     result = []
     position = 0
@@ -496,6 +496,7 @@ def record_key_presence(buf: bytes | bytearray | memoryview, header: BatchHeader
             timestamp_delta, position = _read_varint(data, position + 1, _VARLONG_MAX_BYTES)
             offset_delta, position = _read_varint(data, position, _VARINT_MAX_BYTES)
             key_length, position = _read_varint(data, position, _VARINT_MAX_BYTES)
+            key = data[position:position + key_length] if key_length >= 0 else None
             position += max(key_length, 0)
             value_length, position = _read_varint(data, position, _VARINT_MAX_BYTES)
             position += max(value_length, 0)
@@ -511,7 +512,7 @@ def record_key_presence(buf: bytes | bytearray | memoryview, header: BatchHeader
             if position != end:
                 raise _corrupt(f"record size {length} does not match its contents")
             timestamp = header.max_timestamp if log_append_time else header.base_timestamp + timestamp_delta
-            result.append((header.base_offset + offset_delta, timestamp, key_length >= 0))
+            result.append((header.base_offset + offset_delta, timestamp, key))
     except (IndexError, ValueError) as exc:
         raise _corrupt(f"malformed record: {exc}") from exc
     if position != size:

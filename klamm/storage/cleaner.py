@@ -69,7 +69,15 @@ from klamm.protocol.batch import (
     read_batch_header,
 )
 from klamm.protocol.compression import compress
-from klamm.protocol.records import ControlRecordType, Record, assemble_batch, control_type_of, decode_batch, encode_record
+from klamm.protocol.records import (
+    ControlRecordType,
+    Record,
+    assemble_batch,
+    control_type_of,
+    decode_batch,
+    encode_record,
+    record_keys,
+)
 from klamm.storage.checkpoint import CorruptCheckpoint, fsync_dir, read_offset_checkpoint, write_offset_checkpoint
 from klamm.storage.config import LogConfig
 from klamm.storage.offset_map import OffsetMap
@@ -393,11 +401,11 @@ class Cleaner:
             if header.last_offset < start:
                 continue
             if not header.is_control and not aborted:
-                for record in decode_batch(data)[1]:
-                    if record.key is not None and record.offset >= start:
+                for offset, _, key in record_keys(data, header):
+                    if key is not None and offset >= start:
                         if offset_map.is_full:
                             return True
-                        offset_map.put(record.key, record.offset)
+                        offset_map.put(key, offset)
             offset_map.update_latest_offset(header.last_offset)
         return False
 

@@ -26,7 +26,7 @@ from klamm.protocol.records import (
     build_batch,
     decode_batch,
     encode_record,
-    record_key_presence,
+    record_keys,
 )
 from klamm.storage.log import Log, LogConfig
 from klamm.storage.retention import RetentionPolicy, enforce_retention
@@ -228,11 +228,11 @@ def test_key_scan_matches_decode_batch_and_refuses_what_it_refuses(records, flip
         data[61 + position % max(len(data) - 61, 1)] ^= xor
     header = read_batch_header(data)
     try:
-        decoded = [(r.offset, r.timestamp, r.key is not None) for r in decode_batch(data)[1]]
+        decoded = [(r.offset, r.timestamp, r.key) for r in decode_batch(data)[1]]
     except KafkaError:
         decoded = None
     try:
-        scanned = record_key_presence(data, header)
+        scanned = record_keys(data, header)
     except KafkaError:
         scanned = None
     assert scanned == decoded
