@@ -12,7 +12,6 @@ from klamm.config.broker import BrokerConfig
 from klamm.config.errors import ConfigError
 from klamm.config.topic import TopicConfig
 from klamm.protocol.batch import split_batches
-from klamm.protocol.compression import Compression
 from klamm.protocol.records import NewRecord, build_batch, decode_batch
 from klamm.storage.log import Log
 
