@@ -6,6 +6,7 @@ timeout.  Same modes and arguments as bench/java/KlammBench.java:
     python bench/rdk_worker.py produce bootstrap=H:P topic=T records=N size=B acks=1
     python bench/rdk_worker.py consume bootstrap=H:P topic=T expect=N
     python bench/rdk_worker.py latency bootstrap=H:P topic=T records=N size=B interval_us=1000 warmup=500
+    python bench/rdk_worker.py load bootstrap=H:P topic=T seconds=S rate=R size=B keys=K   (librdkafka only)
 
 Prints exactly one JSON line on stdout.  Client settings are fixed here so that
 every broker is driven by the same client configuration.
@@ -241,7 +242,47 @@ def latency(args: dict) -> dict:
     }
 
 
-MODES = {"produce": produce, "consume": consume, "latency": latency}
+def load(args: dict) -> dict:
+    """Background load for a compacted topic: keyed records (K distinct keys), lz4, paced at
+    `rate` records/s for `seconds` (or until killed); batches of ~rate/200 records at linger 5 ms."""
+    topic = args["topic"]
+    seconds = float(args.get("seconds", 30))
+    rate = int(args.get("rate", 20_000))
+    size = int(args.get("size", 200))
+    keys = int(args.get("keys", 10_000))
+    p = _producer(args, acks="1", **{"compression.type": "lz4"})
+    p.list_topics(topic, timeout=30)
+    value = os.urandom(size)
+    errs = [0]
+
+    def on_delivery(err, _msg):
+        if err is not None:
+            errs[0] += 1
+
+    start = time.perf_counter()
+    sent = 0
+    try:
+        while True:
+            elapsed = time.perf_counter() - start
+            if elapsed >= seconds:
+                break
+            due = int(elapsed * rate)
+            while sent < due:
+                try:
+                    p.produce(topic, value, key=b"key-%d" % (sent % keys), partition=0, on_delivery=on_delivery)
+                    sent += 1
+                except BufferError:
+                    p.poll(0.01)
+            p.poll(0)
+            time.sleep(0.002)
+    except KeyboardInterrupt:  # bench/run.py stops the load with SIGINT once the measurement is done
+        pass
+    p.flush(60)
+    return {"ok": errs[0] == 0, "mode": "load", "records": sent, "errors": errs[0],
+            "seconds": round(time.perf_counter() - start, 3)}
+
+
+MODES = {"produce": produce, "consume": consume, "latency": latency, "load": load}
 
 
 def main(argv: list[str]) -> int:

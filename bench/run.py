@@ -74,6 +74,7 @@ class Workload:
     seed: bool = False  # consume: topic seeded once per broker before the clients read it
     base_timeout: float = 600.0  # seconds at records-scale 1.0
     interval_us: int = 1000
+    load: str | None = None  # latency: "compacted" runs a keyed lz4 load on a compacted topic meanwhile
 
 
 def make_workloads(scale: float) -> list[Workload]:
@@ -91,12 +92,15 @@ def make_workloads(scale: float) -> list[Workload]:
                  records=n(20_000), size=100_000, seed=True, base_timeout=600),
         Workload("latency", "end-to-end latency, 100 B, 1 rec/ms × {n:,}", "latency",
                  records=n(10_000), size=100, acks="1", interval_us=1000, base_timeout=0),
+        Workload("latency-compacted", "end-to-end latency, 100 B, 1 rec/ms × {n:,}, while a compacted "
+                 "topic takes 20k keyed rec/s (lz4, cleaner running)", "latency",
+                 records=n(10_000), size=100, acks="1", interval_us=1000, base_timeout=0, load="compacted"),
     ]
 
 
 def workload_timeout(w: Workload, scale: float, mult: float) -> float:
     if w.kind == "latency":
-        t = 60 + w.records * w.interval_us / 1e6 * 3
+        t = 60 + w.records * w.interval_us / 1e6 * 3 + (LOAD_LEAD_S if w.load else 0)
     else:
         t = 60 + w.base_timeout * scale
     return t * mult
@@ -258,12 +262,12 @@ class Broker:
             self.tmp = None
 
 
-def create_topic(bootstrap: str, topic: str) -> None:
+def create_topic(bootstrap: str, topic: str, configs: dict[str, str] | None = None) -> None:
     """Create `topic` with 1 partition, replication factor 1, and wait for its leader."""
     from confluent_kafka.admin import AdminClient, NewTopic
 
     admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
-    futs = admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=1)],
+    futs = admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=1, config=configs or {})],
                                operation_timeout=30, request_timeout=30)
     futs[topic].result(timeout=45)
     deadline = time.monotonic() + 20
@@ -520,11 +524,53 @@ def run_one(b: Broker, w: Workload, client: str, java_cmd, runid: str, seed_topi
     if w.kind == "latency":
         topic = f"{w.key}-{client}-{runid}"
         create_topic(b.bootstrap, topic)
-        return run_client(client, java_cmd, "latency",
-                          dict(bootstrap=b.bootstrap, topic=topic, records=w.records,
-                               size=w.size, acks=w.acks, interval_us=w.interval_us,
-                               timeout_ms=60_000), timeout, logdir, tag, b)
+        loader = start_load(b, w, topic, timeout, logdir, tag) if w.load else None
+        if loader is not None:
+            time.sleep(LOAD_LEAD_S)
+        try:
+            res = run_client(client, java_cmd, "latency",
+                             dict(bootstrap=b.bootstrap, topic=topic, records=w.records,
+                                  size=w.size, acks=w.acks, interval_us=w.interval_us,
+                                  timeout_ms=60_000), timeout, logdir, tag, b)
+        finally:
+            if loader is not None:
+                res["load"] = stop_load(loader, tag, logdir)
+        if loader is not None and not res["load"].get("ok"):
+            res = {**res, "ok": False, "error": f"background load failed: {res['load'].get('error')}"}
+        return res
     raise ValueError(w.kind)
+
+
+# Small segments and an eager dirty ratio keep the cleaner busy during the measurement; the
+# load starts this long before it (more than log.cleaner.backoff.ms's default 15 s).
+LOAD_LEAD_S = 20
+COMPACTED_LOAD_CONFIGS = {"cleanup.policy": "compact", "segment.bytes": "1048576",
+                          "min.cleanable.dirty.ratio": "0.1"}
+
+
+def start_load(b: Broker, w: Workload, latency_topic: str, timeout: float, logdir: Path,
+               tag: str) -> subprocess.Popen:
+    """The background producer of a `load` workload (librdkafka, whatever client is measured)."""
+    topic = f"{latency_topic}-load"
+    create_topic(b.bootstrap, topic, COMPACTED_LOAD_CONFIGS)
+    seconds = LOAD_LEAD_S + (w.records + 500) * w.interval_us / 1e6 + 15
+    cmd = [str(PYTHON), str(BENCH / "rdk_worker.py"), "load", f"bootstrap={b.bootstrap}", f"topic={topic}",
+           f"seconds={min(seconds, timeout)}", "rate=20000", "size=200", "keys=10000"]
+    return subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=open(logdir / f"{tag}-load.out", "wb"),
+                            stderr=open(logdir / f"{tag}-load.err", "wb"), start_new_session=True)
+
+
+def stop_load(proc: subprocess.Popen, tag: str, logdir: Path) -> dict:
+    """Stop the background producer (SIGINT: it flushes and reports) and return its result."""
+    try:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=90)
+    except (ProcessLookupError, subprocess.TimeoutExpired):
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    lines = [ln for ln in (logdir / f"{tag}-load.out").read_text(errors="replace").splitlines()
+             if ln.startswith("{")]
+    return json.loads(lines[-1]) if lines else {"ok": False, "error": f"no result (rc={proc.returncode})"}
 
 
 def clients_first(results: dict, w: Workload) -> str:

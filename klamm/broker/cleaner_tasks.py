@@ -6,7 +6,7 @@ cleaning itself runs in a thread of the cleaner executor; back on the loop the
 cleaned segments are swapped in, the replaced ones are deleted after
 file.delete.delay.ms (fetches may still be sending from them), and the
 cleaner-offset-checkpoint is updated. With nothing to clean a worker sleeps
-log.cleaner.backoff.ms. `__cluster_metadata` is never cleaned.
+log.cleaner.backoff.ms. The workers share one log.cleaner.io.max.bytes.per.second budget. `__cluster_metadata` is never cleaned.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from klamm.storage.cleaner import (
     prepare_clean,
 )
 from klamm.storage.segment import LogSegment
+from klamm.storage.throttler import Throttler
 
 log = logging.getLogger("klamm.cleaner")
 
@@ -58,7 +59,9 @@ class LogCleanerService:
         self.enabled = config.log_cleaner_enable and config.log_cleaner_threads > 0
         threads = max(config.log_cleaner_threads, 1)
         per_thread = config.log_cleaner_dedupe_buffer_size // threads
-        self.cleaners = [Cleaner(per_thread, config.log_cleaner_io_buffer_load_factor)
+        # one I/O budget shared by every cleaner thread, as Kafka's LogCleaner has
+        self.throttler = Throttler(config.log_cleaner_io_max_bytes_per_second)
+        self.cleaners = [Cleaner(per_thread, config.log_cleaner_io_buffer_load_factor, self.throttler)
                          for _ in range(config.log_cleaner_threads)]
         self.checkpoints: CleanerCheckpoints | None = None
         self._in_progress: set[tuple[str, int]] = set()

@@ -1,8 +1,11 @@
 """One partition hosted by this broker: its log, leader epoch and high watermark.
 
-The produce path validates batches from their headers alone (magic, sizes,
-CRC32C), recompresses only when the topic's compression.type differs from the
-batch's, and hands the bytes to the log, which assigns offsets in place.
+The produce path validates batches from their headers (magic, sizes,
+CRC32C), decodes records only when the header cannot vouch for them
+(klamm.broker.validation: compacted topics, unreal or out-of-bounds timestamps),
+recompresses only when the topic's compression.type differs from the batch's
+(at its compression.<codec>.level), and hands the bytes to the log, which
+assigns offsets in place.
 Transactional batches are accepted only once the transaction coordinator
 knows the partition is in the producer's transaction (`verify_txn`); markers
 are appended by the coordinator (`append_marker`). The last stable offset is
@@ -17,24 +20,36 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
+from collections import deque
 from collections.abc import Callable
+from dataclasses import dataclass
 
+from klamm.broker.validation import RecordRules, needs_records, validate_records
 from klamm.config.topic import TopicConfig
 from klamm.protocol import batch as batches
-from klamm.protocol.batch import BatchHeader, InvalidBatch, TruncatedBatch, UnsupportedMagic
+from klamm.protocol.batch import BatchHeader, InvalidBatch, TruncatedBatch, UnsupportedMagic, set_max_timestamp
 from klamm.protocol.errors import ErrorCode, KafkaError
 from klamm.protocol.records import ControlRecordType, build_control_batch
 from klamm.storage.log import AppendResult, Log, LogConfig, ReadResult, fsync_segments
 from klamm.storage.txn_index import AbortedTxn
 
 _CODECS = {"uncompressed": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+# Batches at least this big have their record checks and recompression done in a worker
+# thread. Record scanning is pure Python and holds the GIL (~14 us/KiB), so a worker only
+# pays off once running it inline would block the loop for about the GIL switch interval
+# (5 ms): below that the loop mostly trades a short block for waits at every GIL handoff.
+# Measured (loop lag of a 1 ms ticker, compacted topic, 4 MB/s of batches, p99 inline vs
+# offloaded): 16 KiB 3.7 vs 5.3 ms (before the key scan got 2x faster); 128 KiB 4.5 vs
+# 3.5 ms; 256 KiB 7.3 vs 5.4 ms; 900 KiB max 34 vs 9 ms.
+OFFLOAD_MIN_BYTES = 128 * 1024
+_LEVEL_KEYS = {"gzip": "compression.gzip.level", "lz4": "compression.lz4.level", "zstd": "compression.zstd.level"}
 
 
 def log_config(config: TopicConfig) -> LogConfig:
     """The storage view of a topic's configuration."""
     return LogConfig(
         segment_bytes=config.effective_segment_bytes,
-        segment_ms=config.segment_ms,
+        segment_ms=config.max_segment_ms,  # segment.ms, capped by max.compaction.lag.ms when compacted
         index_interval_bytes=config.index_interval_bytes,
         segment_index_bytes=config.segment_index_bytes,
         flush_messages=config.flush_messages,
@@ -58,6 +73,10 @@ class Partition:
         self.high_watermark = log.log_end_offset
         self._time_ms = time_ms or (lambda: int(time.time() * 1000))
         self._waiters: set[asyncio.Future[None]] = set()
+        self._rules: tuple[TopicConfig, BatchRules] | None = None
+        # Appends waiting for an earlier one (prepared in a worker thread) to go first: (prepared, result).
+        self._queue: deque[tuple[asyncio.Future[tuple[bytearray, list[BatchHeader]]],
+                                 asyncio.Future[AppendResult]]] = deque()
 
     def become_leader(self, leader_epoch: int) -> None:
         """Start a leader epoch: later appends carry it, and the epoch cache records where it began."""
@@ -87,11 +106,67 @@ class Partition:
         """Validate and append one produce request's records; raises KafkaError.
 
         `verify_txn` checks a transactional batch against the producer's transaction.
+        Inline, for callers without an event loop; the produce handler uses `submit`.
         """
         buf, headers = self._validate(records)
         if verify_txn is not None and headers[0].is_transactional:
             verify_txn(headers[0])
+        buf, headers = prepare_batches(buf, headers, self.batch_rules(), self._time_ms())
         return self._append(buf, headers)
+
+    def batch_rules(self) -> BatchRules:
+        """What the topic demands of a produced batch beyond its header (records, codec)."""
+        if self._rules is None or self._rules[0] is not self.config:  # a new config object on every change
+            self._rules = (self.config, BatchRules.of(self.topic, self.index, self.config))
+        return self._rules[1]
+
+    def submit(self, records: bytes | bytearray | memoryview,
+               verify_txn: Callable[[BatchHeader], None] | None = None) -> AppendResult | asyncio.Future[AppendResult]:
+        """Append, as `append` does, or return a future when the append has to wait.
+
+        Header checks run now. A batch whose record checks or recompression are costly
+        (OFFLOAD_MIN_BYTES and up) is prepared in a worker thread; later appends to this
+        partition queue behind it, so a partition's appends keep the order of their
+        submit calls (a connection's pipelined requests, the requests of several
+        connections). Must be called on the event loop thread.
+        """
+        buf, headers = self._validate(records)
+        if verify_txn is not None and headers[0].is_transactional:
+            verify_txn(headers[0])
+        rules, now = self.batch_rules(), self._time_ms()
+        offload = len(buf) >= OFFLOAD_MIN_BYTES and rules.is_costly(headers, now)
+        if not offload and not self._queue:
+            return self._append(*prepare_batches(buf, headers, rules, now))
+        loop = asyncio.get_running_loop()
+        if offload:
+            prepared = loop.run_in_executor(None, prepare_batches, buf, headers, rules, now)
+        else:
+            prepared = loop.create_future()
+            try:
+                prepared.set_result(prepare_batches(buf, headers, rules, now))
+            except KafkaError as exc:
+                prepared.set_exception(exc)
+        result: asyncio.Future[AppendResult] = loop.create_future()
+        self._queue.append((prepared, result))
+        prepared.add_done_callback(lambda _: self._drain_queue())
+        return result
+
+    def _drain_queue(self) -> None:
+        """Append every prepared batch at the head of the queue, in order."""
+        while self._queue and self._queue[0][0].done():
+            prepared, result = self._queue.popleft()
+            if prepared.cancelled():  # the executor shut down
+                result.cancel()
+                continue
+            try:
+                appended = self._append(*prepared.result())
+            except Exception as exc:  # a KafkaError, or a failed write: that request's answer
+                if not result.done():
+                    result.set_exception(exc)
+                continue
+            # appended even if the request was given up meanwhile, like an append done inline
+            if not result.done():
+                result.set_result(appended)
 
     def append_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int,
                       control: ControlRecordType) -> AppendResult:
@@ -146,26 +221,7 @@ class Partition:
                 raise KafkaError(ErrorCode.corrupt_message, "record batch CRC mismatch")
             if header.is_control:
                 raise KafkaError(ErrorCode.invalid_record, "clients may not write control batches")
-        if self.config.compact:
-            self._check_keys(buf, headers)
-        target = _CODECS.get(self.config.compression_type)
-        if target is not None and any(h.compression != target for h in headers):
-            buf, headers = _recompress(buf, headers, target)
         return buf, headers
-
-    def _check_keys(self, buf: bytearray, headers: list[BatchHeader]) -> None:
-        """Kafka's LogValidator: a compacted topic refuses keyless records. Only compacted topics
-        pay for decoding (and decompressing) here; the others keep the header-only path."""
-        from klamm.protocol.records import decode_batch
-
-        reason = f"Compacted topic cannot accept message without key in topic partition {self.topic}-{self.index}."
-        keyless = [(index, reason) for header in headers
-                   for index, record in enumerate(decode_batch(buf, header.position)[1]) if record.key is None]
-        if keyless:
-            shown = ", ".join(f"RecordError(batchIndex={i}, message='{m}')" for i, m in keyless[:3])
-            raise KafkaError(ErrorCode.invalid_record,
-                             f"One or more records have been rejected due to {len(keyless)} record errors in total, "
-                             f"and only showing the first three errors at most: [{shown}]", keyless)
 
     def read(self, offset: int, max_bytes: int, *, read_committed: bool, min_one: bool) -> ReadResult:
         limit = self.last_stable_offset if read_committed else self.high_watermark
@@ -186,11 +242,51 @@ class Partition:
                     future.set_result(None)
 
 
-def _recompress(buf: bytearray, headers: list[BatchHeader], codec: int) -> tuple[bytearray, list[BatchHeader]]:
+@dataclass(frozen=True)
+class BatchRules:
+    """A topic's record rules and final codec: what prepare_batches needs, safe to hand to a thread."""
+
+    records: RecordRules
+    codec: int | None  # compression.type as a codec; None for "producer"
+    level: int | None  # compression.<codec>.level; None for the codec's default
+
+    @classmethod
+    def of(cls, topic: str, index: int, config: TopicConfig) -> BatchRules:
+        codec = _CODECS.get(config.compression_type)
+        level_key = _LEVEL_KEYS.get(config.compression_type)
+        return cls(RecordRules.of(topic, index, config), codec,
+                   config.value_of(level_key) if level_key is not None else None)
+
+    def is_costly(self, headers: list[BatchHeader], now_ms: int) -> bool:
+        """Whether prepare_batches decodes or recompresses anything (else it returns at once)."""
+        return any(self.recompresses(h) or needs_records(h, self.records, now_ms) for h in headers)
+
+    def recompresses(self, header: BatchHeader) -> bool:
+        return self.codec is not None and header.compression != self.codec
+
+
+def prepare_batches(buf: bytearray, headers: list[BatchHeader], rules: BatchRules,
+                    now_ms: int) -> tuple[bytearray, list[BatchHeader]]:
+    """Record-level validation (when the header cannot vouch for the batch) and recompression.
+
+    Touches only its arguments, so it may run in a worker thread; raises KafkaError.
+    """
+    for header in headers:
+        if needs_records(header, rules.records, now_ms):
+            max_timestamp = validate_records(buf, header, rules.records, now_ms)
+            if not rules.records.log_append_time:
+                set_max_timestamp(buf, header, max_timestamp)
+    if any(rules.recompresses(h) for h in headers):
+        buf, headers = _recompress(buf, headers, rules.codec, rules.level)  # type: ignore[arg-type]
+    return buf, headers
+
+
+def _recompress(buf: bytearray, headers: list[BatchHeader], codec: int,
+                level: int | None) -> tuple[bytearray, list[BatchHeader]]:
     from klamm.protocol.records import recompress_batch
 
     out = bytearray()
     for header in headers:
         out += buf[header.position: header.position + header.size] if header.compression == codec \
-            else recompress_batch(buf, header, codec)
+            else recompress_batch(buf, header, codec, level)
     return out, batches.split_batches(out)

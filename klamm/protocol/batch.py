@@ -167,12 +167,23 @@ def patch_offsets(buf: bytearray | memoryview, header: BatchHeader, base_offset:
     header.partition_leader_epoch = leader_epoch
 
 
-def set_log_append_time(buf: bytearray | memoryview, header: BatchHeader, timestamp_ms: int) -> None:
-    """Stamp a batch with LogAppendTime as Kafka does: attribute bit + max timestamp, new CRC."""
-    attributes = header.attributes | ATTR_TIMESTAMP_TYPE
+def set_max_timestamp(buf: bytearray | memoryview, header: BatchHeader, timestamp_ms: int, *,
+                      log_append_time: bool = False) -> None:
+    """Kafka's setMaxTimestamp: store the timestamp type and max timestamp the broker computed.
+
+    Both fields are covered by the CRC, which is recomputed, but only if one of them changed.
+    """
+    attributes = header.attributes | ATTR_TIMESTAMP_TYPE if log_append_time else header.attributes & ~ATTR_TIMESTAMP_TYPE
+    if attributes == header.attributes and timestamp_ms == header.max_timestamp:
+        return
     _I16.pack_into(buf, header.position + 21, attributes)
     _I64.pack_into(buf, header.position + 35, timestamp_ms)
     header.attributes = attributes
     header.max_timestamp = timestamp_ms
     header.crc = compute_crc(buf, header)
     _U32.pack_into(buf, header.position + 17, header.crc)
+
+
+def set_log_append_time(buf: bytearray | memoryview, header: BatchHeader, timestamp_ms: int) -> None:
+    """Stamp a batch with LogAppendTime as Kafka does: attribute bit + max timestamp, new CRC."""
+    set_max_timestamp(buf, header, timestamp_ms, log_append_time=True)

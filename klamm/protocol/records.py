@@ -56,6 +56,7 @@ __all__ = [
     "decode_batch",
     "decode_control_record",
     "iter_records",
+    "record_keys",
     "record_timestamps",
     "recompress_batch",
 ]
@@ -470,6 +471,48 @@ def record_timestamps(buf: bytes | bytearray | memoryview, header: BatchHeader) 
             timestamp = header.max_timestamp if log_append_time else header.base_timestamp + timestamp_delta
             result.append((header.base_offset + offset_delta, timestamp))
             position = end
+    except (IndexError, ValueError) as exc:
+        raise _corrupt(f"malformed record: {exc}") from exc
+    if position != size:
+        raise _corrupt("batch has bytes after its last record")
+    return result
+
+
+def record_keys(buf: bytes | bytearray | memoryview, header: BatchHeader) -> list[tuple[int, int, bytes | None]]:
+    """(offset, timestamp, key) of each record of one batch, checking every record's structure
+    as decode_batch does but copying only keys (the produce-time check of compacted topics, the
+    cleaner's offset map: about twice as fast as decode_batch; what passes here decodes there)."""
+    data = _records_section(buf, header)
+    result = []
+    position = 0
+    size = len(data)
+    log_append_time = header.attributes & ATTR_TIMESTAMP_TYPE
+    try:
+        for _ in range(header.records_count):
+            length, position = _read_varint(data, position, _VARINT_MAX_BYTES)
+            end = position + length
+            if length <= 0 or end > size:
+                raise _corrupt(f"invalid record size {length}")
+            timestamp_delta, position = _read_varint(data, position + 1, _VARLONG_MAX_BYTES)
+            offset_delta, position = _read_varint(data, position, _VARINT_MAX_BYTES)
+            key_length, position = _read_varint(data, position, _VARINT_MAX_BYTES)
+            key = data[position:position + key_length] if key_length >= 0 else None
+            position += max(key_length, 0)
+            value_length, position = _read_varint(data, position, _VARINT_MAX_BYTES)
+            position += max(value_length, 0)
+            header_count, position = _read_varint(data, position, _VARINT_MAX_BYTES)
+            if header_count < 0:
+                raise _corrupt(f"invalid record header count {header_count}")
+            for _ in range(header_count):
+                header_key_length, position = _read_varint(data, position, _VARINT_MAX_BYTES)
+                if header_key_length < 0 or position + header_key_length > end:
+                    raise _corrupt(f"invalid record header key size {header_key_length}")
+                header_value_length, position = _read_varint(data, position + header_key_length, _VARINT_MAX_BYTES)
+                position += max(header_value_length, 0)
+            if position != end:
+                raise _corrupt(f"record size {length} does not match its contents")
+            timestamp = header.max_timestamp if log_append_time else header.base_timestamp + timestamp_delta
+            result.append((header.base_offset + offset_delta, timestamp, key))
     except (IndexError, ValueError) as exc:
         raise _corrupt(f"malformed record: {exc}") from exc
     if position != size:

@@ -10,8 +10,15 @@ survive is copied byte for byte, others are re-encoded with their original codec
 Tombstones (null values) survive their first cleaning, which stamps their batch
 with a delete horizon (now + delete.retention.ms, KIP-534: attribute bit 0x40,
 horizon in base_timestamp); a later cleaning after the horizon drops them.
-Control batches are kept. Consecutive small segments are merged up to
-segment.bytes (Kafka's groupSegmentsBySize).
+Consecutive small segments are merged up to segment.bytes (Kafka's groupSegmentsBySize).
+
+Transactions (Kafka's CleanedTransactionMetadata, fed from the `.txnindex`): batches of
+aborted transactions are dropped at once and never enter the offset map (an aborted
+write must not shadow the committed value of its key). A transaction marker is kept
+while any batch of its transaction remains in the log; once none does, it is stamped
+with a delete horizon like a tombstone and dropped by a cleaning after that horizon.
+The cleaned segment's `.txnindex` keeps only the aborted transactions whose marker and
+data both remain.
 
 Threads: choosing a log and preparing a CleanPlan (segment snapshot, duplicated
 descriptors) happen on the thread that owns the log (the event loop); the
@@ -62,11 +69,21 @@ from klamm.protocol.batch import (
     read_batch_header,
 )
 from klamm.protocol.compression import compress
-from klamm.protocol.records import Record, assemble_batch, encode_record, decode_batch
+from klamm.protocol.records import (
+    ControlRecordType,
+    Record,
+    assemble_batch,
+    control_type_of,
+    decode_batch,
+    encode_record,
+    record_keys,
+)
 from klamm.storage.checkpoint import CorruptCheckpoint, fsync_dir, read_offset_checkpoint, write_offset_checkpoint
 from klamm.storage.config import LogConfig
 from klamm.storage.offset_map import OffsetMap
 from klamm.storage.segment import INDEX_SUFFIX, INT32_MAX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment, file_name
+from klamm.storage.throttler import Throttler
+from klamm.storage.txn_index import AbortedTxn
 
 if TYPE_CHECKING:
     from klamm.storage.log import Log
@@ -242,6 +259,7 @@ class CleanPlan:
     now_ms: int
     sources: list[_Source]
     active_producers: dict[int, tuple[int | None, int]]  # producer id -> (last data offset, epoch)
+    aborted_txns: list[AbortedTxn] = field(default_factory=list)  # of the whole cleanable range
 
     def close(self) -> None:
         for source in self.sources:
@@ -271,8 +289,9 @@ def prepare_clean(ltc: LogToClean, now_ms: int) -> CleanPlan:
     for producer_id, entry in log.producer_state.producers.items():
         last_data = entry.batches[-1].last_offset if entry.batches else None
         producers[producer_id] = (last_data, entry.epoch)
+    aborted = log.collect_aborted_txns(segments[0].base_offset, ltc.first_uncleanable_offset) if sources else []
     return CleanPlan(log, log.directory, log.config, ltc.config, ltc.first_dirty_offset,
-                     ltc.first_uncleanable_offset, now_ms, sources, producers)
+                     ltc.first_uncleanable_offset, now_ms, sources, producers, aborted)
 
 
 # -- cleaning (worker thread) ---------------------------------------------------------------------
@@ -282,6 +301,7 @@ def prepare_clean(ltc: LogToClean, now_ms: int) -> CleanPlan:
 class CleanedGroup:
     new: LogSegment  # named *.cleaned until swapped in
     old: list[LogSegment]
+    aborted_txns: list[AbortedTxn] = field(default_factory=list)  # the new segment's .txnindex
 
 
 @dataclass
@@ -299,8 +319,10 @@ class CleanResult:
 class Cleaner:
     """One cleaner thread's state: its offset map and counters (read by metrics)."""
 
-    def __init__(self, dedupe_buffer_bytes: int, load_factor: float = 0.9) -> None:
+    def __init__(self, dedupe_buffer_bytes: int, load_factor: float = 0.9, throttler: Throttler | None = None) -> None:
         self.offset_map = OffsetMap(dedupe_buffer_bytes, load_factor)
+        # log.cleaner.io.max.bytes.per.second: reads and writes count, as in Kafka's cleaner
+        self.throttler = throttler or Throttler(float("inf"))
         self._stop = threading.Event()
         # Counters since start, for a metrics module.
         self.runs = 0
@@ -328,10 +350,12 @@ class Cleaner:
             end_offset = self._build_offset_map(plan)
             sources = [s for s in plan.sources if s.base_offset < end_offset]
             result = CleanResult(end_offset)
+            txns = _TxnTracker(plan.aborted_txns)
             try:
                 for group in group_by_size(sources, plan.log_config.segment_bytes,
                                            plan.log_config.segment_index_bytes, plan.first_uncleanable_offset):
-                    result.groups.append(CleanedGroup(self._clean_group(plan, group), [s.segment for s in group]))
+                    cleaned = self._clean_group(plan, group, txns)
+                    result.groups.append(CleanedGroup(cleaned, [s.segment for s in group], txns.take_kept()))
             except BaseException:
                 result.discard()
                 raise
@@ -352,35 +376,42 @@ class Cleaner:
         offset_map = self.offset_map
         offset_map.clear()
         start, end = plan.first_dirty_offset, plan.first_uncleanable_offset
+        txns = _TxnTracker([txn for txn in plan.aborted_txns if txn.last_offset >= start])
         for source in plan.sources:
             if source.next_base <= start or source.base_offset >= end:
                 continue
-            if self._map_segment(source, start):
+            if self._map_segment(source, start, txns):
                 break
             # Offsets may have gaps: the segment maps everything up to the next one.
             offset_map.update_latest_offset(min(source.next_base, end) - 1)
         return offset_map.latest_offset + 1
 
-    def _map_segment(self, source: _Source, start: int) -> bool:
-        """Add the segment's keyed records at offsets >= start; True when the map filled up."""
+    def _map_segment(self, source: _Source, start: int, txns: _TxnTracker) -> bool:
+        """Add the segment's keyed records at offsets >= start, except aborted ones; True when the map filled up."""
         offset_map = self.offset_map
         for data in _batches(source.fd, source.size):
             self._check_stop()
+            self.throttler.maybe_throttle(len(data))
             header = read_batch_header(data)
+            if header.is_control:
+                txns.on_control(header, data)
+                aborted = False
+            else:
+                aborted = txns.on_batch(header)
             if header.last_offset < start:
                 continue
-            if not header.is_control:
-                for record in decode_batch(data)[1]:
-                    if record.key is not None and record.offset >= start:
+            if not header.is_control and not aborted:
+                for offset, _, key in record_keys(data, header):
+                    if key is not None and offset >= start:
                         if offset_map.is_full:
                             return True
-                        offset_map.put(record.key, record.offset)
+                        offset_map.put(key, offset)
             offset_map.update_latest_offset(header.last_offset)
         return False
 
     # rewriting
 
-    def _clean_group(self, plan: CleanPlan, group: list[_Source]) -> LogSegment:
+    def _clean_group(self, plan: CleanPlan, group: list[_Source], txns: _TxnTracker) -> LogSegment:
         base = group[0].base_offset
         _unlink_segment_files(plan.directory, base, CLEANED_SUFFIX)  # from an earlier aborted attempt
         cleaned = LogSegment.create(plan.directory, base, plan.log_config, plan.now_ms, suffix=CLEANED_SUFFIX)
@@ -390,8 +421,9 @@ class Cleaner:
             for source in group:
                 for data in _batches(source.fd, source.size):
                     self._check_stop()
+                    self.throttler.maybe_throttle(len(data))
                     self.bytes_read += len(data)
-                    kept = self._filter_batch(plan, data)
+                    kept = self._filter_batch(plan, data, txns)
                     if kept is None:
                         continue
                     headers.append(read_batch_header(kept))
@@ -399,9 +431,11 @@ class Cleaner:
                     out += kept
                     if len(out) >= _WRITE_CHUNK:
                         cleaned.append(out, headers)
+                        self.throttler.maybe_throttle(len(out))
                         out, headers = bytearray(), []
             if out:
                 cleaned.append(out, headers)
+                self.throttler.maybe_throttle(len(out))
             self.bytes_written += cleaned.size
             cleaned.on_become_inactive()
             cleaned.flush()
@@ -412,14 +446,26 @@ class Cleaner:
             raise
         return cleaned
 
-    def _filter_batch(self, plan: CleanPlan, data: bytes) -> bytes | None:
-        """The batch as it survives cleaning: unchanged, rebuilt with fewer records, empty, or None."""
+    def _filter_batch(self, plan: CleanPlan, data: bytes, txns: _TxnTracker) -> bytes | None:
+        """The batch as it survives cleaning: unchanged, rebuilt with fewer records, empty, or None
+        (Kafka's cleanInto filter: checkBatchRetention, then shouldRetainRecord)."""
         header = read_batch_header(data)
+        has_horizon = bool(header.attributes & DELETE_HORIZON_FLAG)
         if header.is_control:
-            return data  # no transactions yet: markers stay
+            discardable = txns.on_control(header, data)
+            # A marker whose transaction has no batch left waits out delete.retention.ms like a tombstone.
+            if discardable and has_horizon and header.base_timestamp <= plan.now_ms:
+                return _empty_batch(header) if _keep_empty(plan, header) else None
+            if discardable and not has_horizon and header.records_count:
+                return _rebuild_batch(header, decode_batch(data)[1], plan.now_ms + plan.config.delete_retention_ms)
+            if header.records_count or _keep_empty(plan, header):
+                return data
+            return None
+        if txns.on_batch(header):  # aborted: the records go whatever their keys
+            self.records_read += header.records_count
+            return _empty_batch(header) if _keep_empty(plan, header) else None
         _, records = decode_batch(data)
         self.records_read += len(records)
-        has_horizon = bool(header.attributes & DELETE_HORIZON_FLAG)
         retained = [r for r in records if self._retain(r, header, has_horizon, plan.now_ms)]
         self.records_retained += len(retained)
         tombstones = any(r.value is None for r in retained)
@@ -448,6 +494,65 @@ class Cleaner:
         if record.value is not None:
             return True
         return not has_horizon or now_ms < header.base_timestamp
+
+
+class _TxnTracker:
+    """Kafka's CleanedTransactionMetadata: transaction state while the cleaner walks the log in order.
+
+    Aborted transactions (from the .txnindex) become "ongoing" once the walk reaches their
+    first offset; their batches are discardable; their abort marker is discardable only if
+    none of their batches was seen (all removed by earlier cleanings). Likewise a commit
+    marker is discardable once no batch of its transaction was seen since the last marker.
+    """
+
+    def __init__(self, aborted: list[AbortedTxn]) -> None:
+        self._pending = sorted(aborted, key=lambda txn: txn.first_offset)
+        self._next = 0
+        self._aborted: dict[int, tuple[AbortedTxn, bool]] = {}  # producer id -> (txn, a batch seen)
+        self._committed: set[int] = set()  # producers with a batch of a (not aborted) transaction seen
+        self._kept: list[AbortedTxn] = []
+
+    def take_kept(self) -> list[AbortedTxn]:
+        """Aborted transactions whose marker stays, since the last call: a cleaned segment's .txnindex."""
+        kept, self._kept = self._kept, []
+        return kept
+
+    def _consume_up_to(self, offset: int) -> None:
+        while self._next < len(self._pending) and self._pending[self._next].first_offset <= offset:
+            txn = self._pending[self._next]
+            self._aborted.setdefault(txn.producer_id, (txn, False))
+            self._next += 1
+
+    def on_batch(self, header: BatchHeader) -> bool:
+        """A data batch read; True if it belongs to an aborted transaction."""
+        self._consume_up_to(header.last_offset)
+        if not header.is_transactional:
+            return False
+        ongoing = self._aborted.get(header.producer_id)
+        if ongoing is not None:
+            self._aborted[header.producer_id] = (ongoing[0], True)
+            return True
+        self._committed.add(header.producer_id)
+        return False
+
+    def on_control(self, header: BatchHeader, data: bytes) -> bool:
+        """A control batch read; True if it may go (its transaction has no batch left)."""
+        self._consume_up_to(header.last_offset)
+        if not header.records_count:
+            return True  # emptied by an earlier cleaning
+        control = control_type_of(data)
+        if control == ControlRecordType.ABORT:
+            txn, seen = self._aborted.pop(header.producer_id, (None, False))
+            if txn is not None and seen:
+                self._kept.append(txn)
+                return False
+            return True
+        if control == ControlRecordType.COMMIT:
+            if header.producer_id in self._committed:
+                self._committed.discard(header.producer_id)
+                return False
+            return True
+        return False
 
 
 def _keep_empty(plan: CleanPlan, header: BatchHeader) -> bool:
@@ -574,7 +679,7 @@ def commit_clean(log: Log, result: CleanResult) -> tuple[bool, list[LogSegment]]
     replaced: list[LogSegment] = []
     complete = True
     for group in result.groups:
-        if log.replace_segments(group.new, group.old):
+        if log.replace_segments(group.new, group.old, group.aborted_txns):
             replaced.extend(group.old)
         else:
             complete = False

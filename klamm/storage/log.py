@@ -517,13 +517,15 @@ class Log:
 
     # -- compaction ---------------------------------------------------------------------
 
-    def replace_segments(self, new: LogSegment, old: list[LogSegment]) -> bool:
+    def replace_segments(self, new: LogSegment, old: list[LogSegment],
+                         aborted_txns: list[AbortedTxn] | None = None) -> bool:
         """Swap the cleaner's `new` segment (files named *.cleaned) in for the consecutive inactive
         segments `old`, crash-safely (klamm.storage.cleaner.swap_in).
 
         False, changing nothing, when `old` are no longer consecutive inactive segments of
         this log (retention or truncation got there first). The old segments' files are
         renamed *.deleted but stay open for reads in flight; the caller deletes them later.
+        `aborted_txns` is the new segment's transaction index (None: every entry of `old`).
         """
         start = next((i for i, segment in enumerate(self._segments) if segment is old[0]), None)
         if start is None:
@@ -532,16 +534,17 @@ class Log:
         if end >= len(self._segments) or any(a is not b for a, b in zip(self._segments[start:end], old)):
             return False
         swap_in(new, old)
-        self._merge_txn_indexes(new, old)
+        self._merge_txn_indexes(new, old, aborted_txns)
         self._segments[start:end] = [new]
         self._bases[start:end] = [new.base_offset]
         return True
 
     @staticmethod
-    def _merge_txn_indexes(new: LogSegment, old: list[LogSegment]) -> None:
-        """The cleaner keeps every batch's offsets and markers, so the cleaned segment keeps every
-        aborted transaction of the segments it replaces (the old ones' files go with them)."""
-        entries = [entry for segment in old for entry in segment.txn_index.entries]
+    def _merge_txn_indexes(new: LogSegment, old: list[LogSegment], entries: list[AbortedTxn] | None) -> None:
+        """The cleaned segment's transaction index: the cleaner's `entries` (the aborted transactions
+        whose marker it kept), by default every one of the segments it replaces."""
+        if entries is None:
+            entries = [entry for segment in old for entry in segment.txn_index.entries]
         final_path = old[0].txn_index.path
         for segment in old:
             if segment.txn_index.path != final_path:

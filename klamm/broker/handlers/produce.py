@@ -1,8 +1,11 @@
 """Produce (0), v3+: append record batches; acks 0, 1 and -1.
 
-Each partition's batches are validated from their headers and appended before
-the handler first awaits, so pipelined requests of a connection append in
-order (idempotent producers depend on that). A transactional batch is accepted
+Each partition's batches are validated from their headers and submitted
+before the handler first awaits: appended at once, or queued in the
+partition behind a batch whose record checks or recompression run in a worker
+thread (Partition.submit). Either way pipelined requests of a connection, and
+requests of several connections, append to a partition in arrival order
+(idempotent producers depend on that). A transactional batch is accepted
 only for a partition already added to the producer's ongoing transaction
 (Kafka's transaction.partition.verification.enable), asked of the local
 transaction coordinator. Per-partition failures are error
@@ -12,6 +15,7 @@ as Kafka does, so the producer notices.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from klamm.broker.handlers import Api
@@ -19,20 +23,25 @@ from klamm.broker.metrics import batch_records_count
 from klamm.broker.network import CloseConnection
 from klamm.protocol.errors import ErrorCode, KafkaError
 from klamm.protocol.topics import is_internal
+from klamm.storage.log import AppendResult
 
 
 async def handle(broker: Any, request: Any) -> dict[str, Any] | None:
     body = request.body
     acks = body.acks
+    # Every partition's append is submitted before the first await: see the module docstring.
+    submitted = [(topic.name, [_submit(broker, topic.name, data.index, data.records, acks, body.transactional_id)
+                               for data in topic.partition_data])
+                 for topic in body.topic_data]
     responses = []
     failed = False
-    for topic in body.topic_data:
+    for name, results in submitted:
         partitions = []
-        for data in topic.partition_data:
-            result = _append(broker, topic.name, data.index, data.records, acks, body.transactional_id)
-            failed = failed or result["error_code"] != ErrorCode.none
-            partitions.append(result)
-        responses.append({"name": topic.name, "partition_responses": partitions})
+        for result in results:
+            response = await result.response() if isinstance(result, _Pending) else result
+            failed = failed or response["error_code"] != ErrorCode.none
+            partitions.append(response)
+        responses.append({"name": name, "partition_responses": partitions})
     if acks == 0:
         if failed:
             raise CloseConnection()
@@ -40,7 +49,9 @@ async def handle(broker: Any, request: Any) -> dict[str, Any] | None:
     return {"responses": responses}
 
 
-def _append(broker: Any, topic: str, index: int, records: Any, acks: int, transactional_id: str | None) -> dict[str, Any]:
+def _submit(broker: Any, topic: str, index: int, records: Any, acks: int,
+            transactional_id: str | None) -> dict[str, Any] | _Pending:
+    """The partition's response, or a _Pending one when its append waits (worker thread, queue)."""
     try:
         if acks not in (0, 1, -1):
             raise KafkaError(ErrorCode.invalid_required_acks)
@@ -56,13 +67,38 @@ def _append(broker: Any, topic: str, index: int, records: Any, acks: int, transa
             def verify(header: Any) -> None:
                 broker.transactions.check_produce(transactional_id, header.producer_id, header.producer_epoch,
                                                   (topic, index))
-        result = partition.append(records, verify)
-        # records_count from the batch header; a producer retry (duplicate) appended nothing
-        broker.metrics.produced(topic, len(records), 0 if result.duplicate else batch_records_count(records))
+        result = partition.submit(records, verify)
     except KafkaError as exc:
-        return {"index": index, "error_code": exc.code, "base_offset": -1, "log_append_time": -1,
-                "log_start_offset": -1, "error_message": exc.message,
-                "record_errors": [{"batch_index": i, "batch_index_error_message": m} for i, m in exc.record_errors]}
+        return _failed(index, exc)
+    if isinstance(result, asyncio.Future):
+        return _Pending(broker, partition, topic, index, records, result)
+    return _appended(broker, topic, index, records, result)
+
+
+class _Pending:
+    """An append waiting its turn in its partition (Partition.submit)."""
+
+    def __init__(self, broker: Any, partition: Any, topic: str, index: int, records: Any,
+                 future: asyncio.Future[AppendResult]) -> None:
+        self.broker, self.partition, self.topic, self.index = broker, partition, topic, index
+        self.records, self.future = records, future
+
+    async def response(self) -> dict[str, Any]:
+        try:
+            result = await self.future
+        except KafkaError as exc:
+            return _failed(self.index, exc)
+        except Exception:
+            if self.broker.replicas.partitions.get((self.topic, self.index)) is not self.partition:
+                # deleted (or moved) while the batch was prepared: its writes went nowhere visible
+                return _failed(self.index, KafkaError(ErrorCode.not_leader_or_follower))
+            raise
+        return _appended(self.broker, self.topic, self.index, self.records, result)
+
+
+def _appended(broker: Any, topic: str, index: int, records: Any, result: AppendResult) -> dict[str, Any]:
+    # records_count from the batch header; a producer retry (duplicate) appended nothing
+    broker.metrics.produced(topic, len(records), 0 if result.duplicate else batch_records_count(records))
     return {
         "index": index,
         "error_code": ErrorCode.none,
@@ -70,6 +106,12 @@ def _append(broker: Any, topic: str, index: int, records: Any, acks: int, transa
         "log_append_time": result.log_append_time,
         "log_start_offset": result.log_start_offset,
     }
+
+
+def _failed(index: int, exc: KafkaError) -> dict[str, Any]:
+    return {"index": index, "error_code": exc.code, "base_offset": -1, "log_append_time": -1,
+            "log_start_offset": -1, "error_message": exc.message,
+            "record_errors": [{"batch_index": i, "batch_index_error_message": m} for i, m in exc.record_errors]}
 
 
 APIS = [Api(0, 3, 11, handle)]
