@@ -64,6 +64,8 @@ GROUPS = "tests/unit/test_group_coordinator.py"
 CONFIGS_API = "tests/integration/test_configs_api.py"
 HERE = "tests/unit/test_config_coverage.py"
 EXPIRY = "tests/integration/test_state_expiration.py"
+VALIDATION = "tests/unit/test_produce_validation.py"
+TOPIC_CONFIGS = "tests/unit/test_produce_topic_configs.py"
 
 # Applied keys -> tests that show the key changes behaviour.
 APPLIED: dict[str, list[str]] = {
@@ -154,6 +156,17 @@ APPLIED: dict[str, list[str]] = {
     "producer.id.expiration.ms": [f"{EXPIRY}::test_idle_producer_ids_expire",
                                   "tests/unit/test_storage_producer_state.py::test_idle_producers_expire_by_their_last_batch_timestamp"],
     "producer.id.expiration.check.interval.ms": [f"{EXPIRY}::test_idle_producer_ids_expire"],
+    "message.timestamp.after.max.ms": [f"{VALIDATION}::test_record_ten_years_in_the_future_is_invalid_timestamp"],
+    "message.timestamp.before.max.ms": [f"{VALIDATION}::test_before_max_ms_refuses_old_records_and_names_each",
+                                        f"{VALIDATION}::test_broker_level_setting_is_the_topic_default"],
+    "max.compaction.lag.ms": [f"{TOPIC_CONFIGS}::test_max_compaction_lag_rolls_the_active_segment_by_record_time",
+                              f"{TOPIC_CONFIGS}::test_max_compaction_lag_rolls_by_wall_clock_without_timestamps"],
+    "compression.gzip.level": [f"{TOPIC_CONFIGS}::test_recompression_uses_the_topic_level"],
+    "compression.zstd.level": [f"{TOPIC_CONFIGS}::test_recompression_uses_the_topic_level"],
+    "compression.lz4.level": [f"{TOPIC_CONFIGS}::test_recompression_uses_the_topic_level"],
+    "log.cleaner.io.max.bytes.per.second": [
+        "tests/unit/test_cleaner_throttle.py::test_cleaning_is_held_to_the_configured_rate",
+        "tests/unit/test_cleaner_throttle.py::test_service_shares_one_budget_from_the_broker_config"],
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": [
         "tests/integration/test_coordinator_failures.py::test_failed_timeout_abort_is_retried_until_the_lso_moves"],
 }
@@ -169,11 +182,6 @@ PENDING_FROM_OTHER_BRANCHES: dict[str, str] = {
         "fetch.max.bytes", "queued.max.requests", "queued.max.request.bytes", "socket.send.buffer.bytes",
         "socket.receive.buffer.bytes", "socket.listen.backlog.size", "max.connections", "max.connections.per.ip",
         "max.connections.per.ip.overrides", "num.network.threads"], "fetchnet"),
-    **dict.fromkeys([
-        "message.timestamp.after.max.ms", "message.timestamp.before.max.ms", "log.message.timestamp.after.max.ms",
-        "log.message.timestamp.before.max.ms", "max.compaction.lag.ms", "log.cleaner.max.compaction.lag.ms",
-        "compression.gzip.level", "compression.zstd.level", "compression.lz4.level",
-        "log.cleaner.io.max.bytes.per.second"], "produce"),
     **dict.fromkeys([
         "log.flush.interval.ms", "flush.ms", "log.flush.scheduler.interval.ms", "flush.messages",
         "log.flush.interval.messages"], "flush"),
