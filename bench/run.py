@@ -539,8 +539,8 @@ def run_one(b: Broker, w: Workload, client: str, java_cmd, runid: str, seed_topi
 
 
 def fill_segments(bootstrap: str, topic: str, segments: int) -> None:
-    """One single-record batch per produce request; with internal.segment.bytes below a batch's
-    size every batch rolls a segment of its own."""
+    """One single-record batch per produce request; with internal.segment.bytes below two
+    batches' size every batch rolls a segment of its own."""
     from confluent_kafka import Producer
 
     p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0, "batch.num.messages": 1, "acks": 1,
@@ -570,7 +570,7 @@ def latency_while_deleting(b: Broker, w: Workload, client: str, java_cmd, runid:
     from confluent_kafka.admin import AdminClient
 
     bulk = f"{w.key}-bulk-{client}-{runid}"
-    create_topic(b.bootstrap, bulk, {"internal.segment.bytes": "100", "file.delete.delay.ms": "0"})
+    create_topic(b.bootstrap, bulk, {"internal.segment.bytes": "250", "file.delete.delay.ms": "0"})
     fill_segments(b.bootstrap, bulk, w.segments)
     data = b.tmp / "data" if b.tmp is not None else None
     bulk_dir = data / f"{bulk}-0" if data is not None else None
@@ -770,7 +770,7 @@ def write_report(path: Path, info: dict, header: list[str], rows: list[list[str]
                "clock); a warm-up record that must arrive first and 500 paced records after it "
                "are not measured. Client fetch settings are the clients' defaults "
                "(fetch.wait.max.ms / fetch.max.wait.ms = 500). latency-delete (klamm only) = the same, "
-               "while a topic of 10,000 one-batch segments (internal.segment.bytes=100, "
+               "while a topic of 10,000 one-batch segments (internal.segment.bytes=250, "
                "file.delete.delay.ms=0) is deleted 2 s in.")
     for (k, c), per in results.items():
         r = per.get("klamm", {})
