@@ -252,7 +252,8 @@ class ClientConnection(asyncio.Protocol):
             log.debug("connection %s lost while writing: %s", self.peer, exc)
             self.close()
         except Exception as exc:  # a bug in this loop: never leave the connection open and silent
-            log.error("closing connection from %s: writer failed: %r", self.peer, exc, exc_info=log.isEnabledFor(logging.DEBUG))
+            log.error("closing connection from %s: writer failed: %r", self.peer, exc,
+                      exc_info=log.isEnabledFor(logging.DEBUG))
             self.close()
 
     async def _respond(self, request: Request, response: Any) -> None:

@@ -18,6 +18,7 @@ import pytest
 from klamm.broker.broker import Broker
 from klamm.config.errors import ConfigError
 from klamm.protocol.records import build_batch, iter_records
+from klamm.testing import config_for
 from tests.integration.conftest import (
     API_VERSIONS,
     FETCH,
@@ -29,7 +30,6 @@ from tests.integration.conftest import (
     produce,
     wait_for,
 )
-from klamm.testing import config_for
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -115,8 +115,7 @@ def _accepted_default_sndbuf_rcvbuf() -> tuple[int, int]:
         with socket.create_connection(listener.getsockname()):
             accepted, _ = listener.accept()
             with accepted:
-                return (accepted.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF),
-                        accepted.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF))
+                return _buffer_sizes(accepted)
 
 
 def _as_set(send: int, receive: int) -> tuple[int, int]:
@@ -124,8 +123,11 @@ def _as_set(send: int, receive: int) -> tuple[int, int]:
     with socket.socket() as probe:
         probe.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, send)
         probe.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, receive)
-        return (probe.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF),
-                probe.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF))
+        return _buffer_sizes(probe)
+
+
+def _buffer_sizes(sock: socket.socket) -> tuple[int, int]:
+    return sock.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF), sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF)
 
 
 def test_socket_buffer_sizes(broker_factory: Callable[..., BrokerThread]) -> None:
@@ -133,7 +135,7 @@ def test_socket_buffer_sizes(broker_factory: Callable[..., BrokerThread]) -> Non
     with broker.connect() as c:
         assert _versions(c) == 0
         [sock] = _broker_side_sockets(broker)
-        got = (sock.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF), sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF))
+        got = _buffer_sizes(sock)
     assert got == _as_set(32768, 24576)
 
 
@@ -142,7 +144,7 @@ def test_socket_buffer_sizes_minus_one_keep_the_os_default(broker_factory: Calla
     with broker.connect() as c:
         assert _versions(c) == 0
         [sock] = _broker_side_sockets(broker)
-        got = (sock.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF), sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF))
+        got = _buffer_sizes(sock)
     assert got == _accepted_default_sndbuf_rcvbuf()
     assert got != _as_set(100 * 1024, 100 * 1024)  # not Kafka's default sizes, which apply otherwise
 

@@ -81,6 +81,11 @@ def _queued_fetch_survives(broker: BrokerThread, victim: str, remove: Callable[[
     assert [(r.key, r.value) for r in records] == ORIGINAL
 
 
+def _delete_topic(admin: RawClient, name: str) -> None:
+    response = admin.request(DELETE_TOPICS, 5, {"topic_names": [name], "timeout": 10_000})
+    assert response.responses[0].error_code == 0
+
+
 def _victim(broker: BrokerThread, configs: dict[str, str] | None = None) -> str:
     with broker.connect() as c:
         create_topic(c, "victim", configs={"file.delete.delay.ms": "0", **(configs or {})})
@@ -92,11 +97,7 @@ def test_topic_deletion(broker_factory: Callable[..., BrokerThread]) -> None:
     broker = broker_factory()
     victim = _victim(broker)
 
-    def delete(admin: RawClient) -> None:
-        response = admin.request(DELETE_TOPICS, 5, {"topic_names": [victim], "timeout": 10_000})
-        assert response.responses[0].error_code == 0
-
-    _queued_fetch_survives(broker, victim, delete)
+    _queued_fetch_survives(broker, victim, lambda admin: _delete_topic(admin, victim))
     assert not list(broker.log_dir.glob("*-delete"))  # removed, off the event loop
 
 
@@ -141,7 +142,7 @@ def test_dropped_response_releases_its_file(broker_factory: Callable[..., Broker
         wait_for(lambda: _parked(broker, "idle"))
         consumer.send(FETCH, 7, fetch_body(victim, 0))
         wait_for(lambda: _answered_behind(broker))
-        assert admin.request(DELETE_TOPICS, 5, {"topic_names": [victim], "timeout": 10_000}).responses[0].error_code == 0
+        _delete_topic(admin, victim)
         wait_for(lambda: _no_deletes_pending(broker))
         assert not file.closed  # the queued response still holds it
         consumer.close()
@@ -156,7 +157,7 @@ def test_long_poll_sees_its_topic_deleted(broker_factory: Callable[..., BrokerTh
         create_topic(admin, "doomed")
         consumer.send(FETCH, 7, fetch_body("doomed", 0, max_wait_ms=30_000, min_bytes=1))
         wait_for(lambda: _parked(broker, "doomed"))
-        assert admin.request(DELETE_TOPICS, 5, {"topic_names": ["doomed"], "timeout": 10_000}).responses[0].error_code == 0
+        _delete_topic(admin, "doomed")
         _, response = consumer.receive()  # within the socket timeout, not after max_wait
     [partition] = response.responses[0].partitions
     assert partition.error_code == 3  # UNKNOWN_TOPIC_OR_PARTITION

@@ -1,16 +1,17 @@
 """Fetch (1), v4+: read record batches, long-polling until `min_bytes` or `max_wait`.
 
 Record bytes are never read into Python: each partition's `records` is a
-`FileRegion` of its segment file, sent with sendfile. The region leases the
-file when the response is final (after the last await), so a segment deleted
-while the response waits in its connection's queue still sends its own bytes;
-the network layer releases the lease. A long poll looks its partitions up again
-after each wake-up: a topic deleted (or recreated) meanwhile is not read through
-the Partition it had before. Limits follow Kafka: at
+`FileRegion` of its segment file, sent with sendfile. Limits follow Kafka: at
 most `partition_max_bytes` per partition and `max_bytes` (capped by the broker's
-fetch.max.bytes) in all, but the first
-partition with data returns at least one whole batch. A fetch inside a batch
-returns that whole batch (the client skips the offsets before its position).
+fetch.max.bytes) in all, but the first partition with data returns at least one
+whole batch. A fetch inside a batch returns that whole batch (the client skips
+the offsets before its position).
+
+The region leases its file once the response is final (after the last await),
+so a segment deleted while the response waits in its connection's queue still
+sends its own bytes; the network layer releases the lease. A long poll looks its
+partitions up again after each wake-up: a topic deleted (or recreated) meanwhile
+is not read through the Partition it had before.
 
 Fetch sessions (KIP-227, klamm/broker/fetch_session.py): epoch 0 opens a session
 with a full fetch, later epochs send and receive only changes, epoch -1 is a
