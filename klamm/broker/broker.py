@@ -30,7 +30,7 @@ from klamm.broker.network import (
     Processor,
     RequestBudget,
     SocketSettings,
-    parse_per_ip_overrides,
+    check_socket_server_config,
 )
 from klamm.broker.partition import log_config
 from klamm.broker.replica_manager import ReplicaManager
@@ -64,7 +64,7 @@ class Broker:
         self.log_dirs = [Path(d) for d in config.log_dirs]
         self._apis: dict[int, Api] = registry()
         self.listener_name, self.host, self.port = parse_listener(config.listeners[0])
-        self._per_ip_overrides = parse_per_ip_overrides(config.max_connections_per_ip_overrides)  # fails early
+        self._per_ip_overrides = check_socket_server_config(config)  # fails before anything starts
         self.advertised_host = self.host
         self.advertised_port = self.port
         self.logs: LogManager | None = None

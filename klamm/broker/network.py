@@ -394,6 +394,19 @@ class ConnectionQuotas:
         self._slot_free.set()
 
 
+def check_socket_server_config(config: Any) -> dict[str, int]:
+    """Kafka's start-up checks of these keys; returns the parsed max.connections.per.ip.overrides."""
+    queued_bytes, request_max = config.queued_max_request_bytes, config.socket_request_max_bytes
+    if 0 < queued_bytes < request_max:
+        raise ConfigError("queued.max.request.bytes", queued_bytes,
+                          "queued.max.request.bytes must be larger or equal to socket.request.max.bytes")
+    overrides = parse_per_ip_overrides(config.max_connections_per_ip_overrides)
+    if config.max_connections_per_ip == 0 and not overrides:
+        raise ConfigError("max.connections.per.ip", 0, "max.connections.per.ip can be set to zero only if "
+                          "max.connections.per.ip.overrides property is set.")
+    return overrides
+
+
 def parse_per_ip_overrides(value: str) -> dict[str, int]:
     """max.connections.per.ip.overrides: "host:count,host:count" -> {address: count}.
 

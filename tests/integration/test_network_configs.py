@@ -52,8 +52,8 @@ def _silent(c: RawClient, seconds: float = 0.5) -> bool:
     return False if data else pytest.fail("connection closed")
 
 
-def _parked(broker: BrokerThread, topic: str) -> bool:
-    return broker.call(lambda: bool(broker.broker.replicas.get(topic, 0)._waiters))
+def _parked(broker: BrokerThread, topic: str) -> int:
+    return broker.call(lambda: len(broker.broker.replicas.get(topic, 0)._waiters))
 
 
 def _broker_side_sockets(broker: BrokerThread) -> list[socket.socket]:
@@ -87,25 +87,27 @@ def _waiting_for_budget(broker: BrokerThread, client: RawClient) -> bool:
     return broker.call(lambda: any(c.peer == peer for c in broker.broker._processors[0].budget._waiting))
 
 
-@pytest.mark.parametrize("overrides,client_id", [
-    ({"queued.max.requests": "1"}, "c"),
-    # non-strict, like Kafka's memory pool: the first request is admitted, then the pool is spent
-    ({"queued.max.request.bytes": "200"}, "c" * 300),
+@pytest.mark.parametrize("overrides,pipelined", [
+    ({"queued.max.requests": "1"}, 1),
+    # Kafka requires at least socket.request.max.bytes; two ~600-byte fetches spend 1000 bytes
+    ({"queued.max.request.bytes": "1000", "socket.request.max.bytes": "1000"}, 2),
 ])
 def test_queued_requests_are_bounded_across_connections(broker_factory: Callable[..., BrokerThread],
-                                                        overrides: dict[str, str], client_id: str) -> None:
+                                                        overrides: dict[str, str], pipelined: int) -> None:
     broker = broker_factory(**overrides)
     with broker.connect() as c:
         create_topic(c, "idle")
-    with broker.connect(client_id=client_id) as poller, broker.connect() as other:
-        poller.send(FETCH, 11, fetch_body("idle", 0, max_wait_ms=1500, min_bytes=1))
-        wait_for(lambda: _parked(broker, "idle"))
+    with broker.connect(client_id="c" * 500) as poller, broker.connect() as other:
+        for _ in range(pipelined):
+            poller.send(FETCH, 11, fetch_body("idle", 0, max_wait_ms=1500, min_bytes=1))
+        wait_for(lambda: _parked(broker, "idle") == pipelined)
         other.send(API_VERSIONS, 3, VERSIONS_BODY)
         wait_for(lambda: _waiting_for_budget(broker, other))  # read off the wire, then reading stopped
         assert _silent(other)
-        _, answer = other.receive()  # once the long poll answers, the budget frees and `other` is read
+        _, answer = other.receive()  # once the long polls answer, the budget frees and `other` is read
         assert answer.error_code == 0
-        poller.receive()
+        for _ in range(pipelined):
+            poller.receive()
 
 
 # ------------------------------------------------------------- socket options ---
@@ -198,10 +200,15 @@ def test_max_connections_per_ip_overrides(broker_factory: Callable[..., BrokerTh
             third.expect_disconnect()
 
 
-def test_bad_per_ip_override_is_refused_at_start(tmp_path: Path) -> None:
-    config = config_for(str(tmp_path), {"max.connections.per.ip.overrides": "127.0.0.1:not_a_number"})
-    with pytest.raises(ConfigError, match="max.connections.per.ip.overrides"):
-        Broker(config)
+@pytest.mark.parametrize("props,key", [
+    ({"max.connections.per.ip.overrides": "127.0.0.1:not_a_number"}, "max.connections.per.ip.overrides"),
+    ({"max.connections.per.ip": "0"}, "max.connections.per.ip"),
+    ({"queued.max.request.bytes": "1000"}, "queued.max.request.bytes"),  # below socket.request.max.bytes
+])
+def test_kafka_start_up_checks(tmp_path: Path, props: dict[str, str], key: str) -> None:
+    with pytest.raises(ConfigError) as refused:
+        Broker(config_for(str(tmp_path), props))
+    assert refused.value.key == key
 
 
 # -------------------------------------------------------- num.network.threads ---
