@@ -508,7 +508,10 @@ def _listen(host: str, port: int, settings: SocketSettings) -> list[socket.socke
     listeners: list[socket.socket] = []
     try:
         for family, type_, proto, _, address in dict.fromkeys(infos):
-            sock = socket.socket(family, type_, proto)
+            try:
+                sock = socket.socket(family, type_, proto)
+            except OSError:
+                continue  # a family this host lacks (asyncio's create_server skips it too)
             listeners.append(sock)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             if family == socket.AF_INET6:
@@ -525,4 +528,6 @@ def _listen(host: str, port: int, settings: SocketSettings) -> list[socket.socke
         for sock in listeners:
             sock.close()
         raise
+    if not listeners:
+        raise OSError(f"no address to listen on for {host!r}")
     return listeners
