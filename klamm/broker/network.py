@@ -227,10 +227,11 @@ class ClientConnection(asyncio.Protocol):
                 except asyncio.CancelledError:
                     if self._closed:
                         return
-                    self._fail(request, "handler cancelled", asyncio.CancelledError())
                     task = asyncio.current_task()
                     if task is not None and task.cancelling():
+                        self.close()
                         raise  # the writer itself is being cancelled (shutdown)
+                    self._fail(request, "handler cancelled", asyncio.CancelledError())
                     return
                 except CloseConnection:
                     self.close()
