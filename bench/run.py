@@ -28,6 +28,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import zipfile
 from pathlib import Path
@@ -75,6 +76,8 @@ class Workload:
     base_timeout: float = 600.0  # seconds at records-scale 1.0
     interval_us: int = 1000
     load: str | None = None  # latency: "compacted" runs a keyed lz4 load on a compacted topic meanwhile
+    segments: int = 0  # latency-delete: segments of the topic deleted during the measurement
+    klamm_only: bool = False  # needs klamm configs (internal.segment.bytes): no tansu cell
 
 
 def make_workloads(scale: float) -> list[Workload]:
@@ -95,11 +98,15 @@ def make_workloads(scale: float) -> list[Workload]:
         Workload("latency-compacted", "end-to-end latency, 100 B, 1 rec/ms × {n:,}, while a compacted "
                  "topic takes 20k keyed rec/s (lz4, cleaner running)", "latency",
                  records=n(10_000), size=100, acks="1", interval_us=1000, base_timeout=0, load="compacted"),
+        # At least 5 s of measurement, so the deletion falls inside it even with --quick.
+        Workload("latency-delete", "end-to-end latency, 100 B, 1 rec/ms × {n:,}, while a topic of "
+                 "10,000 segments is deleted", "latency-delete", records=max(5_000, n(20_000)), size=100,
+                 acks="1", interval_us=1000, base_timeout=0, segments=10_000, klamm_only=True),
     ]
 
 
 def workload_timeout(w: Workload, scale: float, mult: float) -> float:
-    if w.kind == "latency":
+    if w.kind in ("latency", "latency-delete"):
         t = 60 + w.records * w.interval_us / 1e6 * 3 + (LOAD_LEAD_S if w.load else 0)
     else:
         t = 60 + w.base_timeout * scale
@@ -454,6 +461,8 @@ def run_broker(name: str, workloads: list[Workload], clients: list[str], java_cm
 
     try:
         for w in workloads:
+            if w.klamm_only and name != "klamm":
+                continue
             timeout = workload_timeout(w, opts.scale, opts.timeout_mult)
             seed_topic = None
             if w.seed:
@@ -538,6 +547,8 @@ def run_one(b: Broker, w: Workload, client: str, java_cmd, runid: str, seed_topi
         if loader is not None and not res["load"].get("ok"):
             res = {**res, "ok": False, "error": f"background load failed: {res['load'].get('error')}"}
         return res
+    if w.kind == "latency-delete":
+        return latency_while_deleting(b, w, client, java_cmd, runid, timeout, logdir, tag)
     raise ValueError(w.kind)
 
 
@@ -571,6 +582,64 @@ def stop_load(proc: subprocess.Popen, tag: str, logdir: Path) -> dict:
     lines = [ln for ln in (logdir / f"{tag}-load.out").read_text(errors="replace").splitlines()
              if ln.startswith("{")]
     return json.loads(lines[-1]) if lines else {"ok": False, "error": f"no result (rc={proc.returncode})"}
+
+
+def fill_segments(bootstrap: str, topic: str, segments: int) -> None:
+    """One single-record batch per produce request; with internal.segment.bytes below two
+    batches' size every batch rolls a segment of its own."""
+    from confluent_kafka import Producer
+
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0, "batch.num.messages": 1, "acks": 1,
+                  "log_level": 0})
+    failed = [0]
+
+    def on_delivery(err, _msg):
+        if err is not None:
+            failed[0] += 1
+
+    for i in range(segments):
+        while True:
+            try:
+                p.produce(topic, b"x" * 100, partition=0, on_delivery=on_delivery)
+                break
+            except BufferError:
+                p.poll(0.01)
+        p.poll(0)
+    if p.flush(120) or failed[0]:
+        raise RuntimeError(f"filling {topic}: {failed[0]} records failed")
+
+
+def latency_while_deleting(b: Broker, w: Workload, client: str, java_cmd, runid: str, timeout: float,
+                           logdir: Path, tag: str) -> dict:
+    """The latency workload, with a topic of `w.segments` segments deleted 2 s into it
+    (file.delete.delay.ms=0: its files are removed at once, by klamm's executor)."""
+    from confluent_kafka.admin import AdminClient
+
+    bulk = f"{w.key}-bulk-{client}-{runid}"
+    create_topic(b.bootstrap, bulk, {"internal.segment.bytes": "250", "file.delete.delay.ms": "0"})
+    fill_segments(b.bootstrap, bulk, w.segments)
+    data = b.tmp / "data" if b.tmp is not None else None
+    bulk_dir = data / f"{bulk}-0" if data is not None else None
+    segments = len(list(bulk_dir.glob("*.log"))) if bulk_dir is not None and bulk_dir.exists() else -1
+    topic = f"{w.key}-{client}-{runid}"
+    create_topic(b.bootstrap, topic)
+    outcome: dict = {}
+    worker = threading.Thread(target=lambda: outcome.update(run_client(
+        client, java_cmd, "latency", dict(bootstrap=b.bootstrap, topic=topic, records=w.records, size=w.size,
+                                          acks=w.acks, interval_us=w.interval_us, timeout_ms=60_000),
+        timeout, logdir, tag, b)))
+    worker.start()
+    time.sleep(2.0)
+    admin = AdminClient({"bootstrap.servers": b.bootstrap, "log_level": 0})
+    t0 = time.monotonic()
+    admin.delete_topics([bulk], operation_timeout=30)[bulk].result(timeout=60)
+    acked = time.monotonic() - t0
+    while data is not None and list(data.glob(f"{bulk}-0*")) and time.monotonic() - t0 < 120:
+        time.sleep(0.05)
+    removed = time.monotonic() - t0
+    worker.join()
+    outcome.update(segments=segments, delete_acked_s=round(acked, 3), delete_removed_s=round(removed, 3))
+    return outcome
 
 
 def clients_first(results: dict, w: Workload) -> str:
@@ -620,7 +689,7 @@ def build_rows(workloads: list[Workload], clients: list[str], results: dict) -> 
             entries.append((f"produce {human_size(w.size)} × {w.records:,}, acks=1 (seed)", c,
                             (w.key + "/seed", c), "thr"))
         for c in clients:
-            if w.kind == "latency":
+            if w.kind in ("latency", "latency-delete"):
                 entries.append((f"{title} — p50", c, (w.key, c), "p50_ms"))
                 entries.append((f"{title} — p99", c, (w.key, c), "p99_ms"))
             else:
@@ -746,7 +815,14 @@ def write_report(path: Path, info: dict, header: list[str], rows: list[list[str]
                "poll(100 ms)); latency = receive time − send time carried in the record (one "
                "clock); a warm-up record that must arrive first and 500 paced records after it "
                "are not measured. Client fetch settings are the clients' defaults "
-               "(fetch.wait.max.ms / fetch.max.wait.ms = 500).")
+               "(fetch.wait.max.ms / fetch.max.wait.ms = 500). latency-delete (klamm only) = the same, "
+               "while a topic of 10,000 one-batch segments (internal.segment.bytes=250, "
+               "file.delete.delay.ms=0) is deleted 2 s in.")
+    for (k, c), per in results.items():
+        r = per.get("klamm", {})
+        if k == "latency-delete" and r.get("ok"):
+            out.append(f"- latency-delete/{c}: {r.get('segments')} segments; DeleteTopics answered in "
+                       f"{r.get('delete_acked_s')} s, files gone {r.get('delete_removed_s')} s after it was sent.")
     grouped: dict[tuple[str, str], list[str]] = {}
     for (k, c), per in results.items():
         for b, r in per.items():

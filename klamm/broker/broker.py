@@ -21,10 +21,18 @@ from klamm.broker.fetch_session import FetchSessionCache
 from klamm.broker.handlers import Api, registry
 from klamm.broker.handlers.configs import apply_dynamic_broker_configs
 from klamm.broker.cleaner_tasks import LogCleanerService
-from klamm.broker.log_tasks import LogRetention
+from klamm.broker.log_tasks import DelayedDeletes, LogRetention
 from klamm.broker.producer_expiration import expire_producers_periodically
 from klamm.broker.metrics import BrokerMetrics, MetricsServer
-from klamm.broker.network import Acceptor, ClientConnection, Processor
+from klamm.broker.network import (
+    Acceptor,
+    ClientConnection,
+    ConnectionQuotas,
+    Processor,
+    RequestBudget,
+    SocketSettings,
+    check_socket_server_config,
+)
 from klamm.broker.partition import log_config
 from klamm.broker.replica_manager import ReplicaManager
 from klamm.config.broker import BrokerConfig
@@ -57,6 +65,7 @@ class Broker:
         self.log_dirs = [Path(d) for d in config.log_dirs]
         self._apis: dict[int, Api] = registry()
         self.listener_name, self.host, self.port = parse_listener(config.listeners[0])
+        self._per_ip_overrides = check_socket_server_config(config)  # fails before anything starts
         self.advertised_host = self.host
         self.advertised_port = self.port
         self.logs: LogManager | None = None
@@ -70,6 +79,7 @@ class Broker:
         self._tasks: list[asyncio.Task[None]] = []
         self.fetch_sessions = FetchSessionCache(config.max_incremental_fetch_session_cache_slots)
         self.bytes_in = 0
+        self.delayed_deletes = DelayedDeletes()  # retention, topic deletion and the cleaner remove files here
         self.retention = LogRetention(self)
         self.log_cleaner = LogCleanerService(self)
         self.metrics = BrokerMetrics(self)  # always counted; served only when metrics.port >= 0
@@ -82,7 +92,7 @@ class Broker:
             directory.mkdir(parents=True, exist_ok=True)
         cluster_id = ensure_meta_properties(self.log_dirs, self.node_id, self.config.cluster_id)
         self.logs = LogManager(self.log_dirs, log_config(TopicConfig.resolve(self.config, {})))
-        self.replicas = ReplicaManager(self.node_id, self.config, self.logs)
+        self.replicas = ReplicaManager(self.node_id, self.config, self.logs, self.delayed_deletes.schedule)
         self.logs.startup(lambda topic: log_config(self.replicas.topic_config(topic)))
         self.controller = Controller(FileMetadataLog(self.logs), self.node_id, cluster_id)
         self.controller.load()
@@ -109,15 +119,20 @@ class Broker:
                  ",".join(str(d) for d in self.log_dirs))
 
     async def _start_network(self) -> None:
+        config = self.config
         native = _loop_has_native_sendfile(asyncio.get_running_loop())
+        budget = RequestBudget(config.queued_max_requests, config.queued_max_request_bytes)
         self._processors = [
-            Processor(i, self.handle, self.supported_versions, self.config.socket_request_max_bytes,
-                      self.config.connections_max_idle_ms, native)
-            for i in range(max(1, self.config.num_network_threads))
+            Processor(i, self.handle, self.supported_versions, config.socket_request_max_bytes,
+                      config.connections_max_idle_ms, native, budget)
+            for i in range(max(1, config.num_network_threads))
         ]
         for processor in self._processors:
             processor.start()
-        self._acceptor = Acceptor(self.host, self.port, self._processors)
+        quotas = ConnectionQuotas(config.max_connections, config.max_connections_per_ip, self._per_ip_overrides)
+        sockets = SocketSettings(config.socket_send_buffer_bytes, config.socket_receive_buffer_bytes,
+                                 config.socket_listen_backlog_size)
+        self._acceptor = Acceptor(self.host, self.port, self._processors, quotas, sockets)
         await self._acceptor.start()
         self.port = self._acceptor.port
         advertised = self.config.advertised_listeners or self.config.listeners
@@ -158,6 +173,7 @@ class Broker:
             self.controller.close()
         await self.retention.stop()
         await self.log_cleaner.stop()
+        await self.delayed_deletes.stop()
         if self.replicas is not None:
             self.replicas.shutdown()
         self._stopped.set()

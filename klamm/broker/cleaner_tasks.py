@@ -29,7 +29,6 @@ from klamm.storage.cleaner import (
     log_to_clean,
     prepare_clean,
 )
-from klamm.storage.segment import LogSegment
 from klamm.storage.throttler import Throttler
 
 log = logging.getLogger("klamm.cleaner")
@@ -67,7 +66,6 @@ class LogCleanerService:
         self._in_progress: set[tuple[str, int]] = set()
         self._executor: ThreadPoolExecutor | None = None
         self._tasks: list[asyncio.Task[None]] = []
-        self._pending: dict[asyncio.TimerHandle, list[LogSegment]] = {}
 
     # metrics: totals over the workers
     @property
@@ -118,7 +116,7 @@ class LogCleanerService:
             complete, replaced = commit_clean(target, result)
             partition = self.broker.replicas.partitions.get(key)
             delay_ms = partition.config.file_delete_delay_ms if partition is not None else 60_000
-            self._schedule_delete(replaced, delay_ms)
+            self.broker.delayed_deletes.segments(replaced, delay_ms)
             if complete:
                 self._checkpoint(target, result.end_offset)
             log.info("cleaned %s-%d up to offset %d: %d segment(s) replaced, %d bytes read, %d written",
@@ -146,18 +144,6 @@ class LogCleanerService:
         live = {(log_.topic, log_.partition) for log_ in self.broker.logs.all_logs()}
         self.checkpoints.update(target, offset, live)
 
-    def _schedule_delete(self, segments: list[LogSegment], delay_ms: int) -> None:
-        if not segments:
-            return
-        loop = asyncio.get_running_loop()
-
-        def fire() -> None:
-            self._pending.pop(handle, None)
-            loop.run_in_executor(None, _delete, segments)
-
-        handle = loop.call_later(delay_ms / 1000, fire)
-        self._pending[handle] = segments
-
     async def stop(self) -> None:
         """Stop the workers (a cleaning in progress aborts and removes its files)."""
         for cleaner in self.cleaners:
@@ -167,12 +153,3 @@ class LogCleanerService:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         if self._executor is not None:
             await asyncio.get_running_loop().run_in_executor(None, self._executor.shutdown)
-        for handle, segments in list(self._pending.items()):
-            handle.cancel()
-            _delete(segments)
-        self._pending.clear()
-
-
-def _delete(segments: list[LogSegment]) -> None:
-    for segment in segments:
-        segment.delete()

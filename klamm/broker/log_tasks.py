@@ -1,10 +1,16 @@
-"""Background log maintenance: retention every log.retention.check.interval.ms.
+"""Background log maintenance: delayed deletes, and retention every log.retention.check.interval.ms.
 
-Each pass decides on the event loop (cheap: segment metadata only) and detaches
-the deletable segments, whose files are renamed to `.deleted` at once; the files
-are closed and removed after the topic's file.delete.delay.ms in an executor,
-so fetches already sending from them finish (Kafka's asynchronous delete). The
-log start offsets that moved are checkpointed right after the pass.
+Deleting is Kafka's asynchronous delete, one mechanism for retention, topic
+deletion and the cleaner's swaps: storage renames the files at once (segments to
+`*.deleted`, a deleted partition's directory to `*-delete`), so a restart finds
+them stale; `DelayedDeletes` then removes them after the topic's
+file.delete.delay.ms, in an executor (a topic of 10k segments is much unlinking).
+Their descriptors close when the last response leasing them is sent
+(klamm.storage.shared_file), so no fetch ever sends from a reused descriptor.
+
+Each retention pass decides on the event loop (cheap: segment metadata only) and
+detaches the deletable segments; the log start offsets that moved are
+checkpointed right after the pass.
 """
 
 from __future__ import annotations
@@ -12,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from typing import Any
 
 from klamm.storage.retention import RetentionPolicy, delete_segments, enforce_retention
@@ -26,14 +33,60 @@ def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+class DelayedDeletes:
+    """Owned by one Broker: runs removals after their delay, in an executor; stop() runs the rest now."""
+
+    def __init__(self) -> None:
+        self._timers: dict[asyncio.TimerHandle, Callable[[], None]] = {}
+        self._running: set[asyncio.Future[None]] = set()
+
+    def schedule(self, remove: Callable[[], None], delay_ms: int) -> None:
+        loop = asyncio.get_running_loop()
+
+        def fire() -> None:
+            self._timers.pop(handle, None)
+            self._run(loop, remove)
+
+        handle = loop.call_later(max(delay_ms, 0) / 1000, fire)
+        self._timers[handle] = remove
+
+    def segments(self, segments: list[LogSegment], delay_ms: int) -> None:
+        """Remove detached segments (already renamed `*.deleted`) after `delay_ms`."""
+        if segments:
+            self.schedule(lambda: delete_segments(segments), delay_ms)
+
+    def _run(self, loop: asyncio.AbstractEventLoop, remove: Callable[[], None]) -> None:
+        future = loop.run_in_executor(None, remove)
+        self._running.add(future)
+        future.add_done_callback(self._done)
+
+    def _done(self, future: asyncio.Future[None]) -> None:
+        self._running.discard(future)
+        if not future.cancelled() and future.exception() is not None:
+            log.error("delayed delete failed: %s", future.exception())
+
+    @property
+    def pending(self) -> int:
+        """Removals waiting for their delay or running (metrics, tests)."""
+        return len(self._timers) + len(self._running)
+
+    async def stop(self) -> None:
+        """Removals still waiting for their delay run now; returns when all are done."""
+        loop = asyncio.get_running_loop()
+        for handle, remove in list(self._timers.items()):
+            handle.cancel()
+            self._run(loop, remove)
+        self._timers.clear()
+        if self._running:
+            await asyncio.gather(*list(self._running), return_exceptions=True)
+
+
 class LogRetention:
     """Owned by one Broker; start() schedules the periodic pass, stop() cancels it."""
 
     def __init__(self, broker: Any) -> None:
         self.broker = broker
         self._task: asyncio.Task[None] | None = None
-        self._pending: dict[asyncio.TimerHandle, list[LogSegment]] = {}
-        self._deleting: set[asyncio.Future[None]] = set()
 
     def start(self) -> None:
         self._task = asyncio.ensure_future(self._run())
@@ -60,31 +113,13 @@ class LogRetention:
             if removed:
                 log.info("retention deleted %d segment(s) of %s-%d; log start offset now %d", len(removed),
                          partition.topic, partition.index, partition.log.log_start_offset)
-                self._schedule_delete(removed, config.file_delete_delay_ms)
+                self.broker.delayed_deletes.segments(removed, config.file_delete_delay_ms)
                 deleted += len(removed)
         if deleted:
             self.broker.logs.checkpoint()
         return deleted
 
-    def _schedule_delete(self, segments: list[LogSegment], delay_ms: int) -> None:
-        loop = asyncio.get_running_loop()
-
-        def fire() -> None:
-            self._pending.pop(handle, None)
-            future = loop.run_in_executor(None, delete_segments, segments)
-            self._deleting.add(future)
-            future.add_done_callback(self._deleting.discard)
-
-        handle = loop.call_later(delay_ms / 1000, fire)
-        self._pending[handle] = segments
-
     async def stop(self) -> None:
-        """Cancel the pass; segments still waiting for their delay are deleted now."""
+        """Cancel the pass (segments it detached are the broker's DelayedDeletes' to remove)."""
         if self._task is not None:
             self._task.cancel()
-        for handle, segments in list(self._pending.items()):
-            handle.cancel()
-            delete_segments(segments)
-        self._pending.clear()
-        if self._deleting:
-            await asyncio.gather(*self._deleting, return_exceptions=True)

@@ -6,25 +6,47 @@ requests happen in order: handlers do their synchronous work before their
 first await), and writes responses strictly in request order from a single
 writer task. File regions in a response go out with the loop's native
 `sendfile` when it has one (the stock selector loop) and with `os.pread` into
-memory otherwise (uvloop). Socket errors end the connection at this one edge.
+memory otherwise (uvloop); each region's file lease is released once it is
+sent or its response dropped. Socket errors end the connection at this one edge.
+
+A request that fails (its handler raises, or its response cannot be encoded)
+closes its connection after one log line: the client sees EOF and retries,
+rather than waiting forever on a connection that will never answer.
+
+Kafka's SocketServer limits, all static:
+  * queued.max.requests / queued.max.request.bytes (`RequestBudget`): requests
+    read but not yet handled, across every connection; when either is reached,
+    connections stop reading until a handler finishes. A parked long-poll fetch
+    counts until it answers.
+  * max.connections (`ConnectionQuotas`): at the limit the acceptor stops
+    accepting (new connections wait in the listen backlog) until one closes;
+    max.connections.per.ip (and its overrides): a connection over its address's
+    limit is closed at once.
+  * socket.send/receive.buffer.bytes (SO_SNDBUF/SO_RCVBUF, -1 the OS default) and
+    socket.listen.backlog.size.
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
+import ipaddress
 import logging
 import os
+import socket
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
+from klamm.config.errors import ConfigError
 from klamm.protocol.connection import NEED_DATA, ProtocolError, Request, ServerConnection
-from klamm.protocol.sendplan import FileRegion, Part
+from klamm.protocol.sendplan import FileRegion, Part, release_regions
 
 log = logging.getLogger("klamm.network")
 
 MAX_IN_FLIGHT = 100  # per connection; reading pauses beyond this
+USE_OS_DEFAULT = -1  # socket.*.buffer.bytes
 
 
 class CloseConnection(Exception):
@@ -32,6 +54,52 @@ class CloseConnection(Exception):
 
 
 Handler = Callable[[Request, "ClientConnection"], Awaitable[Any]]
+
+
+@dataclass(frozen=True)
+class SocketSettings:
+    """The socket options of the listener and of every accepted connection."""
+
+    send_buffer_bytes: int = USE_OS_DEFAULT
+    receive_buffer_bytes: int = USE_OS_DEFAULT
+    listen_backlog: int = 50
+
+
+class RequestBudget:
+    """Requests read but not yet handled, across all connections (queued.max.requests/.request.bytes).
+
+    Like Kafka's memory pool (not strict), a request is admitted while the totals are
+    below the limits, so one request larger than the byte limit still gets through.
+    """
+
+    def __init__(self, max_requests: int, max_bytes: int = -1) -> None:
+        self.max_requests = max_requests
+        self.max_bytes = max_bytes  # <= 0: unbounded (Kafka's -1)
+        self.requests = 0
+        self.bytes = 0
+        self._waiting: dict[ClientConnection, None] = {}  # ordered: the longest waiting first
+
+    @property
+    def full(self) -> bool:
+        return self.requests >= self.max_requests or (self.max_bytes > 0 and self.bytes >= self.max_bytes)
+
+    def take(self, size: int) -> None:
+        self.requests += 1
+        self.bytes += size
+
+    def give_back(self, size: int) -> None:
+        self.requests -= 1
+        self.bytes -= size
+        while self._waiting and not self.full:
+            connection = next(iter(self._waiting))
+            del self._waiting[connection]
+            connection.read_requests()
+
+    def wait(self, connection: ClientConnection) -> None:
+        self._waiting[connection] = None
+
+    def forget(self, connection: ClientConnection) -> None:
+        self._waiting.pop(connection, None)
 
 
 class _FileShim:
@@ -50,11 +118,12 @@ class _FileShim:
 
 
 class ClientConnection(asyncio.Protocol):
-    def __init__(self, processor: Processor) -> None:
+    def __init__(self, processor: Processor, on_lost: Callable[[], None] | None = None) -> None:
         self.processor = processor
         self.peer = "?"
         self.client_host = ""
         self.last_active = time.monotonic()
+        self._on_lost = on_lost
         self._sans_io = ServerConnection(processor.max_request_size, processor.supported())
         self._transport: asyncio.Transport | None = None
         self._pending: collections.deque[asyncio.Future[Any]] = collections.deque()
@@ -79,23 +148,22 @@ class ClientConnection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         self.last_active = time.monotonic()
         self._sans_io.receive_data(data)
-        try:
-            while not self._closed:
-                request = self._sans_io.next_request()
-                if request is NEED_DATA:
-                    break
-                self._dispatch(request)  # type: ignore[arg-type]
-        except ProtocolError as exc:
-            log.info("closing connection from %s: %s", self.peer, exc)
-            self.close()
+        self.read_requests()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closed = True
         self.processor.connections.discard(self)
-        for future in self._pending:
+        self.processor.budget.forget(self)
+        pending, self._pending = self._pending, collections.deque()
+        self._requests.clear()
+        for future in pending:
             future.cancel()
+            future.add_done_callback(_release_result)  # a response already made holds file leases
         self._wakeup.set()
         self._can_write.set()
+        if self._on_lost is not None:
+            on_lost, self._on_lost = self._on_lost, None
+            on_lost()
 
     def pause_writing(self) -> None:
         self._can_write.clear()
@@ -104,15 +172,46 @@ class ClientConnection(asyncio.Protocol):
         self._can_write.set()
 
     # request flow
+    def read_requests(self) -> None:
+        """Dispatch the buffered requests while there is room; stop reading the socket when there is none."""
+        budget = self.processor.budget
+        try:
+            while not self._closed:
+                if len(self._pending) >= MAX_IN_FLIGHT:
+                    self._pause_reading()  # the writer reads on when responses go out
+                    return
+                if budget.full:
+                    budget.wait(self)  # give_back reads on
+                    self._pause_reading()
+                    return
+                request = self._sans_io.next_request()
+                if request is NEED_DATA:
+                    self._resume_reading()
+                    return
+                self._dispatch(request)  # type: ignore[arg-type]
+        except ProtocolError as exc:
+            log.info("closing connection from %s: %s", self.peer, exc)
+            self.close()
+
+    def _pause_reading(self) -> None:
+        if not self._reading_paused and self._transport is not None:
+            self._transport.pause_reading()
+            self._reading_paused = True
+
+    def _resume_reading(self) -> None:
+        if self._reading_paused and self._transport is not None and not self._closed:
+            self._transport.resume_reading()
+            self._reading_paused = False
+
     def _dispatch(self, request: Request) -> None:
         request.client_host = self.client_host
+        budget = self.processor.budget
+        budget.take(request.size)
         future = asyncio.ensure_future(self.processor.handler(request, self))
+        future.add_done_callback(lambda _: budget.give_back(request.size))
         self._pending.append(future)
         self._requests.append(request)
         self._wakeup.set()
-        if len(self._pending) >= MAX_IN_FLIGHT and not self._reading_paused and self._transport:
-            self._transport.pause_reading()
-            self._reading_paused = True
 
     async def _write_responses(self) -> None:
         try:
@@ -125,29 +224,57 @@ class ClientConnection(asyncio.Protocol):
                 request = self._requests[0]
                 try:
                     response = await future
-                except CloseConnection:
-                    self.close()
-                    return
                 except asyncio.CancelledError:
                     if self._closed:
                         return
-                    raise
-                except Exception:
-                    log.exception("handler failed for api_key=%s v%s from %s", request.api_key, request.api_version, self.peer)
+                    task = asyncio.current_task()
+                    if task is not None and task.cancelling():
+                        self.close()
+                        raise  # the writer itself is being cancelled (shutdown)
+                    self._fail(request, "handler cancelled", asyncio.CancelledError())
+                    return
+                except CloseConnection:
                     self.close()
                     return
+                except Exception as exc:
+                    self._fail(request, "handler failed", exc)
+                    return
+                if self._closed:
+                    return  # connection_lost took the pending responses (and releases this one)
                 self._pending.popleft()
                 self._requests.popleft()
-                if self._reading_paused and len(self._pending) < MAX_IN_FLIGHT // 2 and self._transport:
-                    self._transport.resume_reading()
-                    self._reading_paused = False
+                if self._reading_paused and len(self._pending) < MAX_IN_FLIGHT // 2:
+                    self.read_requests()
                 if response is not None:
-                    await self._send(self._sans_io.encode_response(request, response))
+                    await self._respond(request, response)
         except (ConnectionError, OSError, asyncio.exceptions.SendfileNotAvailableError, RuntimeError) as exc:
             # The peer went away mid-response (sendfile reports it as "not available",
             # a closed transport as RuntimeError): this connection ends, nothing else.
             log.debug("connection %s lost while writing: %s", self.peer, exc)
             self.close()
+        except Exception as exc:  # a bug in this loop: never leave the connection open and silent
+            log.error("closing connection from %s: writer failed: %r", self.peer, exc,
+                      exc_info=log.isEnabledFor(logging.DEBUG))
+            self.close()
+
+    async def _respond(self, request: Request, response: Any) -> None:
+        try:
+            parts = self._sans_io.encode_response(request, response)
+        except Exception as exc:
+            release_regions(response)
+            self._fail(request, "response could not be encoded", exc)
+            return
+        try:
+            await self._send(parts)
+        finally:
+            release_regions(parts)
+
+    def _fail(self, request: Request, what: str, exc: BaseException) -> None:
+        """One log line, then close: the client sees EOF instead of a connection that never answers."""
+        log.error("closing connection from %s: %s for api_key=%s v%s correlation_id=%s: %r", self.peer, what,
+                  request.api_key, request.api_version, request.correlation_id, exc,
+                  exc_info=exc if log.isEnabledFor(logging.DEBUG) else None)
+        self.close()
 
     async def _send(self, parts: list[Part]) -> None:
         transport = self._transport
@@ -164,8 +291,9 @@ class ClientConnection(asyncio.Protocol):
         self.processor.bytes_sent += sum(len(p) for p in parts)
 
     async def _send_file(self, transport: asyncio.Transport, region: FileRegion) -> None:
+        fd = region.file.fileno()
         if not self.processor.native_sendfile:
-            transport.write(os.pread(region.fd, region.length, region.position))
+            transport.write(os.pread(fd, region.length, region.position))
             return
         position, length = region.position, region.length
         if transport.get_write_buffer_size() == 0:
@@ -173,13 +301,13 @@ class ClientConnection(asyncio.Protocol):
             # what the socket buffer cannot take goes through loop.sendfile, which costs
             # several loop turns (pause reading, wait for an empty buffer, writability).
             try:
-                sent = os.sendfile(transport.get_extra_info("socket").fileno(), region.fd, position, length)
+                sent = os.sendfile(transport.get_extra_info("socket").fileno(), fd, position, length)
             except BlockingIOError:
                 sent = 0
             position, length = position + sent, length - sent
         if length:
             loop = asyncio.get_running_loop()
-            await loop.sendfile(transport, _FileShim(region.fd), position, length, fallback=False)  # type: ignore[arg-type]
+            await loop.sendfile(transport, _FileShim(fd), position, length, fallback=False)  # type: ignore[arg-type]
 
     def close(self) -> None:
         if not self._closed:
@@ -189,17 +317,25 @@ class ClientConnection(asyncio.Protocol):
             self._wakeup.set()
 
 
+def _release_result(future: asyncio.Future[Any]) -> None:
+    """Release the file leases of a response that will not be sent."""
+    if not future.cancelled() and future.exception() is None:
+        release_regions(future.result())
+
+
 class Processor:
     """A share of the connections, as Kafka's network threads are; sweeps idle ones."""
 
     def __init__(self, index: int, handler: Handler, supported: Callable[[], dict[int, tuple[int, int]]],
-                 max_request_size: int, idle_ms: int, native_sendfile: bool) -> None:
+                 max_request_size: int, idle_ms: int, native_sendfile: bool,
+                 budget: RequestBudget | None = None) -> None:
         self.index = index
         self.handler = handler
         self.supported = supported
         self.max_request_size = max_request_size
         self.idle_seconds = idle_ms / 1000
         self.native_sendfile = native_sendfile
+        self.budget = budget or RequestBudget(2**31 - 1)
         self.connections: set[ClientConnection] = set()
         self.connections_accepted = 0  # for metrics
         self.bytes_sent = 0
@@ -224,27 +360,175 @@ class Processor:
             connection.close()
 
 
-class Acceptor:
-    """Listens on one address and hands each new connection to the next processor."""
+class ConnectionQuotas:
+    """max.connections (the acceptor waits for a free slot) and max.connections.per.ip (refused at once)."""
 
-    def __init__(self, host: str, port: int, processors: list[Processor]) -> None:
+    def __init__(self, max_connections: int, max_per_ip: int, per_ip_overrides: dict[str, int] | None = None) -> None:
+        self.max_connections = max_connections
+        self.max_per_ip = max_per_ip
+        self.overrides = dict(per_ip_overrides or {})  # by address
+        self.total = 0
+        self.per_ip: collections.Counter[str] = collections.Counter()
+        self._slot_free = asyncio.Event()
+
+    def limit_for(self, ip: str) -> int:
+        return self.overrides.get(ip, self.max_per_ip)
+
+    async def wait_for_slot(self) -> None:
+        while self.total >= self.max_connections:
+            self._slot_free.clear()
+            await self._slot_free.wait()
+
+    def admit(self, ip: str) -> bool:
+        """Count a new connection from `ip`; False (nothing counted) if `ip` is at its limit."""
+        if self.per_ip[ip] >= self.limit_for(ip):
+            return False
+        self.per_ip[ip] += 1
+        self.total += 1
+        return True
+
+    def release(self, ip: str) -> None:
+        self.per_ip[ip] -= 1
+        if not self.per_ip[ip]:
+            del self.per_ip[ip]
+        self.total -= 1
+        self._slot_free.set()
+
+
+def check_socket_server_config(config: Any) -> dict[str, int]:
+    """Kafka's start-up checks of these keys; returns the parsed max.connections.per.ip.overrides."""
+    queued_bytes, request_max = config.queued_max_request_bytes, config.socket_request_max_bytes
+    if 0 < queued_bytes < request_max:
+        raise ConfigError("queued.max.request.bytes", queued_bytes,
+                          "queued.max.request.bytes must be larger or equal to socket.request.max.bytes")
+    overrides = parse_per_ip_overrides(config.max_connections_per_ip_overrides)
+    if config.max_connections_per_ip == 0 and not overrides:
+        raise ConfigError("max.connections.per.ip", 0, "max.connections.per.ip can be set to zero only if "
+                          "max.connections.per.ip.overrides property is set.")
+    return overrides
+
+
+def parse_per_ip_overrides(value: str) -> dict[str, int]:
+    """max.connections.per.ip.overrides: "host:count,host:count" -> {address: count}.
+
+    Host names are resolved once here, as Kafka resolves them when it reads the config.
+    """
+    overrides: dict[str, int] = {}
+    for item in filter(None, (part.strip() for part in (value or "").split(","))):
+        host, sep, count = item.rpartition(":")
+        try:
+            limit = int(count)
+        except ValueError:
+            limit = -1
+        if not sep or not host or limit < 0:
+            raise ConfigError("max.connections.per.ip.overrides", value, f"Invalid entry {item!r}: expected host:count")
+        for address in _addresses(host):
+            overrides[address] = limit
+    return overrides
+
+
+def _addresses(host: str) -> list[str]:
+    host = host.strip("[]")
+    try:
+        return [str(ipaddress.ip_address(host))]
+    except ValueError:
+        pass
+    try:
+        return sorted({info[4][0] for info in socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)})
+    except OSError as exc:
+        raise ConfigError("max.connections.per.ip.overrides", host, f"Unknown host {host}: {exc}") from exc
+
+
+class Acceptor:
+    """Listens on one address, admits connections within the quotas, hands each to the next processor."""
+
+    def __init__(self, host: str, port: int, processors: list[Processor], quotas: ConnectionQuotas | None = None,
+                 sockets: SocketSettings | None = None) -> None:
         self.host = host
         self.port = port
         self.processors = processors
+        self.quotas = quotas or ConnectionQuotas(2**31 - 1, 2**31 - 1)
+        self.settings = sockets or SocketSettings()
         self._next = 0
-        self._server: asyncio.base_events.Server | None = None
-
-    def _new_connection(self) -> ClientConnection:
-        processor = self.processors[self._next % len(self.processors)]
-        self._next += 1
-        return ClientConnection(processor)
+        self._listeners: list[socket.socket] = []
+        self._tasks: list[asyncio.Task[None]] = []
 
     async def start(self) -> None:
+        self._listeners = _listen(self.host, self.port, self.settings)
+        self.port = self._listeners[0].getsockname()[1]
+        self._tasks = [asyncio.ensure_future(self._accept_loop(listener)) for listener in self._listeners]
+
+    async def _accept_loop(self, listener: socket.socket) -> None:
         loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(self._new_connection, self.host or None, self.port, reuse_address=True, backlog=1024)
-        self.port = self._server.sockets[0].getsockname()[1]
+        while True:
+            await self.quotas.wait_for_slot()
+            try:
+                sock, address = await loop.sock_accept(listener)
+            except OSError as exc:  # e.g. out of descriptors: back off instead of spinning
+                log.warning("accept failed on %s:%d: %s", self.host, self.port, exc)
+                await asyncio.sleep(0.1)
+                continue
+            ip = address[0]
+            if not self.quotas.admit(ip):
+                log.info("closing connection from %s: max.connections.per.ip (%d) reached", ip,
+                         self.quotas.limit_for(ip))
+                sock.close()
+                continue
+            try:
+                self._configure(sock)
+                await loop.connect_accepted_socket(lambda: self._new_connection(ip), sock)
+            except OSError as exc:
+                log.info("connection from %s failed at accept: %s", ip, exc)
+                sock.close()
+                self.quotas.release(ip)
+
+    def _configure(self, sock: socket.socket) -> None:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+        if self.settings.send_buffer_bytes != USE_OS_DEFAULT:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self.settings.send_buffer_bytes)
+        if self.settings.receive_buffer_bytes != USE_OS_DEFAULT:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self.settings.receive_buffer_bytes)
+
+    def _new_connection(self, ip: str) -> ClientConnection:
+        processor = self.processors[self._next % len(self.processors)]
+        self._next += 1
+        return ClientConnection(processor, on_lost=lambda: self.quotas.release(ip))
 
     async def stop(self) -> None:
-        if self._server is not None:
-            self._server.close()
-            await self._server.wait_closed()
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        for listener in self._listeners:
+            listener.close()
+        self._listeners = []
+
+
+def _listen(host: str, port: int, settings: SocketSettings) -> list[socket.socket]:
+    """Listening sockets for `host` (every interface when empty), all on one port."""
+    infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    listeners: list[socket.socket] = []
+    try:
+        for family, type_, proto, _, address in dict.fromkeys(infos):
+            try:
+                sock = socket.socket(family, type_, proto)
+            except OSError:
+                continue  # a family this host lacks (asyncio's create_server skips it too)
+            listeners.append(sock)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6:
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            if settings.receive_buffer_bytes != USE_OS_DEFAULT:
+                # Before listen, so that accepted sockets inherit it and the TCP window scale fits it.
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, settings.receive_buffer_bytes)
+            if port == 0 and len(listeners) > 1:  # every family on the port the first one got
+                address = (address[0], listeners[0].getsockname()[1], *address[2:])
+            sock.bind(address)
+            sock.listen(settings.listen_backlog)
+            sock.setblocking(False)
+    except OSError:
+        for sock in listeners:
+            sock.close()
+        raise
+    if not listeners:
+        raise OSError(f"no address to listen on for {host!r}")
+    return listeners

@@ -1,9 +1,10 @@
 """The partitions this broker hosts, kept in step with the metadata image.
 
 When the controller publishes a new image, `apply_image` creates logs for new
-partitions of this node and removes those of deleted topics. Logs of deleted
-topics are closed after `file.delete.delay.ms`, as Kafka does, so a fetch
-already sending from their files (sendfile on the open descriptor) finishes.
+partitions of this node and removes those of deleted topics. A removed log's
+directory is renamed at once and its files are removed after
+`file.delete.delay.ms` by the broker's DelayedDeletes (klamm.broker.log_tasks),
+off the event loop; responses already holding its file regions still send them.
 """
 
 from __future__ import annotations
@@ -11,23 +12,24 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Iterable
-from functools import partial
+from collections.abc import Callable, Iterable
 
 from klamm.broker.partition import Partition, log_config
 from klamm.config.broker import BrokerConfig
 from klamm.config.topic import TopicConfig
 from klamm.controller.image import MetadataImage
 from klamm.protocol.errors import ErrorCode, KafkaError
-from klamm.storage.log import Log
 from klamm.storage.log_manager import LogManager
 
 log = logging.getLogger("klamm.replicas")
 
 
 class ReplicaManager:
-    def __init__(self, node_id: int, config: BrokerConfig, logs: LogManager) -> None:
+    def __init__(self, node_id: int, config: BrokerConfig, logs: LogManager,
+                 schedule_delete: Callable[[Callable[[], None], int], None] | None = None) -> None:
         self.node_id = node_id
+        # (remove, delay_ms): the broker's DelayedDeletes.schedule; without one, removal is immediate
+        self._schedule_delete = schedule_delete or (lambda remove, _delay_ms: remove())
         self.config = config
         self.logs = logs
         self.partitions: dict[tuple[str, int], Partition] = {}
@@ -89,12 +91,9 @@ class ReplicaManager:
         del self.partitions[(partition.topic, partition.index)]
         self._topic_configs.pop(partition.topic, None)
         partition._wake_waiters()
-        self.logs.delete_log(partition.topic, partition.index, close=False)
-        close_files = partial(_close_segments, partition.log)
-        try:
-            asyncio.get_running_loop().call_later(partition.config.file_delete_delay_ms / 1000, close_files)
-        except RuntimeError:
-            close_files()
+        detached = self.logs.delete_log(partition.topic, partition.index)
+        if detached is not None:
+            self._schedule_delete(detached.delete, partition.config.file_delete_delay_ms)
 
     async def wait_for_append(self, partitions: Iterable[Partition], timeout: float) -> None:
         """Return after the next append to any of `partitions`, or after `timeout` seconds."""
@@ -114,7 +113,3 @@ class ReplicaManager:
     def shutdown(self) -> None:
         self.logs.shutdown()
 
-
-def _close_segments(log_: Log) -> None:
-    for segment in log_.segments:
-        segment.close()

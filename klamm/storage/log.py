@@ -19,8 +19,9 @@ Invariants:
     transaction index (entries are rebuilt for whatever producer state replays).
 
 Blocking file I/O throughout; a Log is not thread-safe (the broker serialises calls
-per partition and decides what runs in an executor). ReadResult hands out a raw
-descriptor that stays valid until its segment is deleted, truncated away or closed.
+per partition and decides what runs in an executor). ReadResult hands out the
+segment's SharedFile: a reader that sends later takes a lease on it (see
+klamm.storage.shared_file), so the descriptor outlives a deletion until then.
 The log cleaner reads inactive segments in a worker thread through descriptors of
 its own and swaps its result in with replace_segments on the owning thread, so
 readers see the old or the new segments, never a mix (klamm.storage.cleaner).
@@ -45,6 +46,7 @@ from klamm.storage.config import LogConfig
 from klamm.storage.leader_epoch import LeaderEpochCache
 from klamm.storage.producer_state import CompletedTxn, ProducerStateManager
 from klamm.storage.segment import LOG_SUFFIX, LogSegment
+from klamm.storage.shared_file import SharedFile
 from klamm.storage.txn_index import AbortedTxn, TransactionIndex
 
 __all__ = ["AppendResult", "Log", "LogConfig", "ReadResult", "InvalidAppendOffset", "parse_log_dir_name"]
@@ -82,10 +84,14 @@ class AppendResult:
 
 @dataclass
 class ReadResult:
-    fd: int  # OS file descriptor of the segment .log file, for os.sendfile
+    file: SharedFile  # the segment's .log file; lease it to send after this call returns
     position: int  # byte position in that file
     length: int  # bytes to send (whole batches only); 0 when nothing to read
     first_offset: int  # base offset of the first batch returned (<= the requested offset)
+
+    @property
+    def fd(self) -> int:
+        return self.file.fileno()
 
 
 class Log:
@@ -430,9 +436,9 @@ class Log:
                 found = segment.read(offset, max_bytes, max_offset, min_one)
                 if found is not None:
                     position, length, first_offset = found
-                    return ReadResult(segment.fd, position, length, first_offset if length else offset)
+                    return ReadResult(segment.file, position, length, first_offset if length else offset)
         active = self.active_segment
-        return ReadResult(active.fd, active.size, 0, offset)
+        return ReadResult(active.file, active.size, 0, offset)
 
     def read_bytes(self, offset: int, max_bytes: int, *, max_offset: int | None = None) -> bytes:
         """The bytes `read` would send (min_one); convenience for internal readers and tests."""

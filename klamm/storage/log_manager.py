@@ -134,25 +134,25 @@ class LogManager:
             counts[log_dir] += 1
         return min(self.log_dirs, key=lambda d: counts[d])
 
-    def delete_log(self, topic: str, partition: int, *, close: bool = True) -> None:
-        """Remove the log: rename its directory to `<name>.<uuid>-delete` (atomic), then delete it.
+    def delete_log(self, topic: str, partition: int) -> Log | None:
+        """Detach the log and rename its directory to `<name>.<uuid>-delete` (atomic); None if absent.
 
-        With close=False the caller closes the log later (after file.delete.delay.ms):
-        open descriptors of unlinked files stay readable for fetches in flight.
+        The files stay open and in place under the new name: the caller removes them with
+        the returned log's `delete()` after file.delete.delay.ms, off the event loop, and
+        reads in flight keep their leases until then (klamm.storage.shared_file).
+        A crash before that leaves a `-delete` directory, removed at the next startup.
         """
         key = (topic, partition)
         log = self._logs.pop(key, None)
         log_dir = self._log_dir_of.pop(key, None)
         if log is None or log_dir is None:
-            return
-        if close:
-            for segment in log.segments:
-                segment.close()
+            return None
         renamed = log.directory.with_name(f"{log.directory.name}.{uuid.uuid4().hex}{DELETE_SUFFIX}")
         log.directory.rename(renamed)
+        log.directory = renamed  # its delete() must not remove a topic recreated under the old name
         fsync_dir(log_dir)
-        shutil.rmtree(renamed, ignore_errors=True)
         self._checkpoint_dir(log_dir)
+        return log
 
     # -- checkpoints -------------------------------------------------------------------
 

@@ -19,8 +19,9 @@ Invariants:
     more when the segment becomes inactive or is closed, so its last entry is the
     segment's largest timestamp.
 
-Reads hand out the raw file descriptor (for os.sendfile); it stays open until the
-segment is deleted or closed. A segment is not thread-safe: the owning Log
+Reads hand out the `.log` file as a SharedFile (klamm.storage.shared_file): the
+segment holds one reference, a response that sends from it later takes a lease,
+and the descriptor closes when the segment is closed or deleted and no lease is left. A segment is not thread-safe: the owning Log
 serialises appends, truncation and deletion.
 """
 
@@ -43,6 +44,7 @@ from klamm.protocol.batch import (
 )
 from klamm.storage.config import LogConfig
 from klamm.storage.index import CorruptIndex, OffsetIndex, TimeIndex
+from klamm.storage.shared_file import SharedFile
 from klamm.storage.txn_index import TXN_INDEX_SUFFIX, TransactionIndex
 
 LOG_SUFFIX = ".log"
@@ -110,7 +112,7 @@ class LogSegment:
         self.txn_index = TransactionIndex(directory / (file_name(base_offset, TXN_INDEX_SUFFIX) + suffix))
         self.index_interval_bytes = config.index_interval_bytes
         self.created_ms = created_ms
-        self.fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
+        self.file = SharedFile(os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644))
         self.size = 0
         self.next_offset = base_offset  # maintained for the active segment; see load_tail
         self.max_timestamp = -1
@@ -118,6 +120,11 @@ class LogSegment:
         self.first_batch_timestamp: int | None = None  # Kafka's rollingBasedTimestamp
         self._bytes_since_index = 0
         self._closed = False
+
+    @property
+    def fd(self) -> int:
+        """The `.log` descriptor; ValueError once the segment is closed (never a reused number)."""
+        return self.file.fileno()
 
     # -- creation and loading --------------------------------------------------
 
@@ -379,14 +386,14 @@ class LogSegment:
         self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
         self.offset_index.close()
         self.time_index.close()
-        os.close(self.fd)
+        self.file.release()
 
     def delete(self) -> None:
         if not self._closed:
             self._closed = True
             self.offset_index.close()
             self.time_index.close()
-            os.close(self.fd)
+            self.file.release()
         self.log_path.unlink(missing_ok=True)
         self.offset_index.delete()
         self.time_index.delete()

@@ -433,6 +433,7 @@ def test_service_cleans_compacted_partitions_only_and_checkpoints(tmp_path):
     from types import SimpleNamespace
 
     from klamm.broker.cleaner_tasks import LogCleanerService
+    from klamm.broker.log_tasks import DelayedDeletes
     from klamm.broker.partition import Partition
     from klamm.config.broker import BrokerConfig
     from klamm.config.topic import TopicConfig
@@ -454,6 +455,7 @@ def test_service_cleans_compacted_partitions_only_and_checkpoints(tmp_path):
                              replicas=SimpleNamespace(partitions=partitions))
 
     async def run() -> LogCleanerService:
+        broker.delayed_deletes = DelayedDeletes()
         service = LogCleanerService(broker)
         service.start()
         for _ in range(200):
@@ -462,6 +464,7 @@ def test_service_cleans_compacted_partitions_only_and_checkpoints(tmp_path):
             await asyncio.sleep(0.01)
         await asyncio.sleep(0.05)
         await service.stop()
+        await broker.delayed_deletes.stop()
         return service
 
     service = asyncio.run(run())

@@ -46,7 +46,6 @@ from klamm.config.broker import BrokerConfig
 from klamm.config.broker_keys import BROKER_CONFIG_DEF
 from klamm.config.definition import ConfigKey, ConfigType, LevelRange, OneOf, Range, Support, format_value
 from klamm.config.errors import ConfigError
-from klamm.config.properties import parse_properties
 from klamm.config.topic import TopicConfig
 from klamm.config.topic_keys import TOPIC_CONFIG_DEF
 from klamm.protocol.errors import ErrorCode
@@ -64,6 +63,7 @@ GROUPS = "tests/unit/test_group_coordinator.py"
 CONFIGS_API = "tests/integration/test_configs_api.py"
 HERE = "tests/unit/test_config_coverage.py"
 EXPIRY = "tests/integration/test_state_expiration.py"
+NETWORK = "tests/integration/test_network_configs.py"
 VALIDATION = "tests/unit/test_produce_validation.py"
 TOPIC_CONFIGS = "tests/unit/test_produce_topic_configs.py"
 
@@ -167,6 +167,17 @@ APPLIED: dict[str, list[str]] = {
     "log.cleaner.io.max.bytes.per.second": [
         "tests/unit/test_cleaner_throttle.py::test_cleaning_is_held_to_the_configured_rate",
         "tests/unit/test_cleaner_throttle.py::test_service_shares_one_budget_from_the_broker_config"],
+    "fetch.max.bytes": [f"{NETWORK}::test_fetch_max_bytes_caps_a_fetch"],
+    "queued.max.requests": [f"{NETWORK}::test_queued_requests_are_bounded_across_connections"],
+    "queued.max.request.bytes": [f"{NETWORK}::test_queued_requests_are_bounded_across_connections",
+                                 f"{NETWORK}::test_kafka_start_up_checks"],
+    "socket.send.buffer.bytes": [f"{NETWORK}::test_socket_buffer_sizes"],
+    "socket.receive.buffer.bytes": [f"{NETWORK}::test_socket_buffer_sizes"],
+    "socket.listen.backlog.size": [f"{NETWORK}::test_listen_backlog"],
+    "max.connections": [f"{NETWORK}::test_max_connections_stops_accepting_until_one_closes"],
+    "max.connections.per.ip": [f"{NETWORK}::test_max_connections_per_ip_closes_the_extra_connection"],
+    "max.connections.per.ip.overrides": [f"{NETWORK}::test_max_connections_per_ip_overrides"],
+    "num.network.threads": [f"{NETWORK}::test_num_network_threads_processors_share_the_connections"],
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": [
         "tests/integration/test_coordinator_failures.py::test_failed_timeout_abort_is_retried_until_the_lso_moves"],
 }
@@ -178,10 +189,6 @@ APPLIED: dict[str, list[str]] = {
 # topic key's default (log.flush.interval.ms for flush.ms, ...) needs no APPLIED entry of its own: it is
 # covered through the topic key's, so just remove it from here.
 PENDING_FROM_OTHER_BRANCHES: dict[str, str] = {
-    **dict.fromkeys([
-        "fetch.max.bytes", "queued.max.requests", "queued.max.request.bytes", "socket.send.buffer.bytes",
-        "socket.receive.buffer.bytes", "socket.listen.backlog.size", "max.connections", "max.connections.per.ip",
-        "max.connections.per.ip.overrides", "num.network.threads"], "fetchnet"),
     **dict.fromkeys([
         "log.flush.interval.ms", "flush.ms", "log.flush.scheduler.interval.ms", "flush.messages",
         "log.flush.interval.messages"], "flush"),

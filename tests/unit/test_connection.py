@@ -65,7 +65,7 @@ def joined(parts: list[Any]) -> bytes:
     out = bytearray()
     for part in parts:
         if isinstance(part, FileRegion):
-            out += os.pread(part.fd, part.length, part.position)
+            out += os.pread(part.file.fileno(), part.length, part.position)
         else:
             out += part
     return bytes(out)
@@ -305,18 +305,17 @@ def test_fetch_response_with_file_region() -> None:
     with tempfile.TemporaryFile() as file:
         file.write(b"HEAD" + segment + b"TAIL")
         file.flush()
-        fd = file.fileno()
-        region = FileRegion(fd, 4, len(segment))
+        region = FileRegion(file, 4, len(segment))
 
         def partition(index: int, records: Any) -> dict[str, Any]:
             return {"partition_index": index, "high_watermark": 10, "last_stable_offset": 10,
                     "log_start_offset": 0, "preferred_read_replica": -1, "records": records}
 
         response = build(types.response, {"responses": [{"topic": "t", "partitions": [
-            partition(0, region), partition(1, b""), partition(2, FileRegion(fd, 0, 4))]}]})
+            partition(0, region), partition(1, b""), partition(2, FileRegion(file, 0, 4))]}]})
         parts = conn.encode_response(request, response)
         regions = [p for p in parts if isinstance(p, FileRegion)]
-        assert regions == [region, FileRegion(fd, 0, 4)]
+        assert regions == [region, FileRegion(file, 0, 4)]
         assert all(isinstance(p, (bytes, FileRegion)) for p in parts)
         assert parts.index(region) > 0 and not isinstance(parts[0], FileRegion)
         data = joined(parts)

@@ -67,7 +67,7 @@ def test_defaults_match_kio(key: int, version: int) -> None:
 @pytest.mark.parametrize("version", [4, 11, 12, 17])
 def test_records_region_becomes_a_hole(version: int) -> None:
     cls = message_types(1, version).response
-    region = FileRegion(fd=5, position=100, length=7)
+    region = FileRegion(file=None, position=100, length=7)  # type: ignore[arg-type]
     data = {"responses": [{"topic": "t", "topic_id": None, "partitions": [{"partition_index": 0, "records": region}]}]}
     out, regions = encode(cls, data)
     [(position, got)] = regions

@@ -193,11 +193,14 @@ def test_delete_log(tmp_path):
     log = manager.create_log("t", 0)
     append(log, batch(1))
     manager.checkpoint()
-    manager.delete_log("t", 0)
+    detached = manager.delete_log("t", 0)
     assert manager.get_log("t", 0) is None
-    assert [p.name for p in log_dir.iterdir() if p.is_dir()] == []
+    [renamed] = [p for p in log_dir.iterdir() if p.is_dir()]
+    assert renamed.name.startswith("t-0.") and renamed.name.endswith("-delete")
     assert read_checkpoint(log_dir / RECOVERY_POINT_CHECKPOINT, 3) == []
-    manager.delete_log("t", 0)  # idempotent
+    detached.delete()
+    assert [p.name for p in log_dir.iterdir() if p.is_dir()] == []
+    assert manager.delete_log("t", 0) is None  # idempotent
     recreated = manager.create_log("t", 0)
     assert recreated.log_end_offset == 0
     manager.shutdown()

@@ -2,9 +2,16 @@
 
 Record bytes are never read into Python: each partition's `records` is a
 `FileRegion` of its segment file, sent with sendfile. Limits follow Kafka: at
-most `partition_max_bytes` per partition and `max_bytes` in all, but the first
-partition with data returns at least one whole batch. A fetch inside a batch
-returns that whole batch (the client skips the offsets before its position).
+most `partition_max_bytes` per partition and `max_bytes` (capped by the broker's
+fetch.max.bytes) in all, but the first partition with data returns at least one
+whole batch. A fetch inside a batch returns that whole batch (the client skips
+the offsets before its position).
+
+The region leases its file once the response is final (after the last await),
+so a segment deleted while the response waits in its connection's queue still
+sends its own bytes; the network layer releases the lease. A long poll looks its
+partitions up again after each wake-up: a topic deleted (or recreated) meanwhile
+is not read through the Partition it had before.
 
 Fetch sessions (KIP-227, klamm/broker/fetch_session.py): epoch 0 opens a session
 with a full fetch, later epochs send and receive only changes, epoch -1 is a
@@ -42,13 +49,16 @@ async def handle(broker: Any, request: Any) -> dict[str, Any]:
     if error != ErrorCode.none:
         return {"error_code": error, "session_id": 0, "responses": []}
     positions = [(key, cached) for (key, _), cached in session.partitions.items()] if incremental else requested
-    wanted = _resolve(broker, positions, by_id)
     read_committed = body.isolation_level == READ_COMMITTED
+    # Kafka's KafkaApis: the broker's fetch.max.bytes caps the request's, and min_bytes with it.
+    max_bytes = min(body.max_bytes, broker.config.fetch_max_bytes)
+    min_bytes = min(body.min_bytes, max_bytes)
     deadline = time.monotonic() + body.max_wait.total_seconds()
     while True:
-        entries, total, errors = _read_all(wanted, body.max_bytes, read_committed)
+        wanted = _resolve(broker, positions, by_id)  # again after a wait: topics may be gone or new
+        entries, total, errors = _read_all(wanted, max_bytes, read_committed)
         remaining = deadline - time.monotonic()
-        if total >= body.min_bytes or errors or remaining <= 0:
+        if total >= min_bytes or errors or remaining <= 0:
             break
         broker.metrics.parked_fetches += 1
         try:
@@ -57,9 +67,12 @@ async def handle(broker: Any, request: Any) -> dict[str, Any]:
             broker.metrics.parked_fetches -= 1
     if session is not None:
         entries = _remember(session, entries, incremental)
+    # No await from here on: the files read above are still open, and leased now.
     for (_, _, partition, _), entry in entries:
-        if entry["records"]:  # only the reads that go out: a long poll reads again
-            broker.metrics.fetched(partition.topic, len(entry["records"]))
+        read = entry["records"]
+        if read:  # only the reads that go out: a long poll reads again
+            entry["records"] = FileRegion(read.file.lease(), read.position, read.length)
+            broker.metrics.fetched(partition.topic, read.length)
     return {"error_code": ErrorCode.none, "session_id": session.session_id if session else 0,
             "responses": _by_topic(entries)}
 
@@ -157,7 +170,7 @@ def _read_all(wanted: list[Wanted], max_bytes: int, read_committed: bool) -> tup
             "log_start_offset": partition.log_start_offset,
             "preferred_read_replica": -1,
             "aborted_transactions": _aborted(partition, position.fetch_offset) if read_committed else None,
-            "records": FileRegion(read.fd, read.position, read.length) if read.length else b"",
+            "records": read if read.length else b"",  # a ReadResult, leased as a FileRegion once final
         }))
     return entries, total, errors
 

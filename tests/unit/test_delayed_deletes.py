@@ -1,0 +1,39 @@
+"""DelayedDeletes: the one place retention, topic deletion and the cleaner remove files."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+from klamm.broker.log_tasks import DelayedDeletes
+
+
+def test_removal_runs_after_its_delay_off_the_event_loop() -> None:
+    ran: list[str] = []
+
+    async def run() -> None:
+        deletes = DelayedDeletes()
+        loop_thread = threading.current_thread().name
+        deletes.schedule(lambda: ran.append(threading.current_thread().name), 0)
+        deletes.schedule(lambda: ran.append("late"), 60_000)
+        assert deletes.pending == 2 and ran == []
+        while len(ran) < 1:
+            await asyncio.sleep(0.01)
+        assert ran[0] != loop_thread  # an executor thread: rmtree of 10k segments must not stall the loop
+        assert deletes.pending == 1
+        await deletes.stop()  # what waits for its delay runs now, and stop() waits for it
+        assert ran[1] == "late" and deletes.pending == 0
+
+    asyncio.run(run())
+
+
+def test_a_failed_removal_is_logged_not_raised(caplog) -> None:
+    async def run() -> None:
+        deletes = DelayedDeletes()
+        deletes.schedule(lambda: 1 / 0, 0)
+        while deletes.pending:
+            await asyncio.sleep(0.01)
+        await deletes.stop()
+
+    asyncio.run(run())
+    assert any("delayed delete failed" in r.getMessage() for r in caplog.records)
