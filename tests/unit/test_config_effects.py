@@ -10,6 +10,7 @@ component's own behaviour shown by its unit tests.
 from __future__ import annotations
 
 import asyncio
+import threading
 import struct
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -294,7 +295,13 @@ def test_cleaner_backoff_ms_is_the_idle_sleep(monkeypatch):
     async def nothing_to_clean(cleaner: Any, now_ms: int | None = None) -> bool:
         return False
 
+    real_sleep = asyncio.sleep
+    test_thread = threading.current_thread()
+
     async def fake_sleep(seconds: float) -> None:
+        # asyncio.sleep is patched module-wide: brokers of other tests, in their own threads, pass through
+        if threading.current_thread() is not test_thread:
+            return await real_sleep(seconds)
         slept.append(seconds)
         raise cleaner_tasks.CleaningAborted()
 
