@@ -101,6 +101,7 @@ class Broker:
         self.controller.register_broker(self.node_id, self.advertised_host, self.advertised_port, self.listener_name)
         self._tasks.append(asyncio.ensure_future(self._checkpoint_periodically()))
         self.retention.start()
+        self.replicas.flusher.start(self.config.log_flush_scheduler_interval_ms)
         self.log_cleaner.start()
         log.info("klamm ready: node %d serving %s on %s:%d (cluster %s, data in %s)", self.node_id,
                  self.listener_name, self.host or "0.0.0.0", self.port, cluster_id,
@@ -157,6 +158,7 @@ class Broker:
         await self.retention.stop()
         await self.log_cleaner.stop()
         if self.replicas is not None:
+            await self.replicas.flusher.stop()
             self.replicas.shutdown()
         self._stopped.set()
         log.info("klamm stopped: node %d", self.node_id)

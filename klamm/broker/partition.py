@@ -10,6 +10,13 @@ the high watermark bounded by the first offset of the oldest open transaction.
 Invariant: log_start_offset <= high_watermark <= log_end_offset. With one
 replica the high watermark follows the log end offset; replication will move it
 by the ISR's fetch positions instead.
+
+fsync: appends never fsync on the event loop. When the flush policy asks for a
+flush (klamm.storage.log), the partition hands its log to the broker's
+LogFlusher, and an append that flush.messages says must be durable before its
+ack is awaited with `wait_durable`. Callers that cannot await (the coordinators,
+which append synchronously) set `flush_inline`: their flush.messages fsync runs
+here, before the append returns.
 """
 
 from __future__ import annotations
@@ -18,13 +25,17 @@ import asyncio
 import time
 import uuid
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from klamm.config.topic import TopicConfig
 from klamm.protocol import batch as batches
 from klamm.protocol.batch import BatchHeader, InvalidBatch, TruncatedBatch, UnsupportedMagic
 from klamm.protocol.errors import ErrorCode, KafkaError
 from klamm.protocol.records import ControlRecordType, build_control_batch
-from klamm.storage.log import AppendResult, Log, LogConfig, ReadResult, fsync_segments
+from klamm.storage.log import AppendResult, Log, LogConfig, ReadResult
+
+if TYPE_CHECKING:
+    from klamm.broker.log_flush import LogFlusher
 from klamm.storage.txn_index import AbortedTxn
 
 _CODECS = {"uncompressed": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
@@ -46,7 +57,8 @@ def log_config(config: TopicConfig) -> LogConfig:
 
 class Partition:
     def __init__(self, topic: str, index: int, topic_id: uuid.UUID, log: Log, config: TopicConfig,
-                 leader_epoch: int = 0, time_ms: Callable[[], int] | None = None) -> None:
+                 leader_epoch: int = 0, time_ms: Callable[[], int] | None = None,
+                 flusher: LogFlusher | None = None, flush_inline: bool = False) -> None:
         self.topic = topic
         self.index = index
         self.topic_id = topic_id
@@ -58,6 +70,8 @@ class Partition:
         self.high_watermark = log.log_end_offset
         self._time_ms = time_ms or (lambda: int(time.time() * 1000))
         self._waiters: set[asyncio.Future[None]] = set()
+        self.flusher = flusher  # None (tools, tests without a loop): every flush runs inline
+        self.flush_inline = flush_inline
 
     def become_leader(self, leader_epoch: int) -> None:
         """Start a leader epoch: later appends carry it, and the epoch cache records where it began."""
@@ -106,21 +120,21 @@ class Partition:
         if not result.duplicate:
             self.high_watermark = self.log.log_end_offset
             self._wake_waiters()
-            if self.log.has_rolled:
-                self._flush_rolled_segments()
+        self._maybe_flush(result)
         return result
 
-    def _flush_rolled_segments(self) -> None:
-        """fsync segments a roll finished in a worker thread: a 1 GB fsync must not stall the loop."""
-        segments = self.log.take_rolled()
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:  # no loop (tools, tests): do it here
-            self.log.advance_recovery_point(fsync_segments(segments))
+    def _maybe_flush(self, result: AppendResult) -> None:
+        if not result.flush_due and not self.log.flush_wanted(self._time_ms()):
             return
-        future = loop.run_in_executor(None, fsync_segments, segments)
-        future.add_done_callback(
-            lambda done: done.cancelled() or done.exception() or self.log.advance_recovery_point(done.result()))
+        if self.flusher is None or (result.flush_due and self.flush_inline):
+            self.log.flush()
+        else:
+            self.flusher.request(self.log)
+
+    async def wait_durable(self, result: AppendResult) -> None:
+        """Return once `result`'s offsets are fsynced, if flush.messages asks for it before the ack."""
+        if result.flush_due and self.flusher is not None:
+            await self.flusher.wait_durable(self.log, result.last_offset + 1)
 
     def _validate(self, records: bytes | bytearray | memoryview) -> tuple[bytearray, list[BatchHeader]]:
         buf = bytearray(records)

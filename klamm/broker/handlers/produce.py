@@ -2,7 +2,9 @@
 
 Each partition's batches are validated from their headers and appended before
 the handler first awaits, so pipelined requests of a connection append in
-order (idempotent producers depend on that). A transactional batch is accepted
+order (idempotent producers depend on that). Where flush.messages asks for an
+fsync before the ack, the response waits for the flush job covering each such
+partition's batch (group commit, klamm.broker.log_flush) after every append. A transactional batch is accepted
 only for a partition already added to the producer's ongoing transaction
 (Kafka's transaction.partition.verification.enable), asked of the local
 transaction coordinator. Per-partition failures are error
@@ -26,13 +28,20 @@ async def handle(broker: Any, request: Any) -> dict[str, Any] | None:
     acks = body.acks
     responses = []
     failed = False
+    durable: list[tuple[dict[str, Any], Any]] = []
     for topic in body.topic_data:
         partitions = []
         for data in topic.partition_data:
-            result = _append(broker, topic.name, data.index, data.records, acks, body.transactional_id)
+            result = _append(broker, topic.name, data.index, data.records, acks, body.transactional_id, durable)
             failed = failed or result["error_code"] != ErrorCode.none
             partitions.append(result)
         responses.append({"name": topic.name, "partition_responses": partitions})
+    if acks != 0:
+        for result, waiting in durable:
+            try:
+                await waiting
+            except KafkaError as exc:
+                result.update(_error(result["index"], exc))
     if acks == 0:
         if failed:
             raise CloseConnection()
@@ -40,7 +49,8 @@ async def handle(broker: Any, request: Any) -> dict[str, Any] | None:
     return {"responses": responses}
 
 
-def _append(broker: Any, topic: str, index: int, records: Any, acks: int, transactional_id: str | None) -> dict[str, Any]:
+def _append(broker: Any, topic: str, index: int, records: Any, acks: int, transactional_id: str | None,
+            durable: list[tuple[dict[str, Any], Any]]) -> dict[str, Any]:
     try:
         if acks not in (0, 1, -1):
             raise KafkaError(ErrorCode.invalid_required_acks)
@@ -60,16 +70,23 @@ def _append(broker: Any, topic: str, index: int, records: Any, acks: int, transa
         # records_count from the batch header; a producer retry (duplicate) appended nothing
         broker.metrics.produced(topic, len(records), 0 if result.duplicate else batch_records_count(records))
     except KafkaError as exc:
-        return {"index": index, "error_code": exc.code, "base_offset": -1, "log_append_time": -1,
-                "log_start_offset": -1, "error_message": exc.message,
-                "record_errors": [{"batch_index": i, "batch_index_error_message": m} for i, m in exc.record_errors]}
-    return {
+        return _error(index, exc)
+    response = {
         "index": index,
         "error_code": ErrorCode.none,
         "base_offset": result.first_offset,
         "log_append_time": result.log_append_time,
         "log_start_offset": result.log_start_offset,
     }
+    if result.flush_due and acks != 0:
+        durable.append((response, partition.wait_durable(result)))
+    return response
+
+
+def _error(index: int, exc: KafkaError) -> dict[str, Any]:
+    return {"index": index, "error_code": exc.code, "base_offset": -1, "log_append_time": -1,
+            "log_start_offset": -1, "error_message": exc.message,
+            "record_errors": [{"batch_index": i, "batch_index_error_message": m} for i, m in exc.record_errors]}
 
 
 APIS = [Api(0, 3, 11, handle)]
