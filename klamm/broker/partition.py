@@ -52,7 +52,6 @@ def log_config(config: TopicConfig) -> LogConfig:
         flush_ms=config.flush_ms,
         retention_ms=config.retention_ms,
         retention_bytes=config.retention_bytes,
-        compact=config.compact,
     )
 
 

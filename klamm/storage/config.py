@@ -17,4 +17,3 @@ class LogConfig:
     flush_ms: int = MAX_LONG  # flush.ms
     retention_ms: int = 604800000  # retention.ms (applied by a later retention task)
     retention_bytes: int = -1  # retention.bytes
-    compact: bool = False  # cleanup.policy has compact: only then may offsets between segments have gaps

@@ -240,7 +240,7 @@ class Log:
         n = 0
         while n < len(self._segments):
             if n >= first_unflushed:
-                truncated = self._segments[n].recover(self._on_recovered_batch) or self._lost_tail(n)
+                truncated = self._segments[n].recover(self._on_recovered_batch)
             else:
                 truncated = self._load_trusted_segment(n)
             if truncated:
@@ -248,13 +248,6 @@ class Log:
             n += 1
         for segment in self._segments[:-1]:
             segment.on_become_inactive()
-
-    def _lost_tail(self, n: int) -> bool:
-        """Segment n, recovered, ends before the next segment begins. Power loss can drop a file's
-        unsynced tail at a batch boundary while a later file's writes survive; offsets of a log
-        that is not compacted have no gaps, so the later segments cannot follow it."""
-        return (not self.config.compact and n + 1 < len(self._segments)
-                and self._segments[n].next_offset < self._bases[n + 1])
 
     def _load_trusted_segment(self, n: int) -> int:
         """Load segment n's indexes, recovering it if they are missing/insane or its tail is torn."""

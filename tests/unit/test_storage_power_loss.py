@@ -10,12 +10,17 @@ at random, and recovers a Log from that image.
 
 Properties, over random appends, rolls, flush jobs finishing out of order, and crash points:
   * the recovery point never passes an offset whose bytes were not fsynced;
-  * recovery yields a prefix of what was written: every batch CRC-valid, the very
-    bytes appended at its offset, offsets contiguous, every offset readable through
-    the rebuilt indexes;
+  * recovery yields what was written, cut short: every batch CRC-valid, the very
+    bytes appended at its offset, offsets increasing, contiguous up to the recovery
+    point at the crash, every offset present readable through the rebuilt indexes;
   * nothing below the recovery point at the crash is lost (an ack under
     flush.messages=1 waits for exactly that), whatever older recovery point
     the checkpoint file holds.
+
+Above the recovery point, a segment that lost its unsynced tail at a batch boundary
+may be followed by a later segment whose unsynced writes survived: recovery then
+keeps both, with a gap, as Kafka's does (it cuts the log only at an invalid batch,
+and compaction makes gaps between segments legitimate, so a gap alone proves nothing).
 """
 
 from __future__ import annotations
@@ -179,19 +184,24 @@ def test_power_loss_recovers_a_valid_prefix_with_every_fsynced_record(tmp_path_f
     recovered = Log.open(image, CONFIG, recovery_point=checkpoint, clean_shutdown=False)
     try:
         assert recovered.log_end_offset >= at_crash  # nothing fsynced (acknowledged) is lost
+        present = []
         offset = recovered.log_start_offset
         while offset < recovered.log_end_offset:
             chunk = recovered.read_bytes(offset, 1 << 20)
-            assert chunk, f"nothing readable at {offset} below the log end {recovered.log_end_offset}"
+            if not chunk:
+                break  # only a gap above the recovery point is left (see the module docstring)
             for header in split_batches(chunk):
-                assert header.base_offset == offset  # contiguous
+                assert header.base_offset >= offset  # increasing
+                assert header.base_offset == offset or offset >= at_crash  # contiguous below the recovery point
                 assert crc_ok(chunk, header)
-                assert chunk[header.position: header.position + header.size] == written[offset]
+                assert chunk[header.position: header.position + header.size] == written[header.base_offset]
+                present.append(header.base_offset)
                 offset = header.next_offset
-        for probe in range(recovered.log_start_offset, recovered.log_end_offset):
-            found = recovered.read(probe, 1, max_offset=recovered.log_end_offset, min_one=True)
+        assert sorted(o for o in written if o < at_crash) == [o for o in present if o < at_crash]
+        for base in present:
+            found = recovered.read(base, 1, max_offset=recovered.log_end_offset, min_one=True)
             head = read_batch_header(os.pread(found.fd, 61, found.position))
-            assert head.base_offset <= probe < head.next_offset  # the rebuilt index finds every offset
+            assert head.base_offset == base  # the rebuilt indexes find every batch
         end = recovered.log_end_offset
         append(recovered, batch(2))  # the recovered log takes appends after its end
         assert recovered.log_end_offset == end + 2
