@@ -1,0 +1,162 @@
+"""Flush policy end to end: fsync before the ack with group commit, and the internal topics' policies.
+
+A real client (aiokafka) runs on the same event loop as an in-process broker, so
+when `send_and_wait` returns, the broker has sent the ack; what the fsync seam
+(klamm.storage.segment.FileIO) saw up to then is known exactly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+
+import pytest
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.structs import TopicPartition
+
+import klamm.testing
+from klamm.protocol.topics import CONSUMER_OFFSETS, TRANSACTION_STATE
+from klamm.storage.segment import FileIO
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def run(coro_fn):
+    """Run an async test body on a fresh event loop (no async pytest plugin here)."""
+    import functools
+
+    @functools.wraps(coro_fn)
+    def wrapper(*args, **kwargs):
+        asyncio.run(coro_fn(*args, **kwargs))
+    return wrapper
+
+PRODUCERS = 6
+SENDS = 8
+
+
+class FsyncProbe:
+    """Counts the fsyncs of one log's segments and the log end each one covers.
+
+    The first fsync of the log is held until every producer has one batch appended,
+    so the batches arriving meanwhile must share the next fsync (group commit).
+    """
+
+    def __init__(self) -> None:
+        self.log = None
+        self.fsyncs = 0
+        self.durable_end = 0  # offsets below were appended before an fsync that completed
+        self._lock = threading.Lock()
+        self._real = FileIO.fsync
+
+    def __call__(self, io: FileIO, fd: int) -> None:
+        log = self.log
+        if log is None or fd not in {segment.fd for segment in log.segments}:
+            self._real(io, fd)
+            return
+        if self.fsyncs == 0:
+            give_up = time.monotonic() + 30  # a safety net, not a measurement
+            while log.log_end_offset < PRODUCERS and time.monotonic() < give_up:
+                time.sleep(0.001)
+        covered = log.log_end_offset  # appended (written) before the fsync below starts
+        self._real(io, fd)
+        with self._lock:
+            self.fsyncs += 1
+            self.durable_end = max(self.durable_end, covered)
+
+
+async def _create(bootstrap: str, topic: str) -> None:
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        await admin.create_topics([NewTopic(topic, 1, 1)])
+    finally:
+        await admin.close()
+
+
+@pytest.mark.parametrize("acks", [1, "all"])
+@run
+async def test_flush_messages_1_acks_only_after_the_fsync_and_producers_share_fsyncs(monkeypatch, acks):
+    probe = FsyncProbe()
+    monkeypatch.setattr(FileIO, "fsync", lambda io, fd: probe(io, fd))
+    async with klamm.testing.broker(**{"log.flush.interval.messages": "1"}) as running:
+        await _create(running.bootstrap_servers, "durable")
+        log = running.broker.replicas.get("durable", 0).log
+        probe.log = log
+        early_acks: list[tuple[int, int]] = []
+
+        async def produce(n: int) -> None:
+            producer = AIOKafkaProducer(bootstrap_servers=running.bootstrap_servers, acks=acks, linger_ms=0)
+            await producer.start()
+            try:
+                for i in range(SENDS):
+                    metadata = await producer.send_and_wait("durable", f"p{n}-{i}".encode(), partition=0)
+                    # The ack is here: the fsync covering its offset must have completed.
+                    if not (metadata.offset < probe.durable_end and metadata.offset < log.recovery_point):
+                        early_acks.append((metadata.offset, probe.durable_end))
+            finally:
+                await producer.stop()
+
+        await asyncio.gather(*(produce(n) for n in range(PRODUCERS)))
+        batches = PRODUCERS * SENDS
+        assert log.log_end_offset == batches
+        assert early_acks == []
+        assert 0 < probe.fsyncs < batches  # group commit: fewer fsyncs than batches
+        assert probe.fsyncs <= batches - (PRODUCERS - 1)
+
+
+@run
+async def test_default_policy_acks_from_the_page_cache():
+    """The default (flush.messages unset): the ack does not wait for an fsync."""
+    async with klamm.testing.broker() as running:
+        await _create(running.bootstrap_servers, "cached")
+        producer = AIOKafkaProducer(bootstrap_servers=running.bootstrap_servers, acks="all")
+        await producer.start()
+        try:
+            await producer.send_and_wait("cached", b"v", partition=0)
+        finally:
+            await producer.stop()
+        assert running.broker.replicas.get("cached", 0).log.recovery_point == 0
+
+
+async def _transaction_and_commit(bootstrap: str) -> None:
+    await _create(bootstrap, "data")
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, transactional_id="tx-1")
+    await producer.start()
+    try:
+        async with producer.transaction():
+            await producer.send_and_wait("data", b"in a transaction", partition=0)
+    finally:
+        await producer.stop()
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id="g1", enable_auto_commit=False)
+    await consumer.start()
+    try:
+        consumer.assign([TopicPartition("data", 0)])
+        await consumer.commit({TopicPartition("data", 0): 1})
+    finally:
+        await consumer.stop()
+
+
+def _unflushed(broker, topic: str) -> list[int]:
+    return [p.log.log_end_offset - p.log.recovery_point
+            for (name, _), p in broker.replicas.partitions.items() if name == topic]
+
+
+@run
+async def test_transaction_state_is_fsynced_on_every_write_and_offsets_follow_the_topic_policy():
+    async with klamm.testing.broker() as running:
+        await _transaction_and_commit(running.bootstrap_servers)
+        broker = running.broker
+        assert sum(p.log.log_end_offset for (name, _), p in broker.replicas.partitions.items()
+                   if name == TRANSACTION_STATE) > 0
+        assert set(_unflushed(broker, TRANSACTION_STATE)) == {0}  # every state change fsynced when written
+        assert sum(_unflushed(broker, CONSUMER_OFFSETS)) > 0  # default policy: the page cache, as Kafka
+
+
+@run
+async def test_offset_commits_are_fsynced_before_the_answer_with_flush_messages_1():
+    async with klamm.testing.broker(**{"log.flush.interval.messages": "1"}) as running:
+        await _transaction_and_commit(running.bootstrap_servers)
+        assert set(_unflushed(running.broker, CONSUMER_OFFSETS)) == {0}
+        assert set(_unflushed(running.broker, TRANSACTION_STATE)) == {0}
