@@ -74,6 +74,7 @@ class Workload:
     seed: bool = False  # consume: topic seeded once per broker before the clients read it
     base_timeout: float = 600.0  # seconds at records-scale 1.0
     interval_us: int = 1000
+    topic_configs: dict[str, str] = dataclasses.field(default_factory=dict)  # set on the topic at creation
 
 
 def make_workloads(scale: float) -> list[Workload]:
@@ -85,6 +86,10 @@ def make_workloads(scale: float) -> list[Workload]:
                  records=n(1_000_000), size=100, acks="1", base_timeout=900),
         Workload("produce-1KB", "produce 1 KB × {n:,}, acks=all", "produce",
                  records=n(200_000), size=1000, acks="all", base_timeout=900),
+        # The same with fsync before every ack (group-committed), against the row above.
+        Workload("produce-1KB-fsync", "produce 1 KB × {n:,}, acks=all, flush.messages=1", "produce",
+                 records=n(200_000), size=1000, acks="all", base_timeout=900,
+                 topic_configs={"flush.messages": "1"}),
         Workload("consume-100B", "consume 100 B × {n:,} (produce-100B's topic)", "consume",
                  records=n(1_000_000), size=100, source="produce-100B", base_timeout=600),
         Workload("consume-100KB", "consume 100 KB × {n:,}", "consume",
@@ -258,12 +263,12 @@ class Broker:
             self.tmp = None
 
 
-def create_topic(bootstrap: str, topic: str) -> None:
+def create_topic(bootstrap: str, topic: str, configs: dict[str, str] | None = None) -> None:
     """Create `topic` with 1 partition, replication factor 1, and wait for its leader."""
     from confluent_kafka.admin import AdminClient, NewTopic
 
     admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
-    futs = admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=1)],
+    futs = admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=1, config=configs or {})],
                                operation_timeout=30, request_timeout=30)
     futs[topic].result(timeout=45)
     deadline = time.monotonic() + 20
@@ -499,7 +504,7 @@ def run_one(b: Broker, w: Workload, client: str, java_cmd, runid: str, seed_topi
             timeout: float, logdir: Path, tag: str, results: dict) -> dict:
     if w.kind == "produce":
         topic = f"{w.key}-{client}-{runid}"
-        create_topic(b.bootstrap, topic)
+        create_topic(b.bootstrap, topic, w.topic_configs)
         return run_client(client, java_cmd, "produce",
                           dict(bootstrap=b.bootstrap, topic=topic, records=w.records,
                                size=w.size, acks=w.acks), timeout, logdir, tag, b)
