@@ -85,7 +85,17 @@ class LogFlusher:
             self._settle(log_)
             return
         self.jobs_started += 1
-        future = asyncio.get_running_loop().run_in_executor(self._executor, job.run)
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # no loop (tools, synchronous tests): flush here and now
+            try:
+                job.run()
+            except BaseException:
+                log_.fail_flush(job)
+                raise
+            log_.complete_flush(job)
+            return
+        future = loop.run_in_executor(self._executor, job.run)
         self._running[log_] = future
         future.add_done_callback(partial(self._finished, log_, job))
 

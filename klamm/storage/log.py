@@ -112,6 +112,8 @@ class FlushJob:
         for segment in self.segments:
             try:
                 segment.flush()
+            except FileNotFoundError:
+                pass  # an index or the directory deleted meanwhile (topic deletion): nothing to recover
             except (OSError, ValueError):
                 if not segment.closed:
                     raise

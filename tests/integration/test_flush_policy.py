@@ -160,3 +160,24 @@ async def test_offset_commits_are_fsynced_before_the_answer_with_flush_messages_
         await _transaction_and_commit(running.bootstrap_servers)
         assert set(_unflushed(running.broker, CONSUMER_OFFSETS)) == {0}
         assert set(_unflushed(running.broker, TRANSACTION_STATE)) == {0}
+
+
+@run
+async def test_the_scheduled_flusher_fsyncs_data_older_than_flush_ms():
+    """log.flush.scheduler.interval.ms runs Kafka's flushDirtyLogs pass: data older than flush.ms
+    is fsynced with no append to trigger it (main checked flush.ms only inside append)."""
+    async with klamm.testing.broker(**{"log.flush.scheduler.interval.ms": "20",
+                                       "log.flush.interval.ms": "500"}) as running:
+        await _create(running.bootstrap_servers, "aging")
+        producer = AIOKafkaProducer(bootstrap_servers=running.bootstrap_servers, acks=1)
+        await producer.start()
+        try:
+            await producer.send_and_wait("aging", b"v", partition=0)
+        finally:
+            await producer.stop()
+        log = running.broker.replicas.get("aging", 0).log
+        for _ in range(1000):  # the periodic pass needs no append to happen
+            if log.recovery_point == log.log_end_offset:
+                break
+            await asyncio.sleep(0.01)
+        assert log.recovery_point == log.log_end_offset == 1
