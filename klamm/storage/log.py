@@ -20,7 +20,11 @@ Invariants:
     transaction index (entries are rebuilt for whatever producer state replays).
 
 Blocking file I/O throughout; a Log is not thread-safe (the broker serialises calls
-per partition and decides what runs in an executor).
+per partition and decides what runs in an executor). ReadResult hands out a raw
+descriptor that stays valid until its segment is deleted, truncated away or closed.
+The log cleaner reads inactive segments in a worker thread through descriptors of
+its own and swaps its result in with replace_segments on the owning thread, so
+readers see the old or the new segments, never a mix (klamm.storage.cleaner).
 
 Flushing is split so the fsyncs can run in a worker thread: `begin_flush` (owner's
 thread) picks the segments and snapshots holding unflushed offsets into a FlushJob,
@@ -30,11 +34,7 @@ over a contiguous run of finished jobs, so it never passes data whose fsync has
 not completed. Appends and rolls never fsync: they report, through `flush_wanted`
 and AppendResult.flush_due, that the flush policy (flush.messages, flush.ms, a
 roll) asks for one, and the owner starts it (klamm.broker.log_flush). `flush()`
-does all three steps at once, for shutdown and the metadata log. ReadResult hands out a raw
-descriptor that stays valid until its segment is deleted, truncated away or closed.
-The log cleaner reads inactive segments in a worker thread through descriptors of
-its own and swaps its result in with replace_segments on the owning thread, so
-readers see the old or the new segments, never a mix (klamm.storage.cleaner).
+does all three steps at once, for shutdown and the metadata log.
 """
 
 from __future__ import annotations

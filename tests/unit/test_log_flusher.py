@@ -16,7 +16,7 @@ from klamm.storage.log import Log, LogConfig
 
 
 async def _settled(flusher: LogFlusher) -> None:
-    while flusher._running:  # noqa: SLF001 - the test waits for the executor's jobs
+    while flusher._running:  # the test waits for the executor's jobs
         await asyncio.gather(*flusher._running.values(), return_exceptions=True)
 
 
