@@ -124,3 +124,16 @@ def test_metadata_log_fsyncs_each_commit_before_append_returns(tmp_path):
         assert log.recovery_point == last + 1 == durable_prefix(log, io)  # fsynced before the controller answers
     assert io.fsyncs == 5  # one fsync per commit
     log.close()
+
+
+def test_a_retry_of_a_batch_not_yet_fsynced_waits_for_the_fsync_too(tmp_path):
+    """flush.messages=1: a producer retry is answered from the original append, which may still
+    be waiting for its fsync; the retry's ack must wait as well."""
+    log = open_log(tmp_path, LogConfig(flush_messages=1))
+    first = append(log, batch(2, producer_id=3, epoch=0, sequence=0))
+    retry = append(log, batch(2, producer_id=3, epoch=0, sequence=0))
+    assert retry.duplicate and retry.flush_due
+    log.flush()
+    again = append(log, batch(2, producer_id=3, epoch=0, sequence=0))
+    assert again.duplicate and not again.flush_due and again.last_offset == first.last_offset
+    log.close()

@@ -40,6 +40,7 @@ from klamm.storage.producer_state import SNAPSHOT_SUFFIX
 from klamm.storage.segment import FileIO
 
 CONFIG = LogConfig(segment_bytes=700, index_interval_bytes=120)
+PRODUCER = 17
 
 
 @dataclass
@@ -151,15 +152,20 @@ def test_power_loss_recovers_a_valid_prefix_with_every_fsynced_record(tmp_path_f
     live = root / "live" / "topic-0"
     log = Log.open(live, CONFIG, io=io)
     written: dict[int, bytes] = {}  # base offset -> the batch bytes as appended
+    last_seq: dict[int, int] = {}  # base offset -> the idempotent producer's last sequence in that batch
+    sequence = 0
     begun: list[FlushJob] = []
     ran: list[FlushJob] = []
     recovery_points = [0]
     for op in ops:
         if op == "append":
-            buf = batch(data.draw(st.integers(1, 4), label="records"),
-                        value_size=data.draw(st.integers(1, 120), label="value size"))
+            records = data.draw(st.integers(1, 4), label="records")
+            buf = batch(records, value_size=data.draw(st.integers(1, 120), label="value size"),
+                        producer_id=PRODUCER, epoch=0, sequence=sequence)
             result = append(log, buf)
             written[result.first_offset] = bytes(buf)
+            sequence += records
+            last_seq[result.first_offset] = sequence - 1
         elif op == "begin":
             job = log.begin_flush()
             if job is not None:
@@ -198,6 +204,9 @@ def test_power_loss_recovers_a_valid_prefix_with_every_fsynced_record(tmp_path_f
                 present.append(header.base_offset)
                 offset = header.next_offset
         assert sorted(o for o in written if o < at_crash) == [o for o in present if o < at_crash]
+        # Producer state (from a roll's snapshot, possibly lost or torn, plus replay) matches the data kept.
+        entry = recovered.producer_state.last_entry(PRODUCER)
+        assert (entry.last_seq if entry is not None else -1) == (last_seq[present[-1]] if present else -1)
         for base in present:
             found = recovered.read(base, 1, max_offset=recovered.log_end_offset, min_one=True)
             head = read_batch_header(os.pread(found.fd, 61, found.position))
