@@ -17,6 +17,7 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.structs import TopicPartition
 
 import klamm.testing
+from klamm.protocol.batch import split_batches
 from klamm.protocol.topics import CONSUMER_OFFSETS, TRANSACTION_STATE
 from klamm.storage.segment import FileIO
 
@@ -66,11 +67,11 @@ class FsyncProbe:
             self.durable_end = max(self.durable_end, covered)
 
 
-async def _create(bootstrap: str, topic: str) -> None:
+async def _create(bootstrap: str, topic: str, configs: dict[str, str] | None = None) -> None:
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
     await admin.start()
     try:
-        await admin.create_topics([NewTopic(topic, 1, 1)])
+        await admin.create_topics([NewTopic(topic, 1, 1, topic_configs=configs or {})])
     finally:
         await admin.close()
 
@@ -181,3 +182,71 @@ async def test_the_scheduled_flusher_fsyncs_data_older_than_flush_ms():
                 break
             await asyncio.sleep(0.01)
         assert log.recovery_point == log.log_end_offset == 1
+
+
+@run
+async def test_power_loss_after_acks_with_flush_messages_1_loses_no_acknowledged_record(monkeypatch, tmp_path):
+    """Real producers, then a power loss that keeps only fsynced bytes: every acked record is recovered."""
+    import shutil
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "unit"))
+    from test_storage_power_loss import RecordingIO
+
+    from klamm.storage.log import Log
+
+    recorder = RecordingIO()
+    for name in ("open", "pwrite", "ftruncate"):
+        monkeypatch.setattr(FileIO, name, lambda io, *args, _name=name: getattr(recorder, _name)(*args))
+
+    def slow_fsync(io: FileIO, fd: int) -> None:
+        time.sleep(0.005)  # a disk, not a RAM copy: an ack sent early would overtake it
+        recorder.fsync(fd)
+
+    monkeypatch.setattr(FileIO, "fsync", slow_fsync)
+    acked: list[int] = []
+    async with klamm.testing.broker(**{"log.flush.interval.messages": "1"}) as running:
+        # A full index rolls the segment: every few batches here.
+        await _create(running.bootstrap_servers, "kept", {"index.interval.bytes": "0", "segment.index.bytes": "40"})
+        live = running.broker.replicas.get("kept", 0).log
+
+        image = tmp_path / "image" / "kept-0"
+
+        def power_loss() -> None:
+            """Taken on the broker's loop (no append runs meanwhile): each .log file keeps only its
+            fsynced bytes, indexes are lost, and the checkpoint is as old as it can be."""
+            shutil.copytree(live.directory, image)
+            for path in image.iterdir():
+                if path.suffix == ".log":
+                    path.write_bytes(recorder.durable(live.directory / path.name))
+                elif path.suffix in (".index", ".timeindex"):
+                    path.unlink()
+
+        async def produce(n: int) -> None:
+            producer = AIOKafkaProducer(bootstrap_servers=running.bootstrap_servers, acks="all", linger_ms=0)
+            await producer.start()
+            try:
+                for i in range(SENDS):
+                    metadata = await producer.send_and_wait("kept", b"x" * 100 + f"{n}-{i}".encode(), partition=0)
+                    acked.append(metadata.offset)
+                    if len(acked) == PRODUCERS * SENDS:
+                        power_loss()  # the moment of the last ack: the newest data is the least likely synced
+            finally:
+                await producer.stop()
+
+        await asyncio.gather(*(produce(n) for n in range(PRODUCERS)))
+        assert len(live.segments) > 1  # the crash spans rolls
+    recovered = Log.open(image, live.config, recovery_point=0, clean_shutdown=False)
+    try:
+        present = set()
+        offset = 0
+        while offset < recovered.log_end_offset:
+            chunk = recovered.read_bytes(offset, 1 << 20)
+            for header in split_batches(chunk):
+                present.update(range(header.base_offset, header.next_offset))
+                offset = header.next_offset
+        assert len(acked) == PRODUCERS * SENDS
+        assert set(acked) <= present
+    finally:
+        recovered.close()
