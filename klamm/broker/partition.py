@@ -33,10 +33,10 @@ from klamm.protocol.batch import BatchHeader, InvalidBatch, TruncatedBatch, Unsu
 from klamm.protocol.errors import ErrorCode, KafkaError
 from klamm.protocol.records import ControlRecordType, build_control_batch
 from klamm.storage.log import AppendResult, Log, LogConfig, ReadResult
+from klamm.storage.txn_index import AbortedTxn
 
 if TYPE_CHECKING:
     from klamm.broker.log_flush import LogFlusher
-from klamm.storage.txn_index import AbortedTxn
 
 _CODECS = {"uncompressed": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 

@@ -3,10 +3,10 @@
 Each partition's batches are validated from their headers and appended before
 the handler first awaits, so pipelined requests of a connection append in
 order (idempotent producers depend on that). Where flush.messages asks for an
-fsync before the ack, the response waits for the flush job covering each such
-partition's batch (group commit, klamm.broker.log_flush) after every append. A transactional batch is accepted
-only for a partition already added to the producer's ongoing transaction
-(Kafka's transaction.partition.verification.enable), asked of the local
+fsync before the ack, the response waits, after every append, for the flush job
+covering each such partition's batch (group commit, klamm.broker.log_flush).
+A transactional batch is accepted only for a partition already added to the
+producer's ongoing transaction (Kafka's transaction.partition.verification.enable), asked of the local
 transaction coordinator. Per-partition failures are error
 codes; with acks=0 there is no response, and a failure closes the connection
 as Kafka does, so the producer notices.
