@@ -47,6 +47,7 @@ class LogFlusher:
         self._running: dict[Log, asyncio.Future[None]] = {}
         self._again: set[Log] = set()
         self._waiters: dict[Log, list[tuple[int, asyncio.Future[None]]]] = {}
+        self._watchers: dict[Log, Callable[[], None]] = {}
         self._task: asyncio.Task[None] | None = None
         self.jobs_started = 0  # for tests and metrics: fsync rounds, not fsync calls
 
@@ -72,6 +73,18 @@ class LogFlusher:
                 count += 1
         return count
 
+    def watch(self, log_: Log, on_flushed: Callable[[], None]) -> None:
+        """Call `on_flushed` each time a job advances `log_`'s recovery point (before acks are released)."""
+        self._watchers[log_] = on_flushed
+
+    def forget(self, log_: Log) -> None:
+        self._watchers.pop(log_, None)
+
+    def _notify(self, log_: Log) -> None:
+        watcher = self._watchers.get(log_)
+        if watcher is not None:
+            watcher()
+
     def request(self, log_: Log) -> None:
         """Flush `log_` up to its current end: now, or right after the job already running."""
         if log_ in self._running:
@@ -94,6 +107,7 @@ class LogFlusher:
                 log_.fail_flush(job)
                 raise
             log_.complete_flush(job)
+            self._notify(log_)
             return
         future = loop.run_in_executor(self._executor, job.run)
         self._running[log_] = future
@@ -109,6 +123,7 @@ class LogFlusher:
             self._settle(log_, failed=True)
             return
         log_.complete_flush(job)
+        self._notify(log_)
         self._settle(log_)
         if log_ in self._again:
             self._again.discard(log_)

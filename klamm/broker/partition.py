@@ -16,7 +16,9 @@ flush (klamm.storage.log), the partition hands its log to the broker's
 LogFlusher, and an append that flush.messages says must be durable before its
 ack is awaited with `wait_durable`. Callers that cannot await (the coordinators,
 which append synchronously) set `flush_inline`: their flush.messages fsync runs
-here, before the append returns.
+here, before the append returns. With flush.messages=1 the high watermark stops
+at the recovery point, as in Kafka (which fsyncs inside the append before
+moving it): consumers never read a record a power loss could take back.
 """
 
 from __future__ import annotations
@@ -72,6 +74,8 @@ class Partition:
         self._waiters: set[asyncio.Future[None]] = set()
         self.flusher = flusher  # None (tools, tests without a loop): every flush runs inline
         self.flush_inline = flush_inline
+        if flusher is not None:
+            flusher.watch(log, self._on_flushed)
 
     def become_leader(self, leader_epoch: int) -> None:
         """Start a leader epoch: later appends carry it, and the epoch cache records where it began."""
@@ -117,11 +121,20 @@ class Partition:
     def _append(self, buf: bytearray, headers: list[BatchHeader]) -> AppendResult:
         append_time = self._time_ms() if self.config.message_timestamp_type == "LogAppendTime" else None
         result = self.log.append(buf, headers, leader_epoch=self.leader_epoch, log_append_time_ms=append_time)
-        if not result.duplicate:
-            self.high_watermark = self.log.log_end_offset
-            self._wake_waiters()
         self._maybe_flush(result)
+        if not result.duplicate:
+            self._advance_high_watermark()
         return result
+
+    def _advance_high_watermark(self) -> None:
+        durable_only = self.flusher is not None and self.log.config.flush_messages <= 1
+        end = min(self.log.log_end_offset, self.log.recovery_point) if durable_only else self.log.log_end_offset
+        if end > self.high_watermark:
+            self.high_watermark = end
+            self._wake_waiters()
+
+    def _on_flushed(self) -> None:
+        self._advance_high_watermark()
 
     def _maybe_flush(self, result: AppendResult) -> None:
         if not result.flush_due and not self.log.flush_wanted(self._time_ms()):

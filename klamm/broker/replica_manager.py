@@ -94,6 +94,7 @@ class ReplicaManager:
 
     def _remove(self, partition: Partition) -> None:
         del self.partitions[(partition.topic, partition.index)]
+        self.flusher.forget(partition.log)
         self._topic_configs.pop(partition.topic, None)
         partition._wake_waiters()
         self.logs.delete_log(partition.topic, partition.index, close=False)

@@ -250,3 +250,33 @@ async def test_power_loss_after_acks_with_flush_messages_1_loses_no_acknowledged
         assert set(acked) <= present
     finally:
         recovered.close()
+
+
+@run
+async def test_with_flush_messages_1_consumers_read_only_fsynced_records(monkeypatch):
+    """The high watermark stops at the recovery point: a record a power loss could take back is
+    never served (Kafka fsyncs inside such an append, before it moves the high watermark)."""
+    gate = threading.Event()
+    real = FileIO.fsync
+
+    def held_fsync(io: FileIO, fd: int) -> None:
+        gate.wait(30)
+        real(io, fd)
+
+    async with klamm.testing.broker(**{"log.flush.interval.messages": "1"}) as running:
+        await _create(running.bootstrap_servers, "visible")
+        partition = running.broker.replicas.get("visible", 0)
+        monkeypatch.setattr(FileIO, "fsync", held_fsync)
+        producer = AIOKafkaProducer(bootstrap_servers=running.bootstrap_servers, acks=1)
+        await producer.start()
+        try:
+            sent = asyncio.ensure_future(producer.send_and_wait("visible", b"v", partition=0))
+            while partition.log.log_end_offset == 0:
+                await asyncio.sleep(0.001)
+            assert partition.high_watermark == 0 and not sent.done()  # appended, not yet fsynced
+            gate.set()
+            metadata = await sent
+            assert partition.high_watermark == 1 == metadata.offset + 1
+        finally:
+            gate.set()
+            await producer.stop()
