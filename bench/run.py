@@ -78,6 +78,7 @@ class Workload:
     load: str | None = None  # latency: "compacted" runs a keyed lz4 load on a compacted topic meanwhile
     segments: int = 0  # latency-delete: segments of the topic deleted during the measurement
     klamm_only: bool = False  # needs klamm configs (internal.segment.bytes): no tansu cell
+    topic_configs: dict[str, str] = dataclasses.field(default_factory=dict)  # set on the topic at creation
 
 
 def make_workloads(scale: float) -> list[Workload]:
@@ -89,6 +90,10 @@ def make_workloads(scale: float) -> list[Workload]:
                  records=n(1_000_000), size=100, acks="1", base_timeout=900),
         Workload("produce-1KB", "produce 1 KB × {n:,}, acks=all", "produce",
                  records=n(200_000), size=1000, acks="all", base_timeout=900),
+        # The same with fsync before every ack (group-committed), against the row above.
+        Workload("produce-1KB-fsync", "produce 1 KB × {n:,}, acks=all, flush.messages=1", "produce",
+                 records=n(200_000), size=1000, acks="all", base_timeout=900,
+                 topic_configs={"flush.messages": "1"}),
         Workload("consume-100B", "consume 100 B × {n:,} (produce-100B's topic)", "consume",
                  records=n(1_000_000), size=100, source="produce-100B", base_timeout=600),
         Workload("consume-100KB", "consume 100 KB × {n:,}", "consume",
@@ -512,7 +517,7 @@ def run_one(b: Broker, w: Workload, client: str, java_cmd, runid: str, seed_topi
             timeout: float, logdir: Path, tag: str, results: dict) -> dict:
     if w.kind == "produce":
         topic = f"{w.key}-{client}-{runid}"
-        create_topic(b.bootstrap, topic)
+        create_topic(b.bootstrap, topic, w.topic_configs)
         return run_client(client, java_cmd, "produce",
                           dict(bootstrap=b.bootstrap, topic=topic, records=w.records,
                                size=w.size, acks=w.acks), timeout, logdir, tag, b)

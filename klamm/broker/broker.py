@@ -113,6 +113,7 @@ class Broker:
         self._tasks.append(asyncio.ensure_future(self._checkpoint_periodically()))
         self._tasks.append(asyncio.ensure_future(expire_producers_periodically(self)))
         self.retention.start()
+        self.replicas.flusher.start(self.config.log_flush_scheduler_interval_ms)
         self.log_cleaner.start()
         log.info("klamm ready: node %d serving %s on %s:%d (cluster %s, data in %s)", self.node_id,
                  self.listener_name, self.host or "0.0.0.0", self.port, cluster_id,
@@ -175,6 +176,7 @@ class Broker:
         await self.log_cleaner.stop()
         await self.delayed_deletes.stop()
         if self.replicas is not None:
+            await self.replicas.flusher.stop()
             self.replicas.shutdown()
         self._stopped.set()
         log.info("klamm stopped: node %d", self.node_id)

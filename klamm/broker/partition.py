@@ -13,6 +13,15 @@ the high watermark bounded by the first offset of the oldest open transaction.
 Invariant: log_start_offset <= high_watermark <= log_end_offset. With one
 replica the high watermark follows the log end offset; replication will move it
 by the ISR's fetch positions instead.
+
+fsync: appends never fsync on the event loop. When the flush policy asks for a
+flush (klamm.storage.log), the partition hands its log to the broker's
+LogFlusher, and an append that flush.messages says must be durable before its
+ack is awaited with `wait_durable`. Callers that cannot await (the coordinators,
+which append synchronously) set `flush_inline`: their flush.messages fsync runs
+here, before the append returns. With flush.messages=1 the high watermark stops
+at the recovery point, as in Kafka (which fsyncs inside the append before
+moving it): consumers never read a record a power loss could take back.
 """
 
 from __future__ import annotations
@@ -23,6 +32,7 @@ import uuid
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from klamm.broker.validation import RecordRules, needs_records, validate_records
 from klamm.config.topic import TopicConfig
@@ -30,8 +40,11 @@ from klamm.protocol import batch as batches
 from klamm.protocol.batch import BatchHeader, InvalidBatch, TruncatedBatch, UnsupportedMagic, set_max_timestamp
 from klamm.protocol.errors import ErrorCode, KafkaError
 from klamm.protocol.records import ControlRecordType, build_control_batch
-from klamm.storage.log import AppendResult, Log, LogConfig, ReadResult, fsync_segments
+from klamm.storage.log import AppendResult, Log, LogConfig, ReadResult
 from klamm.storage.txn_index import AbortedTxn
+
+if TYPE_CHECKING:
+    from klamm.broker.log_flush import LogFlusher
 
 _CODECS = {"uncompressed": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 # Batches at least this big have their record checks and recompression done in a worker
@@ -61,7 +74,8 @@ def log_config(config: TopicConfig) -> LogConfig:
 
 class Partition:
     def __init__(self, topic: str, index: int, topic_id: uuid.UUID, log: Log, config: TopicConfig,
-                 leader_epoch: int = 0, time_ms: Callable[[], int] | None = None) -> None:
+                 leader_epoch: int = 0, time_ms: Callable[[], int] | None = None,
+                 flusher: LogFlusher | None = None, flush_inline: bool = False) -> None:
         self.topic = topic
         self.index = index
         self.topic_id = topic_id
@@ -77,6 +91,10 @@ class Partition:
         # Appends waiting for an earlier one (prepared in a worker thread) to go first: (prepared, result).
         self._queue: deque[tuple[asyncio.Future[tuple[bytearray, list[BatchHeader]]],
                                  asyncio.Future[AppendResult]]] = deque()
+        self.flusher = flusher  # None (tools, tests without a loop): every flush runs inline
+        self.flush_inline = flush_inline
+        if flusher is not None:
+            flusher.watch(log, self._on_flushed)
 
     def become_leader(self, leader_epoch: int) -> None:
         """Start a leader epoch: later appends carry it, and the epoch cache records where it began."""
@@ -178,24 +196,33 @@ class Partition:
     def _append(self, buf: bytearray, headers: list[BatchHeader]) -> AppendResult:
         append_time = self._time_ms() if self.config.message_timestamp_type == "LogAppendTime" else None
         result = self.log.append(buf, headers, leader_epoch=self.leader_epoch, log_append_time_ms=append_time)
+        self._maybe_flush(result)
         if not result.duplicate:
-            self.high_watermark = self.log.log_end_offset
-            self._wake_waiters()
-            if self.log.has_rolled:
-                self._flush_rolled_segments()
+            self._advance_high_watermark()
         return result
 
-    def _flush_rolled_segments(self) -> None:
-        """fsync segments a roll finished in a worker thread: a 1 GB fsync must not stall the loop."""
-        segments = self.log.take_rolled()
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:  # no loop (tools, tests): do it here
-            self.log.advance_recovery_point(fsync_segments(segments))
+    def _advance_high_watermark(self) -> None:
+        durable_only = self.flusher is not None and self.log.config.flush_messages <= 1
+        end = min(self.log.log_end_offset, self.log.recovery_point) if durable_only else self.log.log_end_offset
+        if end > self.high_watermark:
+            self.high_watermark = end
+            self._wake_waiters()
+
+    def _on_flushed(self) -> None:
+        self._advance_high_watermark()
+
+    def _maybe_flush(self, result: AppendResult) -> None:
+        if not result.flush_due and not self.log.flush_wanted(self._time_ms()):
             return
-        future = loop.run_in_executor(None, fsync_segments, segments)
-        future.add_done_callback(
-            lambda done: done.cancelled() or done.exception() or self.log.advance_recovery_point(done.result()))
+        if self.flusher is None or (result.flush_due and self.flush_inline):
+            self.log.flush()
+        else:
+            self.flusher.request(self.log)
+
+    async def wait_durable(self, result: AppendResult) -> None:
+        """Return once `result`'s offsets are fsynced, if flush.messages asks for it before the ack."""
+        if result.flush_due and self.flusher is not None:
+            await self.flusher.wait_durable(self.log, result.last_offset + 1)
 
     def _validate(self, records: bytes | bytearray | memoryview) -> tuple[bytearray, list[BatchHeader]]:
         buf = bytearray(records)

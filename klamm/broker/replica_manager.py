@@ -13,12 +13,16 @@ import asyncio
 import logging
 import uuid
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 
+from klamm.broker.log_flush import LogFlusher
 from klamm.broker.partition import Partition, log_config
 from klamm.config.broker import BrokerConfig
 from klamm.config.topic import TopicConfig
 from klamm.controller.image import MetadataImage
 from klamm.protocol.errors import ErrorCode, KafkaError
+from klamm.protocol.topics import TRANSACTION_STATE, is_internal
+from klamm.storage.log import LogConfig
 from klamm.storage.log_manager import LogManager
 
 log = logging.getLogger("klamm.replicas")
@@ -34,6 +38,7 @@ class ReplicaManager:
         self.logs = logs
         self.partitions: dict[tuple[str, int], Partition] = {}
         self._topic_configs: dict[str, TopicConfig] = {}
+        self.flusher = LogFlusher(lambda: [partition.log for partition in self.partitions.values()])
 
     def topic_config(self, topic: str, overrides: dict[str, str] | None = None) -> TopicConfig:
         """The topic's effective config; re-resolved only when its overrides change."""
@@ -72,7 +77,7 @@ class ReplicaManager:
                     partition = self._create(topic.name, index, topic.topic_id, config)
                 if partition.config is not config:
                     partition.config = config
-                    partition.log.config = log_config(config)
+                    partition.log.config = _log_config(topic.name, config)
                 if partition.leader_epoch != meta.leader_epoch or partition.log.leader_epoch_cache.latest_epoch < 0:
                     partition.become_leader(meta.leader_epoch)
                 partition.replicas = list(meta.replicas)
@@ -82,13 +87,17 @@ class ReplicaManager:
 
     def _create(self, topic: str, index: int, topic_id: uuid.UUID, config: TopicConfig) -> Partition:
         existing = self.logs.get_log(topic, index)
-        log_ = existing if existing is not None else self.logs.create_log(topic, index, log_config(config))
-        partition = Partition(topic, index, topic_id, log_, config)
+        log_ = existing if existing is not None else self.logs.create_log(topic, index, _log_config(topic, config))
+        log_.config = _log_config(topic, config)
+        # Coordinators append synchronously and cannot await an fsync: theirs run inline.
+        partition = Partition(topic, index, topic_id, log_, config, flusher=self.flusher,
+                              flush_inline=is_internal(topic))
         self.partitions[(topic, index)] = partition
         return partition
 
     def _remove(self, partition: Partition) -> None:
         del self.partitions[(partition.topic, partition.index)]
+        self.flusher.forget(partition.log)
         self._topic_configs.pop(partition.topic, None)
         partition._wake_waiters()
         detached = self.logs.delete_log(partition.topic, partition.index)
@@ -112,4 +121,12 @@ class ReplicaManager:
 
     def shutdown(self) -> None:
         self.logs.shutdown()
+
+
+def _log_config(topic: str, config: TopicConfig) -> LogConfig:
+    """A topic's log config; __transaction_state is fsynced on every write whatever the flush
+    settings: a single node has no replica to hold a PrepareCommit that power loss would erase
+    after its markers were written (README, "What an acknowledgement means")."""
+    storage = log_config(config)
+    return replace(storage, flush_messages=1) if topic == TRANSACTION_STATE else storage
 

@@ -12,7 +12,8 @@ Invariants:
     and the only one appended to;
   * log_start_offset >= first segment base; log_end_offset is the next offset to
     assign, equal to the active segment's next_offset;
-  * recovery_point <= log_end_offset and every batch below it has been fsynced;
+  * recovery_point <= log_end_offset and every batch below it has been fsynced,
+    with its segment's indexes and the producer snapshots taken below it;
   * producer state and leader epoch cache describe exactly the batches below
     log_end_offset;
   * every abort marker below log_end_offset has its entry in its segment's
@@ -25,6 +26,16 @@ klamm.storage.shared_file), so the descriptor outlives a deletion until then.
 The log cleaner reads inactive segments in a worker thread through descriptors of
 its own and swaps its result in with replace_segments on the owning thread, so
 readers see the old or the new segments, never a mix (klamm.storage.cleaner).
+
+Flushing is split so the fsyncs can run in a worker thread: `begin_flush` (owner's
+thread) picks the segments and snapshots holding unflushed offsets into a FlushJob,
+`FlushJob.run` fsyncs them (any thread), `complete_flush` (owner's thread) advances
+the recovery point. Jobs may finish in any order; the recovery point moves only
+over a contiguous run of finished jobs, so it never passes data whose fsync has
+not completed. Appends and rolls never fsync: they report, through `flush_wanted`
+and AppendResult.flush_due, that the flush policy (flush.messages, flush.ms, a
+roll) asks for one, and the owner starts it (klamm.broker.log_flush). `flush()`
+does all three steps at once, for shutdown and the metadata log.
 """
 
 from __future__ import annotations
@@ -41,15 +52,16 @@ from pathlib import Path
 from klamm.protocol.batch import BatchHeader, InvalidBatch, patch_offsets, set_log_append_time
 from klamm.protocol.errors import ErrorCode, KafkaError
 from klamm.protocol.records import control_type_of
+from klamm.storage.checkpoint import fsync_dir
 from klamm.storage.cleaner import recover_interrupted_swaps, swap_in
 from klamm.storage.config import LogConfig
 from klamm.storage.leader_epoch import LeaderEpochCache
 from klamm.storage.producer_state import CompletedTxn, ProducerStateManager
-from klamm.storage.segment import LOG_SUFFIX, LogSegment
+from klamm.storage.segment import LOG_SUFFIX, OS_FILE_IO, FileIO, LogSegment, fsync_path
 from klamm.storage.shared_file import SharedFile
 from klamm.storage.txn_index import AbortedTxn, TransactionIndex
 
-__all__ = ["AppendResult", "Log", "LogConfig", "ReadResult", "InvalidAppendOffset", "parse_log_dir_name"]
+__all__ = ["AppendResult", "FlushJob", "Log", "LogConfig", "ReadResult", "InvalidAppendOffset", "parse_log_dir_name"]
 
 _DIR_NAME = re.compile(r"^(.+)-(\d+)$")
 _SEGMENT_FILE = re.compile(r"^(\d{20})(\.log|\.index|\.timeindex|\.txnindex)$")
@@ -80,6 +92,44 @@ class AppendResult:
     log_append_time: int  # -1 unless LogAppendTime
     log_start_offset: int
     duplicate: bool  # a producer retry of an already-appended batch; offsets are the original ones
+    # flush.messages says these offsets are fsynced before they are acknowledged (Kafka flushes
+    # inside such an append; klamm's owner waits for the flush job covering last_offset).
+    flush_due: bool = False
+
+
+@dataclass(eq=False)
+class FlushJob:
+    """The fsyncs that make offsets [start, target) of a log durable. `run` is safe in a worker
+    thread; hand the job back to the log's complete_flush (or fail_flush) on the owner's thread."""
+
+    start: int
+    target: int
+    segments: list[LogSegment]
+    snapshots: list[Path]  # producer snapshots written without fsync (on roll)
+    directory: Path
+    new_files: bool  # a segment was created at or after `start`: its directory entry needs an fsync too
+    done: bool = False
+
+    def run(self) -> None:
+        for segment in self.segments:
+            try:
+                segment.flush()
+            except FileNotFoundError:
+                pass  # an index or the directory deleted meanwhile (topic deletion): nothing to recover
+            except (OSError, ValueError):
+                if not segment.closed:
+                    raise
+                # Deleted meanwhile (retention, cleaner, topic deletion): nothing of it to recover.
+        for path in self.snapshots:
+            try:
+                fsync_path(path)
+            except FileNotFoundError:
+                pass  # deleted meanwhile with its segment (retention, truncation, topic deletion)
+        if self.snapshots or self.new_files:
+            try:
+                fsync_dir(self.directory)
+            except FileNotFoundError:
+                pass  # the whole log was deleted meanwhile
 
 
 @dataclass
@@ -97,7 +147,8 @@ class ReadResult:
 class Log:
     """See the module docstring. Create with Log.open()."""
 
-    def __init__(self, directory: Path, config: LogConfig, time_ms: Callable[[], int]) -> None:
+    def __init__(self, directory: Path, config: LogConfig, time_ms: Callable[[], int],
+                 io: FileIO = OS_FILE_IO) -> None:
         parsed = parse_log_dir_name(directory.name)
         if parsed is None:
             raise ValueError(f"log directory name {directory.name!r} is not <topic>-<partition>")
@@ -110,8 +161,12 @@ class Log:
         self.log_start_offset = 0
         self.log_end_offset = 0
         self.recovery_point = 0
+        self._io = io
         self._last_flush_ms = time_ms()
-        self._rolled: list[LogSegment] = []  # finished by a roll, not yet fsynced
+        self._flush_jobs: list[FlushJob] = []  # begun, not yet counted in the recovery point
+        self._flush_issued_to = 0  # offsets below are covered by a flush job begun (maybe not finished)
+        self._unsynced_snapshots: list[Path] = []  # producer snapshots of rolls, not yet in a job
+        self._roll_flush_wanted = False  # Kafka flushes a finished segment soon after its roll
         self._closed = False
         self.producer_state = ProducerStateManager(directory)
         self.leader_epoch_cache = LeaderEpochCache(directory, lambda: self.log_end_offset)
@@ -128,6 +183,7 @@ class Log:
         log_start_offset: int = 0,
         clean_shutdown: bool = True,
         time_ms: Callable[[], int] = _wall_clock_ms,
+        io: FileIO = OS_FILE_IO,
     ) -> Log:
         """Open (creating if needed) the log in `directory`, recovering it after an unclean shutdown.
 
@@ -135,10 +191,11 @@ class Log:
         tail still recovered). Unclean: every batch from the segment holding
         `recovery_point` on is validated; the log is cut at the first bad batch and
         later segments are deleted. Producer state is then rebuilt from the newest
-        snapshot plus the batch headers after it.
+        snapshot plus the batch headers after it. `io` is the segments' file seam
+        (klamm.storage.segment.FileIO).
         """
         directory.mkdir(parents=True, exist_ok=True)
-        log = cls(directory, config, time_ms)
+        log = cls(directory, config, time_ms, io)
         log._load(recovery_point, log_start_offset, clean_shutdown)
         return log
 
@@ -146,10 +203,10 @@ class Log:
         now = self._time_ms()
         bases = self._clean_directory()
         if not bases:
-            segment = LogSegment.create(self.directory, log_start_offset, self.config, now)
+            segment = LogSegment.create(self.directory, log_start_offset, self.config, now, io=self._io)
             self._segments, self._bases = [segment], [log_start_offset]
         else:
-            self._segments = [LogSegment.open(self.directory, base, self.config, now) for base in bases]
+            self._segments = [LogSegment.open(self.directory, base, self.config, now, self._io) for base in bases]
             self._bases = list(bases)
         if clean_shutdown:
             first_unflushed = len(self._segments)
@@ -163,7 +220,7 @@ class Log:
         if first_unflushed < len(self._segments):
             for segment in self._segments[first_unflushed:]:
                 segment.flush()
-        self.recovery_point = self.log_end_offset
+        self.recovery_point = self._flush_issued_to = self.log_end_offset
         self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
         self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
         self.producer_state.remove_stray_snapshots(self._bases)
@@ -294,6 +351,8 @@ class Log:
                 duplicate.timestamp if log_append_time_ms is not None else -1,
                 self.log_start_offset,
                 True,
+                # A retry of a batch acknowledged only once fsynced must wait for that fsync too.
+                self.config.flush_messages <= 1 and duplicate.last_offset >= self.recovery_point,
             )
         offset = first_offset
         for header in headers:
@@ -308,6 +367,7 @@ class Log:
             log_append_time_ms if log_append_time_ms is not None else -1,
             self.log_start_offset,
             False,
+            self.unflushed_messages >= self.config.flush_messages,
         )
 
     def append_as_follower(self, buf: bytearray, headers: list[BatchHeader]) -> None:
@@ -343,7 +403,6 @@ class Log:
             control = bytes(buf[header.position: header.position + header.size]) if header.is_control else None
             self._apply_to_producer_state(segment, header, control)
         self.log_end_offset = headers[-1].next_offset
-        self._maybe_flush(now)
 
     def _maybe_assign_epoch(self, epoch: int, start_offset: int) -> None:
         if epoch >= 0 and epoch > self.leader_epoch_cache.latest_epoch:
@@ -375,45 +434,94 @@ class Log:
             self._bases.pop()
         else:
             old.on_become_inactive()
-        segment = LogSegment.create(self.directory, base, self.config, self._time_ms())
+        segment = LogSegment.create(self.directory, base, self.config, self._time_ms(), io=self._io)
         self._segments.append(segment)
         self._bases.append(base)
-        self.producer_state.take_snapshot()
-        # Kafka flushes the finished segment soon after a roll, off the append path:
-        # the owner takes it with take_rolled() and fsyncs it in a worker thread.
-        if old.size:
-            self._rolled.append(old)
+        # Written now (it must describe the state at `base`), fsynced by the next flush job,
+        # with the finished segment and its indexes, in a worker thread: not inside an append.
+        self._unsynced_snapshots.append(self.producer_state.take_snapshot(durable=False))
+        self._roll_flush_wanted = True
         return segment
 
+    # -- flushing ----------------------------------------------------------------------
+
     @property
-    def has_rolled(self) -> bool:
-        return bool(self._rolled)
+    def unflushed_messages(self) -> int:
+        """Offsets appended that no flush job begun so far covers (Kafka's unflushedMessages)."""
+        return self.log_end_offset - self._flush_issued_to
 
-    def take_rolled(self) -> list[LogSegment]:
-        """The segments finished by rolls since the last call, for `fsync_segments` then `advance_recovery_point`."""
-        rolled, self._rolled = self._rolled, []
-        return rolled
+    @property
+    def last_flush_ms(self) -> int:
+        return self._last_flush_ms
 
-    def advance_recovery_point(self, offset: int) -> None:
-        """Everything below `offset` is on disk (called on the owner's thread after fsync_segments)."""
-        self.recovery_point = min(max(self.recovery_point, offset), self.log_end_offset)
+    def flush_wanted(self, now_ms: int) -> bool:
+        """The flush policy asks for a flush job now: a roll happened, flush.messages appends
+        are uncovered, or unflushed data waited flush.ms since the last flush."""
+        if self._roll_flush_wanted:
+            return True
+        unflushed = self.unflushed_messages
+        return unflushed > 0 and (unflushed >= self.config.flush_messages
+                                  or now_ms - self._last_flush_ms >= self.config.flush_ms)
 
-    def _maybe_flush(self, now: int) -> None:
-        if (
-            self.log_end_offset - self.recovery_point >= self.config.flush_messages
-            or now - self._last_flush_ms >= self.config.flush_ms
-        ):
-            self.flush()
+    def begin_flush(self, *, from_recovery_point: bool = False) -> FlushJob | None:
+        """A job fsyncing what no earlier job covers, up to the log end (None: nothing to do).
+
+        from_recovery_point: cover everything from the recovery point instead, so the job alone
+        makes the whole log durable, whatever other jobs are still running (shutdown).
+        """
+        self._last_flush_ms = self._time_ms()
+        self._roll_flush_wanted = False
+        start = self.recovery_point if from_recovery_point else self._flush_issued_to
+        target = self.log_end_offset
+        if target <= start and not self._unsynced_snapshots:
+            return None
+        first = max(bisect.bisect_right(self._bases, start) - 1, 0)
+        segments = self._segments[first:] if target > start else []
+        job = FlushJob(start, target, segments, self._unsynced_snapshots, self.directory,
+                       any(segment.base_offset >= start for segment in segments))
+        self._unsynced_snapshots = []
+        self._flush_issued_to = max(self._flush_issued_to, target)
+        self._flush_jobs.append(job)
+        return job
+
+    def complete_flush(self, job: FlushJob) -> None:
+        """`job` ran: advance the recovery point over the contiguous run of finished jobs from it."""
+        job.done = True
+        if job not in self._flush_jobs:
+            return  # dropped by a truncation or a failed flush: its range is covered again later
+        moved = True
+        while moved:
+            moved = False
+            for done in self._flush_jobs:
+                if done.done and done.start <= self.recovery_point < done.target:
+                    self.recovery_point = min(done.target, self.log_end_offset)
+                    moved = True
+        self._flush_jobs = [j for j in self._flush_jobs if not (j.done and j.target <= self.recovery_point)]
+
+    def fail_flush(self, job: FlushJob) -> None:
+        """`job` raised: forget every job still open, so the next flush covers their ranges again."""
+        if job not in self._flush_jobs:
+            return
+        self._forget_flush_jobs()
+
+    def _forget_flush_jobs(self) -> None:
+        for open_job in self._flush_jobs:
+            if not open_job.done:
+                self._unsynced_snapshots.extend(open_job.snapshots)
+        self._flush_jobs = []
+        self._flush_issued_to = self.recovery_point
 
     def flush(self) -> None:
-        """fsync every segment holding offsets >= recovery point; advance the recovery point."""
-        self._rolled = []
-        if self.recovery_point < self.log_end_offset:
-            first = max(bisect.bisect_right(self._bases, self.recovery_point) - 1, 0)
-            for segment in self._segments[first:]:
-                segment.flush()
-            self.recovery_point = self.log_end_offset
-        self._last_flush_ms = self._time_ms()
+        """fsync everything from the recovery point on, here and now; the recovery point becomes the log end."""
+        job = self.begin_flush(from_recovery_point=True)
+        if job is None:
+            return
+        try:
+            job.run()
+        except BaseException:
+            self.fail_flush(job)
+            raise
+        self.complete_flush(job)
 
     # -- reading -------------------------------------------------------------------
 
@@ -580,6 +688,7 @@ class Log:
         segment.truncate_to(offset)
         self.log_end_offset = segment.next_offset
         self.recovery_point = min(self.recovery_point, self.log_end_offset)
+        self._forget_flush_jobs()  # a job in flight covers removed offsets, not those appended next
         self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
         self.producer_state.delete_snapshots_after(self.log_end_offset)
         self._rebuild_producer_state()
@@ -588,11 +697,12 @@ class Log:
         """Delete every segment and restart the log empty at `offset` (follower far behind)."""
         for segment in self._segments:
             segment.delete()
-        self._segments = [LogSegment.create(self.directory, offset, self.config, self._time_ms())]
+        self._segments = [LogSegment.create(self.directory, offset, self.config, self._time_ms(), io=self._io)]
         self._bases = [offset]
         self.log_start_offset = offset
         self.log_end_offset = offset
         self.recovery_point = offset
+        self._forget_flush_jobs()
         self.leader_epoch_cache.clear()
         self.producer_state.truncate_fully_and_start_at(offset)
 
@@ -640,18 +750,3 @@ def _rename_to_deleted(segment: LogSegment) -> None:
             segment.log_path = target
         else:
             owner.path = target  # type: ignore[attr-defined]
-
-
-def fsync_segments(segments: list[LogSegment]) -> int:
-    """fsync finished segments (safe in a worker thread); the offset below which all are durable.
-
-    A segment deleted meanwhile (retention, cleaner) is skipped: nothing of it needs recovering.
-    """
-    durable = 0
-    for segment in segments:
-        try:
-            segment.flush()
-        except (OSError, ValueError):
-            continue
-        durable = max(durable, segment.next_offset)
-    return durable

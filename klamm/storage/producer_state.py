@@ -300,18 +300,26 @@ class ProducerStateManager:
                 offsets.append(int(stem))
         return sorted(offsets)
 
-    def take_snapshot(self) -> Path:
-        """Write the state as `<map_end_offset>.snapshot` (temp file, fsync, rename)."""
+    def take_snapshot(self, *, durable: bool = True) -> Path:
+        """Write the state as `<map_end_offset>.snapshot` (temp file, fsync, rename).
+
+        durable=False skips both fsyncs (Kafka's roll does the same): the caller fsyncs
+        the file and the directory later, off the event loop, before it counts the
+        snapshot's offset as recoverable. Until then a crash may leave it torn, which
+        `load` detects by its CRC and skips.
+        """
         path = self.directory / snapshot_name(self.map_end_offset)
         tmp = path.with_name(path.name + ".tmp")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
             os.write(fd, self._encode())
-            os.fsync(fd)
+            if durable:
+                os.fsync(fd)
         finally:
             os.close(fd)
         os.replace(tmp, path)
-        fsync_dir(self.directory)
+        if durable:
+            fsync_dir(self.directory)
         return path
 
     def _encode(self) -> bytes:

@@ -21,8 +21,14 @@ Invariants:
 
 Reads hand out the `.log` file as a SharedFile (klamm.storage.shared_file): the
 segment holds one reference, a response that sends from it later takes a lease,
-and the descriptor closes when the segment is closed or deleted and no lease is left. A segment is not thread-safe: the owning Log
-serialises appends, truncation and deletion.
+and the descriptor closes when the segment is closed or deleted and no lease is
+left. A segment is not thread-safe: the owning Log serialises appends, truncation
+and deletion; only `flush` may run in a worker thread (it fsyncs, it changes
+nothing).
+
+Every change to the `.log` file (open, write, truncate, fsync) goes through a
+`FileIO`, the one seam a power-loss test replaces to learn which bytes were
+fsynced (tests/unit/test_storage_power_loss.py). Reads use the descriptor directly.
 """
 
 from __future__ import annotations
@@ -56,6 +62,38 @@ _READ_CHUNK = 1 << 20  # recovery / gathering reads
 _WALK_CHUNK = 16 << 10  # short walks from an index entry to a batch
 _LAST_OFFSET_DELTA = struct.Struct(">i")
 _LAST_OFFSET_DELTA_AT = 23
+
+
+class FileIO:
+    """How a segment changes its `.log` file: the operating system's calls, nothing more."""
+
+    def open(self, path: Path, flags: int, mode: int) -> int:
+        return os.open(path, flags, mode)
+
+    def pwrite(self, fd: int, data: bytes | bytearray | memoryview, position: int) -> int:
+        return os.pwrite(fd, data, position)
+
+    def ftruncate(self, fd: int, size: int) -> None:
+        os.ftruncate(fd, size)
+
+    def fsync(self, fd: int) -> None:
+        os.fsync(fd)
+
+
+OS_FILE_IO = FileIO()  # stateless: every segment may share it
+
+
+def fsync_path(path: Path) -> None:
+    """fsync a file by name (a descriptor of any open file description flushes the file);
+    a file that is gone (never written, or deleted meanwhile) needs nothing."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def file_name(base_offset: int, suffix: str) -> str:
@@ -97,7 +135,8 @@ class LogSegment:
     """A `.log` file with its indexes; see the module docstring for format and invariants."""
 
     def __init__(
-        self, directory: Path, base_offset: int, config: LogConfig, created_ms: int, suffix: str = ""
+        self, directory: Path, base_offset: int, config: LogConfig, created_ms: int, suffix: str = "",
+        io: FileIO = OS_FILE_IO,
     ) -> None:
         # `suffix` (e.g. ".cleaned") names a segment being built beside the log's own files.
         self.directory = directory
@@ -112,7 +151,8 @@ class LogSegment:
         self.txn_index = TransactionIndex(directory / (file_name(base_offset, TXN_INDEX_SUFFIX) + suffix))
         self.index_interval_bytes = config.index_interval_bytes
         self.created_ms = created_ms
-        self.file = SharedFile(os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644))
+        self.io = io
+        self.file = SharedFile(io.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644))
         self.size = 0
         self.next_offset = base_offset  # maintained for the active segment; see load_tail
         self.max_timestamp = -1
@@ -129,9 +169,10 @@ class LogSegment:
     # -- creation and loading --------------------------------------------------
 
     @classmethod
-    def create(cls, directory: Path, base_offset: int, config: LogConfig, now_ms: int, suffix: str = "") -> LogSegment:
+    def create(cls, directory: Path, base_offset: int, config: LogConfig, now_ms: int, suffix: str = "",
+               io: FileIO = OS_FILE_IO) -> LogSegment:
         """A new empty segment; stale index files of that name are discarded."""
-        segment = cls(directory, base_offset, config, now_ms, suffix)
+        segment = cls(directory, base_offset, config, now_ms, suffix, io)
         if os.fstat(segment.fd).st_size:
             segment.close()
             raise FileExistsError(f"{segment.log_path} already holds data")
@@ -140,9 +181,10 @@ class LogSegment:
         return segment
 
     @classmethod
-    def open(cls, directory: Path, base_offset: int, config: LogConfig, now_ms: int) -> LogSegment:
+    def open(cls, directory: Path, base_offset: int, config: LogConfig, now_ms: int,
+             io: FileIO = OS_FILE_IO) -> LogSegment:
         """An existing segment with its files trusted; call check_indexes/load_tail or recover next."""
-        segment = cls(directory, base_offset, config, now_ms)
+        segment = cls(directory, base_offset, config, now_ms, io=io)
         segment.size = os.fstat(segment.fd).st_size
         return segment
 
@@ -195,7 +237,7 @@ class LogSegment:
         except InvalidBatch:
             pass
         if valid_end < file_size:
-            os.ftruncate(self.fd, valid_end)
+            self.io.ftruncate(self.fd, valid_end)
         self.size = valid_end
         self.next_offset = next_offset
         return file_size - valid_end
@@ -221,7 +263,7 @@ class LogSegment:
     def append(self, buf: bytes | bytearray | memoryview, headers: list[BatchHeader]) -> None:
         """Write whole batches (header positions relative to `buf`) at the end of the file."""
         start = self.size
-        written = os.pwrite(self.fd, buf, start)
+        written = self.io.pwrite(self.fd, buf, start)
         if written != len(buf):
             raise OSError(f"short write to {self.log_path}: {written} of {len(buf)} bytes")
         for header in headers:
@@ -360,24 +402,34 @@ class LogSegment:
             self.load_tail()  # nothing to cut; make sure next_offset is known (segment may become active)
             return 0
         removed = self.size - first.position
-        os.ftruncate(self.fd, first.position)
+        self.io.ftruncate(self.fd, first.position)
         self.size = first.position
         self.rebuild_indexes()
         return removed
 
     def on_become_inactive(self) -> None:
-        """Record the final max timestamp, make the indexes durable and release their descriptors."""
+        """Record the final max timestamp and release the index descriptors.
+
+        No fsync here: this runs inside an append on the event loop. The owner's next
+        flush job fsyncs the segment with its indexes (`flush`) in a worker thread.
+        """
         self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
-        self.offset_index.flush()
-        self.time_index.flush()
         self.offset_index.close()
         self.time_index.close()
 
     def flush(self) -> None:
-        os.fsync(self.fd)
-        self.offset_index.flush()
-        self.time_index.flush()
+        """fsync the .log file and its indexes (safe in a worker thread: it changes nothing).
+
+        Indexes are fsynced by name: an inactive segment has closed their descriptors.
+        """
+        self.io.fsync(self.fd)
+        fsync_path(self.offset_index.path)
+        fsync_path(self.time_index.path)
         self.txn_index.flush()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
 
     def close(self) -> None:
         if self._closed:

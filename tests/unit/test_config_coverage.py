@@ -63,6 +63,7 @@ GROUPS = "tests/unit/test_group_coordinator.py"
 CONFIGS_API = "tests/integration/test_configs_api.py"
 HERE = "tests/unit/test_config_coverage.py"
 EXPIRY = "tests/integration/test_state_expiration.py"
+FLUSH = "tests/integration/test_flush_policy.py"
 NETWORK = "tests/integration/test_network_configs.py"
 VALIDATION = "tests/unit/test_produce_validation.py"
 TOPIC_CONFIGS = "tests/unit/test_produce_topic_configs.py"
@@ -178,6 +179,11 @@ APPLIED: dict[str, list[str]] = {
     "max.connections.per.ip": [f"{NETWORK}::test_max_connections_per_ip_closes_the_extra_connection"],
     "max.connections.per.ip.overrides": [f"{NETWORK}::test_max_connections_per_ip_overrides"],
     "num.network.threads": [f"{NETWORK}::test_num_network_threads_processors_share_the_connections"],
+    "flush.ms": [f"{FLUSH}::test_the_scheduled_flusher_fsyncs_data_older_than_flush_ms",
+                 "tests/unit/test_log_flusher.py::test_scheduled_pass_flushes_logs_whose_unflushed_data_waited_flush_ms"],
+    "flush.messages": [f"{FLUSH}::test_flush_messages_1_acks_only_after_the_fsync_and_producers_share_fsyncs",
+                       f"{FLUSH}::test_default_policy_acks_from_the_page_cache"],
+    "log.flush.scheduler.interval.ms": [f"{FLUSH}::test_the_scheduled_flusher_fsyncs_data_older_than_flush_ms"],
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": [
         "tests/integration/test_coordinator_failures.py::test_failed_timeout_abort_is_retried_until_the_lso_moves"],
 }
@@ -189,9 +195,6 @@ APPLIED: dict[str, list[str]] = {
 # topic key's default (log.flush.interval.ms for flush.ms, ...) needs no APPLIED entry of its own: it is
 # covered through the topic key's, so just remove it from here.
 PENDING_FROM_OTHER_BRANCHES: dict[str, str] = {
-    **dict.fromkeys([
-        "log.flush.interval.ms", "flush.ms", "log.flush.scheduler.interval.ms", "flush.messages",
-        "log.flush.interval.messages"], "flush"),
     # statemem also adds the metadata.log.* snapshot keys; not declared on main, so once its branch
     # declares them the walker fails until they are listed in APPLIED (or here, under their real names).
     **dict.fromkeys(["delete.topic.enable", "broker.rack"], "statemem"),

@@ -178,36 +178,42 @@ def test_roll_when_offset_index_is_full(tmp_path):
     assert all_offsets(log) == list(range(12))
 
 
-def test_flush_messages_advances_recovery_point(tmp_path):
+def test_flush_messages_asks_for_a_flush_and_the_flush_advances_recovery_point(tmp_path):
     log = open_log(tmp_path, LogConfig(flush_messages=4))
-    append(log, batch(2))
-    assert log.recovery_point == 0
-    append(log, batch(2))
-    assert log.recovery_point == 4
+    first = append(log, batch(2))
+    assert not first.flush_due and not log.flush_wanted(0)
+    second = append(log, batch(2))
+    assert second.flush_due and log.flush_wanted(0)
+    assert log.recovery_point == 0  # appends never fsync; the owner runs the flush
+    log.flush()
+    assert log.recovery_point == 4 and not log.flush_wanted(0)
 
 
 def test_flush_ms(tmp_path):
     clock = FakeClock()
     log = open_log(tmp_path, LogConfig(flush_ms=100), time_ms=clock)
     append(log, batch(1))
-    assert log.recovery_point == 0
+    assert not log.flush_wanted(clock.now)
     clock.now += 100
-    append(log, batch(1))
-    assert log.recovery_point == 2
+    assert log.flush_wanted(clock.now)
+    job = log.begin_flush()
+    assert not log.flush_wanted(clock.now)  # covered by the job begun
+    job.run()
+    log.complete_flush(job)
+    assert log.recovery_point == 1
 
 
-def test_rolled_segments_are_handed_out_for_flushing(tmp_path):
-    from klamm.storage.log import fsync_segments
-
+def test_a_roll_asks_for_a_flush_of_the_finished_segment(tmp_path):
     log = open_log(tmp_path, SMALL)
     fill(log, 20)
-    assert log.has_rolled
-    rolled = log.take_rolled()
-    assert not log.has_rolled
-    assert [s.base_offset for s in rolled] == [s.base_offset for s in log.segments[:-1]]
+    assert log.flush_wanted(0)
     assert log.recovery_point < log.segments[-1].base_offset  # not durable until flushed
-    log.advance_recovery_point(fsync_segments(rolled))
-    assert log.recovery_point == log.segments[-1].base_offset
+    job = log.begin_flush()
+    assert [s.base_offset for s in job.segments] == [s.base_offset for s in log.segments]
+    assert job.snapshots  # the producer snapshots the rolls wrote, fsynced by the job
+    job.run()
+    log.complete_flush(job)
+    assert log.recovery_point == log.log_end_offset
 
 
 def test_offset_for_timestamp(tmp_path):

@@ -5,7 +5,10 @@ before the handler first awaits: appended at once, or queued in the
 partition behind a batch whose record checks or recompression run in a worker
 thread (Partition.submit). Either way pipelined requests of a connection, and
 requests of several connections, append to a partition in arrival order
-(idempotent producers depend on that). A transactional batch is accepted
+(idempotent producers depend on that). Where flush.messages asks for an fsync
+before the ack, the response waits, after every append, for the flush job
+covering each such partition's batch (group commit, klamm.broker.log_flush).
+A transactional batch is accepted
 only for a partition already added to the producer's ongoing transaction
 (Kafka's transaction.partition.verification.enable), asked of the local
 transaction coordinator. Per-partition failures are error
@@ -30,7 +33,9 @@ async def handle(broker: Any, request: Any) -> dict[str, Any] | None:
     body = request.body
     acks = body.acks
     # Every partition's append is submitted before the first await: see the module docstring.
-    submitted = [(topic.name, [_submit(broker, topic.name, data.index, data.records, acks, body.transactional_id)
+    durable: list[tuple[dict[str, Any], Any]] = []  # (response, its flush job) where the ack waits for an fsync
+    submitted = [(topic.name, [_submit(broker, topic.name, data.index, data.records, acks, body.transactional_id,
+                                       durable)
                                for data in topic.partition_data])
                  for topic in body.topic_data]
     responses = []
@@ -38,10 +43,16 @@ async def handle(broker: Any, request: Any) -> dict[str, Any] | None:
     for name, results in submitted:
         partitions = []
         for result in results:
-            response = await result.response() if isinstance(result, _Pending) else result
+            response = await result.response(durable) if isinstance(result, _Pending) else result
             failed = failed or response["error_code"] != ErrorCode.none
             partitions.append(response)
         responses.append({"name": name, "partition_responses": partitions})
+    if acks != 0:
+        for response, waiting in durable:
+            try:
+                await waiting
+            except KafkaError as exc:
+                response.update(_failed(response["index"], exc))
     if acks == 0:
         if failed:
             raise CloseConnection()
@@ -49,8 +60,8 @@ async def handle(broker: Any, request: Any) -> dict[str, Any] | None:
     return {"responses": responses}
 
 
-def _submit(broker: Any, topic: str, index: int, records: Any, acks: int,
-            transactional_id: str | None) -> dict[str, Any] | _Pending:
+def _submit(broker: Any, topic: str, index: int, records: Any, acks: int, transactional_id: str | None,
+            durable: list[tuple[dict[str, Any], Any]]) -> dict[str, Any] | _Pending:
     """The partition's response, or a _Pending one when its append waits (worker thread, queue)."""
     try:
         if acks not in (0, 1, -1):
@@ -71,19 +82,19 @@ def _submit(broker: Any, topic: str, index: int, records: Any, acks: int,
     except KafkaError as exc:
         return _failed(index, exc)
     if isinstance(result, asyncio.Future):
-        return _Pending(broker, partition, topic, index, records, result)
-    return _appended(broker, topic, index, records, result)
+        return _Pending(broker, partition, topic, index, records, acks, result)
+    return _appended(broker, partition, topic, index, records, acks, result, durable)
 
 
 class _Pending:
     """An append waiting its turn in its partition (Partition.submit)."""
 
-    def __init__(self, broker: Any, partition: Any, topic: str, index: int, records: Any,
+    def __init__(self, broker: Any, partition: Any, topic: str, index: int, records: Any, acks: int,
                  future: asyncio.Future[AppendResult]) -> None:
         self.broker, self.partition, self.topic, self.index = broker, partition, topic, index
-        self.records, self.future = records, future
+        self.records, self.acks, self.future = records, acks, future
 
-    async def response(self) -> dict[str, Any]:
+    async def response(self, durable: list[tuple[dict[str, Any], Any]]) -> dict[str, Any]:
         try:
             result = await self.future
         except KafkaError as exc:
@@ -93,19 +104,24 @@ class _Pending:
                 # deleted (or moved) while the batch was prepared: its writes went nowhere visible
                 return _failed(self.index, KafkaError(ErrorCode.not_leader_or_follower))
             raise
-        return _appended(self.broker, self.topic, self.index, self.records, result)
+        return _appended(self.broker, self.partition, self.topic, self.index, self.records, self.acks, result,
+                         durable)
 
 
-def _appended(broker: Any, topic: str, index: int, records: Any, result: AppendResult) -> dict[str, Any]:
+def _appended(broker: Any, partition: Any, topic: str, index: int, records: Any, acks: int, result: AppendResult,
+              durable: list[tuple[dict[str, Any], Any]]) -> dict[str, Any]:
     # records_count from the batch header; a producer retry (duplicate) appended nothing
     broker.metrics.produced(topic, len(records), 0 if result.duplicate else batch_records_count(records))
-    return {
+    response = {
         "index": index,
         "error_code": ErrorCode.none,
         "base_offset": result.first_offset,
         "log_append_time": result.log_append_time,
         "log_start_offset": result.log_start_offset,
     }
+    if result.flush_due and acks != 0:
+        durable.append((response, partition.wait_durable(result)))
+    return response
 
 
 def _failed(index: int, exc: KafkaError) -> dict[str, Any]:
