@@ -490,8 +490,10 @@ def test_idempotent_producer_on_the_wire(broker_factory: Any, tmp_path: Any) -> 
 
 # -------------------------------------------------------------- pipelining ---
 def _readable(c: RawClient, timeout: float = 0.0) -> bool:
-    ready, _, _ = select.select([c.sock], [], [], timeout)
-    return bool(ready)
+    # poll, not select: a long test session may hold descriptors past select's limit of 1024
+    poller = select.poll()
+    poller.register(c.sock, select.POLLIN)
+    return bool(poller.poll(timeout * 1000))
 
 
 def test_pipelined_requests_answered_in_order(seeded: BrokerThread) -> None:
