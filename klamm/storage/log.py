@@ -224,6 +224,11 @@ class Log:
         self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
         self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
         self.producer_state.remove_stray_snapshots(self._bases)
+        if not clean_shutdown:
+            # A roll writes its snapshot without fsync; the flush job that moves the recovery point
+            # past the roll fsyncs it. Above the recovery point, a snapshot may describe batches
+            # that power loss took back: rebuild from one below it instead.
+            self.producer_state.delete_snapshots_after(recovery_point)
         self._rebuild_producer_state()
 
     def _clean_directory(self) -> list[int]:
