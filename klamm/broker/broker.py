@@ -26,6 +26,7 @@ from klamm.broker.metrics import BrokerMetrics, MetricsServer
 from klamm.broker.network import Acceptor, ClientConnection, Processor
 from klamm.broker.partition import log_config
 from klamm.broker.replica_manager import ReplicaManager
+from klamm.broker.services import ControllerClient, LocalControllerClient
 from klamm.config.broker import BrokerConfig
 from klamm.config.topic import TopicConfig
 from klamm.controller.controller import Controller, CreateTopicSpec
@@ -60,6 +61,7 @@ class Broker:
         self.advertised_port = self.port
         self.logs: LogManager | None = None
         self.controller: Controller = None  # type: ignore[assignment]
+        self.controller_client: ControllerClient = None  # type: ignore[assignment]
         self.replicas: ReplicaManager = None  # type: ignore[assignment]
         self.group_coordinator: GroupCoordinatorRuntime = None  # type: ignore[assignment]  # group coordinator
         self.transactions: TransactionCoordinatorRuntime = None  # type: ignore[assignment]
@@ -85,6 +87,7 @@ class Broker:
         self.logs.startup(lambda topic: log_config(self.replicas.topic_config(topic)))
         self.controller = Controller(FileMetadataLog(self.logs), self.node_id, cluster_id)
         self.controller.load()
+        self.controller_client = LocalControllerClient(self.controller, self)
         apply_dynamic_broker_configs(self, self.controller.image)
         self.replicas.apply_image(self.controller.image)
         self.controller.on_change(lambda _old, new: self.replicas.apply_image(new))
@@ -188,18 +191,6 @@ class Broker:
                 for b in sorted(self.controller.image.brokers.values(), key=lambda b: b.node_id)
                 if not b.fenced]
 
-    def auto_create_topic(self, name: str) -> None:
-        spec = CreateTopicSpec(name=name, num_partitions=-1, replication_factor=-1, assignments=None, configs={})
-        [result] = self.create_topics([spec], validate_only=False)
-        if result.error not in (ErrorCode.none, ErrorCode.topic_already_exists):
-            raise KafkaError(result.error, result.message)
-
-    def create_topics(self, specs: list[CreateTopicSpec], *, validate_only: bool) -> list[Any]:
-        return self.controller.create_topics(
-            specs, validate_only=validate_only, default_partitions=self.config.num_partitions,
-            default_replication_factor=self.config.default_replication_factor,
-            validate_config=lambda configs: TopicConfig.resolve(self.config, configs))
-
     def create_internal_topic(self, name: str, partitions: int, replication_factor: int,
                               configs: dict[str, str]) -> None:
         """Create a coordinator's compacted topic, its replication factor capped at the live brokers.
@@ -210,7 +201,12 @@ class Broker:
         live = max(1, len(self.broker_endpoints()))
         spec = CreateTopicSpec(name=name, num_partitions=partitions, replication_factor=min(replication_factor, live),
                                assignments=None, configs={"cleanup.policy": "compact", **configs})
-        [result] = self.create_topics([spec], validate_only=False)
+        # Synchronous: coordinators create their topic inside a request's synchronous part.
+        # The cluster work routes this through controller_client too.
+        [result] = self.controller.create_topics(
+            [spec], default_partitions=self.config.num_partitions,
+            default_replication_factor=self.config.default_replication_factor,
+            validate_config=lambda configs: TopicConfig.resolve(self.config, configs))
         if result.error not in (ErrorCode.none, ErrorCode.topic_already_exists):
             raise KafkaError(ErrorCode.coordinator_not_available, result.message)
         log.info("created %s with %d partitions", name, partitions)

@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
 from klamm.controller.brokers import decide_register_broker, decide_unregister_broker
 from klamm.controller.configs import ConfigValidator, decide_alter_broker_configs, decide_alter_topic_configs
+from klamm.controller.elections import ElectionOutcome, decide_elect_leaders
 from klamm.controller.image import BrokerRegistration, ImageBuilder, MetadataImage, empty_image
 from klamm.controller.meta_properties import random_base64_uuid
 from klamm.controller.metadata_log import MetadataLog
@@ -134,6 +135,10 @@ class Controller:
         if records and not validate_only:
             self._commit(records)
         return results
+
+    def elect_leaders(self, election: int, partitions: Mapping[str, Sequence[int]]) -> dict[str, list[ElectionOutcome]]:
+        """Outcome per requested partition; no records yet (one node has no other replica to elect)."""
+        return decide_elect_leaders(self._image, election, partitions)
 
     # -- configs ------------------------------------------------------------------------
 

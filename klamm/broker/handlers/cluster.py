@@ -5,13 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 from klamm.broker.handlers import Api
+from klamm.broker.services import BrokerServices
 from klamm.protocol.errors import ErrorCode
 
 BROKERS_ENDPOINT = 1
 NO_OPERATIONS = -2147483648
 
 
-async def handle(broker: Any, request: Any) -> dict[str, Any]:
+async def handle(broker: BrokerServices, request: Any) -> dict[str, Any]:
     body = request.body
     endpoint_type = getattr(body, "endpoint_type", BROKERS_ENDPOINT)
     image = broker.controller.image

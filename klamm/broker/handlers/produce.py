@@ -15,13 +15,14 @@ from __future__ import annotations
 from typing import Any
 
 from klamm.broker.handlers import Api
+from klamm.broker.services import BrokerServices
 from klamm.broker.metrics import batch_records_count
 from klamm.broker.network import CloseConnection
 from klamm.protocol.errors import ErrorCode, KafkaError
 from klamm.protocol.topics import is_internal
 
 
-async def handle(broker: Any, request: Any) -> dict[str, Any] | None:
+async def handle(broker: BrokerServices, request: Any) -> dict[str, Any] | None:
     body = request.body
     acks = body.acks
     responses = []
@@ -40,7 +41,7 @@ async def handle(broker: Any, request: Any) -> dict[str, Any] | None:
     return {"responses": responses}
 
 
-def _append(broker: Any, topic: str, index: int, records: Any, acks: int, transactional_id: str | None) -> dict[str, Any]:
+def _append(broker: BrokerServices, topic: str, index: int, records: Any, acks: int, transactional_id: str | None) -> dict[str, Any]:
     try:
         if acks not in (0, 1, -1):
             raise KafkaError(ErrorCode.invalid_required_acks)
