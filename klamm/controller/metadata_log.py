@@ -20,6 +20,7 @@ from typing import Protocol
 from klamm.controller.meta_properties import ensure_meta_properties  # re-exported for the broker
 from klamm.protocol.batch import split_batches
 from klamm.protocol.records import NewRecord, build_batch, decode_batch
+from klamm.protocol.topics import METADATA_TOPIC
 from klamm.storage.config import LogConfig
 from klamm.storage.log import Log
 from klamm.storage.log_manager import LogManager
@@ -33,7 +34,6 @@ __all__ = [
     "ensure_meta_properties",
 ]
 
-METADATA_TOPIC = "__cluster_metadata"
 METADATA_PARTITION = 0
 _READ_CHUNK = 1 << 20
 

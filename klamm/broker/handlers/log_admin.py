@@ -14,13 +14,12 @@ from pathlib import Path
 from typing import Any
 
 from klamm.broker.handlers import Api
-from klamm.broker.services import BrokerServices
 from klamm.broker.handlers.fetch import _check_epoch
+from klamm.broker.services import BrokerServices
 from klamm.protocol.errors import ErrorCode, KafkaError
+from klamm.protocol.topics import INTERNAL_TOPICS, METADATA_TOPIC
 
 HIGH_WATERMARK = -1  # DeleteRecordsRequest.HIGH_WATERMARK
-METADATA_TOPIC = "__cluster_metadata"
-INTERNAL_TOPICS = ("__consumer_offsets", "__transaction_state")
 
 
 def _partition_or_error(broker: BrokerServices, topic: str, index: int) -> Any:
