@@ -101,7 +101,8 @@ class Broker:
         await self.transactions.start()
         await self._start_network()
         await self._start_metrics()
-        self.controller.register_broker(self.node_id, self.advertised_host, self.advertised_port, self.listener_name)
+        self.controller.register_broker(self.node_id, self.advertised_host, self.advertised_port, self.listener_name,
+                                        rack=self.static_config.broker_rack)
         self._tasks.append(asyncio.ensure_future(self._checkpoint_periodically()))
         self.retention.start()
         self.log_cleaner.start()

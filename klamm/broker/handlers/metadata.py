@@ -14,11 +14,9 @@ from typing import Any
 from klamm.broker.handlers import Api
 from klamm.broker.services import BrokerServices
 from klamm.controller.topics import CreateTopicSpec
+from klamm.protocol.acl import CLUSTER_OPERATIONS, NOT_INCLUDED, TOPIC_OPERATIONS
 from klamm.protocol.topics import is_internal, validate_topic_name
 from klamm.protocol.errors import ErrorCode, KafkaError
-
-NO_OPERATIONS = -2147483648
-
 
 async def handle(broker: BrokerServices, request: Any) -> dict[str, Any]:
     body = request.body
@@ -32,11 +30,17 @@ async def handle(broker: BrokerServices, request: Any) -> dict[str, Any]:
         allow_create = getattr(body, "allow_auto_topic_creation", True) and broker.config.auto_create_topics_enable
         topics = [await _lookup(broker, entry, allow_create) for entry in requested]
     image = broker.controller.image
+    # No authorizer: every supported operation, for those who ask (v8+), as Kafka reports it.
+    if getattr(body, "include_topic_authorized_operations", False):
+        for topic in topics:
+            topic["topic_authorized_operations"] = TOPIC_OPERATIONS
+    include_cluster = getattr(body, "include_cluster_authorized_operations", False)
     return {
         "brokers": broker.broker_endpoints(),
         "cluster_id": image.cluster_id,
         "controller_id": broker.node_id,
         "topics": topics,
+        "cluster_authorized_operations": CLUSTER_OPERATIONS if include_cluster else NOT_INCLUDED,
     }
 
 
@@ -91,7 +95,7 @@ def _describe(broker: BrokerServices, name: str, image: Any) -> dict[str, Any]:
         "topic_id": topic.topic_id,
         "is_internal": is_internal(name),
         "partitions": partitions,
-        "topic_authorized_operations": NO_OPERATIONS,
+        "topic_authorized_operations": NOT_INCLUDED,
     }
 
 

@@ -65,6 +65,12 @@ async def delete_topics(broker: BrokerServices, request: Any) -> dict[str, Any]:
         wanted = [t.topic_id if t.name is None else t.name for t in body.topics]
     else:
         wanted = list(body.topic_names)
+    if not broker.config.delete_topic_enable:
+        # Kafka's ControllerApis.deleteTopics: every topic fails; v0-2 predate TOPIC_DELETION_DISABLED.
+        code = ErrorCode.topic_deletion_disabled if request.api_version >= 3 else ErrorCode.invalid_request
+        return {"responses": [{"name": t if isinstance(t, str) else None,
+                               "topic_id": t if isinstance(t, uuid.UUID) else _ZERO_ID,
+                               "error_code": code, "error_message": "Topic deletion is disabled."} for t in wanted]}
     results = await broker.controller_client.delete_topics(wanted)
     return {"responses": [{"name": r.name, "topic_id": r.topic_id, "error_code": r.error, "error_message": r.message}
                           for r in results]}
