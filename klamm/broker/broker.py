@@ -13,6 +13,7 @@ import asyncio
 import logging
 import socket
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -29,7 +30,7 @@ from klamm.broker.replica_manager import ReplicaManager
 from klamm.broker.services import ControllerClient, LocalControllerClient
 from klamm.config.broker import BrokerConfig
 from klamm.config.topic import TopicConfig
-from klamm.controller.controller import Controller, CreateTopicSpec
+from klamm.controller.controller import Controller, CreateTopicSpec, SnapshotPolicy
 from klamm.controller.meta_properties import ensure_meta_properties
 from klamm.controller.metadata_log import FileMetadataLog
 from klamm.coordinator.runtime import GroupCoordinatorRuntime
@@ -66,6 +67,7 @@ class Broker:
         self.group_coordinator: GroupCoordinatorRuntime = None  # type: ignore[assignment]  # group coordinator
         self.transactions: TransactionCoordinatorRuntime = None  # type: ignore[assignment]
         self._acceptor: Acceptor | None = None
+        self._snapshot_writer: ThreadPoolExecutor | None = None
         self._processors: list[Processor] = []
         self._stopped = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
@@ -85,7 +87,10 @@ class Broker:
         self.logs = LogManager(self.log_dirs, log_config(TopicConfig.resolve(self.config, {})))
         self.replicas = ReplicaManager(self.node_id, self.config, self.logs)
         self.logs.startup(lambda topic: log_config(self.replicas.topic_config(topic)))
-        self.controller = Controller(FileMetadataLog(self.logs), self.node_id, cluster_id)
+        self._snapshot_writer = ThreadPoolExecutor(1, thread_name_prefix="klamm-metadata-snapshot")
+        self.controller = Controller(
+            FileMetadataLog(self.logs, segment_bytes=self.config.metadata_log_segment_bytes), self.node_id,
+            cluster_id, snapshots=snapshot_policy(self.config), executor=self._snapshot_writer)
         self.controller.load()
         self.controller_client = LocalControllerClient(self.controller, self)
         apply_dynamic_broker_configs(self, self.controller.image)
@@ -142,6 +147,8 @@ class Broker:
             await asyncio.sleep(interval)
             assert self.logs is not None
             self.logs.checkpoint()
+            self.controller.maybe_snapshot()  # the time trigger, when no commit comes to check it
+            self.controller.clean()
 
     async def stop(self) -> None:
         for task in self._tasks:
@@ -158,6 +165,8 @@ class Broker:
             await self.group_coordinator.stop()
         if self.controller is not None:
             self.controller.close()
+        if self._snapshot_writer is not None:
+            self._snapshot_writer.shutdown(wait=True)
         await self.retention.stop()
         await self.log_cleaner.stop()
         if self.replicas is not None:
@@ -214,6 +223,13 @@ class Broker:
 
     def allocate_producer_id(self) -> int:
         return self.controller.allocate_producer_id()
+
+
+def snapshot_policy(config: BrokerConfig) -> SnapshotPolicy:
+    return SnapshotPolicy(max_bytes_between=config.metadata_log_max_record_bytes_between_snapshots,
+                          max_interval_ms=config.metadata_log_max_snapshot_interval_ms,
+                          retention_bytes=config.metadata_max_retention_bytes,
+                          retention_ms=config.metadata_max_retention_ms)
 
 
 def _loop_has_native_sendfile(loop: asyncio.AbstractEventLoop) -> bool:
