@@ -73,13 +73,17 @@ class BrokerServices(Protocol):
     advertised_host: str
     advertised_port: int
     logs: LogManager | None
-    controller: MetadataView
     controller_client: ControllerClient
     replicas: ReplicaManager
     group_coordinator: GroupCoordinatorRuntime
     transactions: TransactionCoordinatorRuntime
     metrics: BrokerMetrics
     fetch_sessions: FetchSessionCache
+
+    @property
+    def controller(self) -> MetadataView:
+        """Read-only here: handlers read the image through it and write only through controller_client."""
+        ...
 
     def supported_versions(self) -> dict[int, tuple[int, int]]: ...
 
