@@ -115,3 +115,22 @@ def test_broker_rack_is_registered_and_reported(broker_factory: Callable[..., Br
     finally:
         metadata_log.close()
     assert [b.rack for b in image.brokers.values()] == ["rack-a"]
+
+
+def test_broker_snapshots_metadata_and_restarts_from_the_snapshot(broker_factory: Callable[..., BrokerThread]) -> None:
+    from klamm.controller.snapshot import list_snapshots
+
+    broker = broker_factory(**{"metadata.log.max.record.bytes.between.snapshots": "1",
+                               "metadata.max.retention.bytes": "0", "metadata.log.segment.bytes": "600"})
+    with broker.connect() as client:
+        for n in range(12):
+            create_topic(client, f"snap-{n}", partitions=2)
+    broker.stop()  # waits for a snapshot being written
+    directory = broker.log_dir / "__cluster_metadata-0"
+    snapshots = list_snapshots(directory)
+    assert snapshots, "no snapshot written"
+    broker.start()
+    assert broker.broker is not None
+    assert broker.call(lambda: broker.broker.controller.log.log_start_offset) > 0  # the log behind was deleted
+    with broker.connect() as client:
+        assert {f"snap-{n}" for n in range(12)} <= topic_names(client)
