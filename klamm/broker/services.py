@@ -16,6 +16,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from klamm.config.topic import TopicConfig
+
 if TYPE_CHECKING:
     from klamm.broker.fetch_session import FetchSessionCache
     from klamm.broker.metrics import BrokerMetrics
@@ -31,7 +33,7 @@ if TYPE_CHECKING:
     from klamm.coordinator.transactions.runtime import TransactionCoordinatorRuntime
     from klamm.storage.log_manager import LogManager
 
-__all__ = ["BrokerServices", "ControllerClient", "LocalControllerClient", "MetadataView"]
+__all__ = ["BrokerServices", "ControllerClient", "LocalControllerClient", "MetadataConfigSource", "MetadataView"]
 
 
 class MetadataView(Protocol):
@@ -92,16 +94,24 @@ class BrokerServices(Protocol):
     def allocate_producer_id(self) -> int: ...
 
 
+class MetadataConfigSource(Protocol):
+    """Where the client reads the broker's current defaults (num.partitions, ...) at each call."""
+
+    config: BrokerConfig
+
+
 class LocalControllerClient:
-    """The controller client of a single node: calls the in-process controller directly."""
+    """The controller client of a single node: calls the in-process controller directly.
+
+    Its coroutines never suspend, so a handler's metadata write still takes effect
+    before the next request of the connection is handled (request order).
+    """
 
     def __init__(self, controller: Controller, config: MetadataConfigSource) -> None:
         self._controller = controller
         self._config = config
 
     async def create_topics(self, specs: Sequence[CreateTopicSpec], *, validate_only: bool) -> list[TopicResult]:
-        from klamm.config.topic import TopicConfig
-
         config = self._config.config
         return self._controller.create_topics(
             specs, validate_only=validate_only, default_partitions=config.num_partitions,
@@ -130,9 +140,3 @@ class LocalControllerClient:
                                    validate_config: ConfigValidator | None) -> dict[str, str]:
         return self._controller.alter_broker_configs(node_id, set_configs, delete_configs, replace=replace,
                                                      validate_only=validate_only, validate_config=validate_config)
-
-
-class MetadataConfigSource(Protocol):
-    """Where the client reads the broker's current defaults (num.partitions, ...) at each call."""
-
-    config: BrokerConfig
