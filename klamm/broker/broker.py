@@ -13,6 +13,7 @@ import asyncio
 import logging
 import socket
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -35,9 +36,10 @@ from klamm.broker.network import (
 )
 from klamm.broker.partition import log_config
 from klamm.broker.replica_manager import ReplicaManager
+from klamm.broker.services import ControllerClient, LocalControllerClient
 from klamm.config.broker import BrokerConfig
 from klamm.config.topic import TopicConfig
-from klamm.controller.controller import Controller, CreateTopicSpec
+from klamm.controller.controller import Controller, CreateTopicSpec, SnapshotPolicy
 from klamm.controller.meta_properties import ensure_meta_properties
 from klamm.controller.metadata_log import FileMetadataLog
 from klamm.coordinator.runtime import GroupCoordinatorRuntime
@@ -70,10 +72,12 @@ class Broker:
         self.advertised_port = self.port
         self.logs: LogManager | None = None
         self.controller: Controller = None  # type: ignore[assignment]
+        self.controller_client: ControllerClient = None  # type: ignore[assignment]
         self.replicas: ReplicaManager = None  # type: ignore[assignment]
         self.group_coordinator: GroupCoordinatorRuntime = None  # type: ignore[assignment]  # group coordinator
         self.transactions: TransactionCoordinatorRuntime = None  # type: ignore[assignment]
         self._acceptor: Acceptor | None = None
+        self._snapshot_writer: ThreadPoolExecutor | None = None
         self._processors: list[Processor] = []
         self._stopped = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
@@ -94,8 +98,12 @@ class Broker:
         self.logs = LogManager(self.log_dirs, log_config(TopicConfig.resolve(self.config, {})))
         self.replicas = ReplicaManager(self.node_id, self.config, self.logs, self.delayed_deletes.schedule)
         self.logs.startup(lambda topic: log_config(self.replicas.topic_config(topic)))
-        self.controller = Controller(FileMetadataLog(self.logs), self.node_id, cluster_id)
+        self._snapshot_writer = ThreadPoolExecutor(1, thread_name_prefix="klamm-metadata-snapshot")
+        self.controller = Controller(
+            FileMetadataLog(self.logs, segment_bytes=self.config.metadata_log_segment_bytes), self.node_id,
+            cluster_id, snapshots=snapshot_policy(self.config), executor=self._snapshot_writer)
         self.controller.load()
+        self.controller_client = LocalControllerClient(self.controller, self)
         apply_dynamic_broker_configs(self, self.controller.image)
         self.replicas.apply_image(self.controller.image)
         self.controller.on_change(lambda _old, new: self.replicas.apply_image(new))
@@ -109,7 +117,8 @@ class Broker:
         await self.transactions.start()
         await self._start_network()
         await self._start_metrics()
-        self.controller.register_broker(self.node_id, self.advertised_host, self.advertised_port, self.listener_name)
+        self.controller.register_broker(self.node_id, self.advertised_host, self.advertised_port, self.listener_name,
+                                        rack=self.static_config.broker_rack)
         self._tasks.append(asyncio.ensure_future(self._checkpoint_periodically()))
         self._tasks.append(asyncio.ensure_future(expire_producers_periodically(self)))
         self.retention.start()
@@ -156,6 +165,8 @@ class Broker:
             await asyncio.sleep(interval)
             assert self.logs is not None
             self.logs.checkpoint()
+            self.controller.maybe_snapshot()  # the time trigger, when no commit comes to check it
+            self.controller.clean()
 
     async def stop(self) -> None:
         for task in self._tasks:
@@ -172,6 +183,8 @@ class Broker:
             await self.group_coordinator.stop()
         if self.controller is not None:
             self.controller.close()
+        if self._snapshot_writer is not None:
+            self._snapshot_writer.shutdown(wait=True)
         await self.retention.stop()
         await self.log_cleaner.stop()
         await self.delayed_deletes.stop()
@@ -208,18 +221,6 @@ class Broker:
                 for b in sorted(self.controller.image.brokers.values(), key=lambda b: b.node_id)
                 if not b.fenced]
 
-    def auto_create_topic(self, name: str) -> None:
-        spec = CreateTopicSpec(name=name, num_partitions=-1, replication_factor=-1, assignments=None, configs={})
-        [result] = self.create_topics([spec], validate_only=False)
-        if result.error not in (ErrorCode.none, ErrorCode.topic_already_exists):
-            raise KafkaError(result.error, result.message)
-
-    def create_topics(self, specs: list[CreateTopicSpec], *, validate_only: bool) -> list[Any]:
-        return self.controller.create_topics(
-            specs, validate_only=validate_only, default_partitions=self.config.num_partitions,
-            default_replication_factor=self.config.default_replication_factor,
-            validate_config=lambda configs: TopicConfig.validate(self.config, configs))
-
     def create_internal_topic(self, name: str, partitions: int, replication_factor: int,
                               configs: dict[str, str]) -> None:
         """Create a coordinator's compacted topic, its replication factor capped at the live brokers.
@@ -230,13 +231,25 @@ class Broker:
         live = max(1, len(self.broker_endpoints()))
         spec = CreateTopicSpec(name=name, num_partitions=partitions, replication_factor=min(replication_factor, live),
                                assignments=None, configs={"cleanup.policy": "compact", **configs})
-        [result] = self.create_topics([spec], validate_only=False)
+        # Synchronous: coordinators create their topic inside a request's synchronous part.
+        # The cluster work routes this through controller_client too.
+        [result] = self.controller.create_topics(
+            [spec], default_partitions=self.config.num_partitions,
+            default_replication_factor=self.config.default_replication_factor,
+            validate_config=lambda configs: TopicConfig.resolve(self.config, configs))
         if result.error not in (ErrorCode.none, ErrorCode.topic_already_exists):
             raise KafkaError(ErrorCode.coordinator_not_available, result.message)
         log.info("created %s with %d partitions", name, partitions)
 
     def allocate_producer_id(self) -> int:
         return self.controller.allocate_producer_id()
+
+
+def snapshot_policy(config: BrokerConfig) -> SnapshotPolicy:
+    return SnapshotPolicy(max_bytes_between=config.metadata_log_max_record_bytes_between_snapshots,
+                          max_interval_ms=config.metadata_log_max_snapshot_interval_ms,
+                          retention_bytes=config.metadata_max_retention_bytes,
+                          retention_ms=config.metadata_max_retention_ms)
 
 
 def _loop_has_native_sendfile(loop: asyncio.AbstractEventLoop) -> bool:

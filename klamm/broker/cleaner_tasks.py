@@ -18,6 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from klamm.config.topic import TopicConfig
+from klamm.protocol.topics import METADATA_TOPIC
 from klamm.storage.cleaner import (
     Cleaner,
     CleanerCheckpoints,
@@ -33,7 +34,6 @@ from klamm.storage.throttler import Throttler
 
 log = logging.getLogger("klamm.cleaner")
 
-METADATA_TOPIC = "__cluster_metadata"
 
 
 def _now_ms() -> int:

@@ -21,12 +21,12 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from klamm.protocol.topics import METADATA_TOPIC
 from klamm.storage.retention import RetentionPolicy, delete_segments, enforce_retention
 from klamm.storage.segment import LogSegment
 
 log = logging.getLogger("klamm.log_tasks")
 
-METADATA_TOPIC = "__cluster_metadata"
 
 
 def _now_ms() -> int:

@@ -15,6 +15,16 @@ followers run step 3 on what they fetch.
 Replay applies the records decoded from the bytes that were appended, so a
 restarted controller that loads the log arrives at exactly the same image.
 Methods are synchronous and must be called from one thread (the event loop).
+
+Snapshots (KIP-630, klamm/controller/snapshot.py): once
+metadata.log.max.record.bytes.between.snapshots of records were committed since
+the last snapshot, or metadata.log.max.snapshot.interval.ms passed with any
+committed, the current image is written as a snapshot: in a worker thread when
+an executor is given (the image is immutable, so the loop goes on committing),
+one snapshot at a time. Start-up loads the newest valid snapshot that the log
+reaches back to and replays only the records after it; an invalid one is
+skipped in favour of an older one, or of the whole log. The snapshot's "last
+contained log timestamp" is the time it was taken, at or after its last record.
 """
 
 from __future__ import annotations
@@ -22,13 +32,17 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import Executor, Future
+from dataclasses import dataclass
 
 from klamm.controller.brokers import decide_register_broker, decide_unregister_broker
 from klamm.controller.configs import ConfigValidator, decide_alter_broker_configs, decide_alter_topic_configs
+from klamm.controller.elections import ElectionOutcome, decide_elect_leaders
 from klamm.controller.image import BrokerRegistration, ImageBuilder, MetadataImage, empty_image
 from klamm.controller.meta_properties import random_base64_uuid
-from klamm.controller.metadata_log import MetadataLog
-from klamm.controller.records import MetadataRecord, decode_record, encode_record
+from klamm.controller.metadata_log import MetadataLog, wall_clock_ms
+from klamm.controller.records import MetadataRecord, MetadataRecordError, decode_record, encode_record
+from klamm.controller.snapshot import SnapshotError, SnapshotId, image_records
 from klamm.controller.topics import (
     CreatePartitionsResult,
     CreatePartitionsSpec,
@@ -46,6 +60,8 @@ __all__ = [
     "PRODUCER_ID_BLOCK_SIZE",
     "ChangeListener",
     "Controller",
+    "MetadataLogError",
+    "SnapshotPolicy",
     "CreatePartitionsResult",
     "CreatePartitionsSpec",
     "CreateTopicSpec",
@@ -60,31 +76,87 @@ METADATA_VERSION = 21
 PRODUCER_ID_BLOCK_SIZE = 1000  # Kafka's ProducerIdsBlock.PRODUCER_ID_BLOCK_SIZE
 
 ChangeListener = Callable[[MetadataImage, MetadataImage], None]
+SNAPSHOT_EPOCH = 0  # a single-node quorum stays in leader epoch 0
+
+
+class MetadataLogError(RuntimeError):
+    """The metadata log cannot be loaded (it starts past every valid snapshot)."""
+
+
+@dataclass(frozen=True)
+class SnapshotPolicy:
+    """When to snapshot and what to keep; Kafka's defaults."""
+
+    max_bytes_between: int = 20 * 1024 * 1024  # metadata.log.max.record.bytes.between.snapshots
+    max_interval_ms: int = 3_600_000  # metadata.log.max.snapshot.interval.ms; 0: no time trigger
+    retention_bytes: int = 100 * 1024 * 1024  # metadata.max.retention.bytes; -1: unlimited
+    retention_ms: int = 7 * 24 * 3_600_000  # metadata.max.retention.ms; -1: unlimited
 
 
 class Controller:
-    def __init__(self, log: MetadataLog, node_id: int, cluster_id: str | None = None) -> None:
+    def __init__(self, log: MetadataLog, node_id: int, cluster_id: str | None = None, *,
+                 snapshots: SnapshotPolicy | None = None, executor: Executor | None = None,
+                 time_ms: Callable[[], int] = wall_clock_ms) -> None:
+        """`snapshots` None takes none; `executor` None writes them synchronously."""
         self.log = log
         self.node_id = node_id
         self.cluster_id = cluster_id or random_base64_uuid()
         self._image = empty_image(self.cluster_id, node_id)
         self._listeners: list[ChangeListener] = []
         self._producer_ids: Iterator[int] = iter(())
+        self._policy = snapshots
+        self._executor = executor
+        self._time_ms = time_ms
+        self._bytes_since_snapshot = 0
+        self._last_snapshot_ms = time_ms()
+        self._pending: Future[None] | None = None
 
     @property
     def image(self) -> MetadataImage:
         return self._image
 
     def load(self) -> MetadataImage:
-        """Replay the whole log into a fresh image; bootstrap an empty log."""
-        builder = ImageBuilder(empty_image(self.cluster_id, self.node_id))
-        for offset, value in self.log.replay():
+        """Load the newest valid snapshot and replay the log after it; bootstrap an empty log."""
+        image, start = self._load_snapshot()
+        builder = ImageBuilder(image)
+        replayed = 0
+        for offset, value in self.log.replay(start):
             builder.apply(decode_record(value), offset)
+            replayed += len(value)
+        self._bytes_since_snapshot = replayed
         self._swap(builder.build())
         if self.log.end_offset == 0:
             self._commit([MetadataRecord("FeatureLevelRecord", {"name": "metadata.version",
                                                                  "feature_level": METADATA_VERSION})])
+        else:
+            self.maybe_snapshot()
         return self._image
+
+    def _load_snapshot(self) -> tuple[MetadataImage, int]:
+        """(image, offset to replay from): the newest usable snapshot's, else empty from offset 0."""
+        empty = empty_image(self.cluster_id, self.node_id)
+        start = self.log.log_start_offset
+        for snapshot_id in reversed(self.log.snapshots()):
+            if snapshot_id.end_offset < start:
+                break  # the log no longer reaches back to it (nor to any older one)
+            try:
+                snapshot = self.log.read_snapshot(snapshot_id)
+                builder = ImageBuilder(empty)
+                for value in snapshot.values:
+                    builder.apply(decode_record(value))
+            except (SnapshotError, MetadataRecordError) as exc:
+                log.warning("ignoring metadata snapshot %s: %s", snapshot_id.file_name, exc)
+                continue
+            builder.offset = snapshot_id.end_offset - 1
+            if snapshot_id.end_offset > self.log.end_offset:
+                # The log lost records the snapshot holds (Kafka truncates the log to the snapshot).
+                self.log.start_at_snapshot(snapshot_id)
+            self._last_snapshot_ms = snapshot.last_contained_ms
+            log.info("loaded metadata snapshot %s", snapshot_id.file_name)
+            return builder.build(), snapshot_id.end_offset
+        if start > 0:
+            raise MetadataLogError(f"the metadata log starts at offset {start} and no valid snapshot reaches it")
+        return empty, 0
 
     def on_change(self, listener: ChangeListener) -> Callable[[], None]:
         """Call `listener(old_image, new_image)` after every change; returns an unsubscribe function."""
@@ -92,7 +164,66 @@ class Controller:
         return lambda: self._listeners.remove(listener)
 
     def close(self) -> None:
+        if self._pending is not None:
+            self._finish_snapshot(wait=True)
         self.log.close()
+
+    # -- snapshots ---------------------------------------------------------------------
+
+    def maybe_snapshot(self) -> None:
+        """Snapshot the image when the policy says so; called after each commit and periodically."""
+        if self._policy is None:
+            return
+        if self._pending is not None:
+            if not self._pending.done():
+                return
+            self._finish_snapshot(wait=False)
+        now = self._time_ms()
+        policy = self._policy
+        due = self._bytes_since_snapshot >= policy.max_bytes_between or (
+            policy.max_interval_ms > 0 and self._bytes_since_snapshot > 0
+            and now - self._last_snapshot_ms >= policy.max_interval_ms)
+        if due:
+            self.snapshot(now)
+
+    def snapshot(self, now_ms: int | None = None) -> SnapshotId | None:
+        """Start a snapshot of the current image (None if one at this offset exists or one is under way)."""
+        if self._pending is not None:
+            return None
+        image = self._image
+        snapshot_id = SnapshotId(image.offset + 1, SNAPSHOT_EPOCH)
+        existing = self.log.snapshots()
+        if snapshot_id.end_offset <= 0 or (existing and existing[-1].end_offset >= snapshot_id.end_offset):
+            return None
+        now = self._time_ms() if now_ms is None else now_ms
+        self._bytes_since_snapshot = 0
+        self._last_snapshot_ms = now
+
+        def write() -> None:
+            self.log.write_snapshot(snapshot_id, (encode_record(r) for r in image_records(image)), now)
+
+        if self._executor is None:
+            write()
+            self.clean()
+        else:
+            self._pending = self._executor.submit(write)
+        return snapshot_id
+
+    def _finish_snapshot(self, *, wait: bool) -> None:
+        pending, self._pending = self._pending, None
+        assert pending is not None
+        try:
+            pending.result() if wait else pending.result(timeout=0)
+        except Exception:  # the log still holds every record; the next trigger tries again
+            log.exception("writing a metadata snapshot failed")
+            return
+        self.clean()
+
+    def clean(self) -> None:
+        """Apply the retention of snapshots and of the log behind them (after snapshots, and periodically)."""
+        if self._policy is None:
+            return
+        self.log.maybe_clean(self._policy.retention_bytes, self._policy.retention_ms, self._time_ms())
 
     # -- brokers ---------------------------------------------------------------------
 
@@ -134,6 +265,10 @@ class Controller:
         if records and not validate_only:
             self._commit(records)
         return results
+
+    def elect_leaders(self, election: int, partitions: Mapping[str, Sequence[int]]) -> dict[str, list[ElectionOutcome]]:
+        """Outcome per requested partition; no records yet (one node has no other replica to elect)."""
+        return decide_elect_leaders(self._image, election, partitions)
 
     # -- configs ------------------------------------------------------------------------
 
@@ -197,6 +332,8 @@ class Controller:
         for i, value in enumerate(values):
             builder.apply(decode_record(value), first_offset + i)
         self._swap(builder.build())
+        self._bytes_since_snapshot += sum(len(value) for value in values)
+        self.maybe_snapshot()
         return self._image
 
     def _swap(self, new: MetadataImage) -> None:

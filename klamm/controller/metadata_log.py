@@ -1,8 +1,16 @@
 """Where the controller keeps metadata records: the `__cluster_metadata` log.
 
-The controller needs three things of it: append a list of record values
-atomically (one batch) and learn their last offset, replay everything from the
-start at startup, and close. `InMemoryMetadataLog` serves tests;
+The controller needs of it: append a list of record values atomically (one
+batch) and learn their last offset, replay the records from an offset on, and
+keep snapshots of the image (klamm/controller/snapshot.py) beside the log so
+start-up loads the newest one and replays only the tail.
+
+What is kept behind the snapshots follows Kafka's KafkaMetadataLog.maybeClean:
+while the log plus the snapshots exceed metadata.max.retention.bytes, or the
+oldest snapshot is older than metadata.max.retention.ms, the oldest snapshot is
+deleted and the log start offset moves to the next snapshot, deleting every
+segment wholly below it. The newest snapshot is never deleted, so the log
+always reaches back to some valid snapshot (or to offset 0). `InMemoryMetadataLog` serves tests;
 `FileMetadataLog` keeps Kafka v2 record batches (null keys, framed values, see
 records.py) in `<log dir>/__cluster_metadata-0/` segments via klamm.storage.
 
@@ -12,14 +20,20 @@ wait for commit" behind the same protocol.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+import logging
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import replace
+from itertools import pairwise
 from pathlib import Path
 from typing import Protocol
 
 from klamm.controller.meta_properties import ensure_meta_properties  # re-exported for the broker
+from klamm.controller.snapshot import (Snapshot, SnapshotError, SnapshotId, list_snapshots, read_snapshot,
+                                       remove_partial_snapshots, snapshot_path, write_snapshot)
 from klamm.protocol.batch import split_batches
 from klamm.protocol.records import NewRecord, build_batch, decode_batch
+from klamm.protocol.topics import METADATA_TOPIC
 from klamm.storage.config import LogConfig
 from klamm.storage.log import Log
 from klamm.storage.log_manager import LogManager
@@ -33,7 +47,8 @@ __all__ = [
     "ensure_meta_properties",
 ]
 
-METADATA_TOPIC = "__cluster_metadata"
+log = logging.getLogger(__name__)
+
 METADATA_PARTITION = 0
 _READ_CHUNK = 1 << 20
 
@@ -52,6 +67,31 @@ class MetadataLog(Protocol):
         """(offset, value) of every record from `from_offset` on, in order."""
         ...
 
+    @property
+    def log_start_offset(self) -> int:
+        """The first offset still in the log (records below it live only in snapshots)."""
+        ...
+
+    def snapshots(self) -> list[SnapshotId]:
+        """Ids of the stored snapshots, oldest first."""
+        ...
+
+    def write_snapshot(self, snapshot_id: SnapshotId, values: Iterable[bytes], last_contained_ms: int) -> None:
+        """Store a snapshot durably. Touches no log state: safe to run in a worker thread."""
+        ...
+
+    def read_snapshot(self, snapshot_id: SnapshotId) -> Snapshot:
+        """The snapshot's records; SnapshotError when it is not whole and valid."""
+        ...
+
+    def start_at_snapshot(self, snapshot_id: SnapshotId) -> None:
+        """The log ends before the snapshot (its tail was lost): restart the log empty at its end offset."""
+        ...
+
+    def maybe_clean(self, retention_bytes: int, retention_ms: int, now_ms: int) -> bool:
+        """Delete old snapshots and the log wholly behind the next one, per the retention limits."""
+        ...
+
     def close(self) -> None: ...
 
 
@@ -61,6 +101,8 @@ class InMemoryMetadataLog:
     def __init__(self) -> None:
         self.batches: list[list[tuple[int, bytes]]] = []
         self._end = 0
+        self._start = 0
+        self.stored_snapshots: dict[SnapshotId, Snapshot] = {}
 
     @property
     def end_offset(self) -> int:
@@ -77,8 +119,43 @@ class InMemoryMetadataLog:
     def replay(self, from_offset: int = 0) -> Iterator[tuple[int, bytes]]:
         for batch in self.batches:
             for offset, value in batch:
-                if offset >= from_offset:
+                if offset >= max(from_offset, self._start):
                     yield offset, value
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._start
+
+    def snapshots(self) -> list[SnapshotId]:
+        return sorted(self.stored_snapshots)
+
+    def write_snapshot(self, snapshot_id: SnapshotId, values: Iterable[bytes], last_contained_ms: int) -> None:
+        self.stored_snapshots[snapshot_id] = Snapshot(snapshot_id, last_contained_ms, list(values))
+
+    def read_snapshot(self, snapshot_id: SnapshotId) -> Snapshot:
+        try:
+            return self.stored_snapshots[snapshot_id]
+        except KeyError:
+            raise SnapshotError(f"no snapshot {snapshot_id}") from None
+
+    def start_at_snapshot(self, snapshot_id: SnapshotId) -> None:
+        self.batches = []
+        self._start = self._end = snapshot_id.end_offset
+
+    def maybe_clean(self, retention_bytes: int, retention_ms: int, now_ms: int) -> bool:
+        sizes = {s: sum(len(v) for v in snap.values) for s, snap in self.stored_snapshots.items()}
+        log_size = sum(len(v) for batch in self.batches for _, v in batch)
+        return _clean(self, sizes, lambda: log_size, retention_bytes, retention_ms, now_ms,
+                      lambda s: self.stored_snapshots[s].last_contained_ms)
+
+    def delete_before_snapshot(self, snapshot_id: SnapshotId) -> bool:
+        if not self._start < snapshot_id.end_offset <= self._end:
+            return False
+        self._start = snapshot_id.end_offset
+        self.batches = [b for b in self.batches if b[-1][0] >= self._start]
+        for older in [s for s in self.stored_snapshots if s < snapshot_id]:
+            del self.stored_snapshots[older]
+        return True
 
     def close(self) -> None:
         pass
@@ -91,7 +168,7 @@ class FileMetadataLog:
     one of its dirs) or, for tools and tests, with `FileMetadataLog.open(log_dir)`.
     """
 
-    def __init__(self, source: LogManager | Log) -> None:
+    def __init__(self, source: LogManager | Log, *, segment_bytes: int | None = None) -> None:
         if isinstance(source, LogManager):
             log = source.get_log(METADATA_TOPIC, METADATA_PARTITION)
             if log is None:
@@ -100,15 +177,19 @@ class FileMetadataLog:
             log = source
         # The metadata log is the cluster's state: never delete segments by age or
         # size, and fsync every append (as Kafka's Raft log does).
-        log.config = _metadata_log_config(log.config)
+        log.config = _metadata_log_config(log.config, segment_bytes)
         self.log = log
+        self.directory = log.directory
         self._owns_log = False  # a LogManager's log is closed by the LogManager
+        remove_partial_snapshots(self.directory)
 
     @classmethod
-    def open(cls, log_dir: Path | str, *, clean_shutdown: bool = True) -> FileMetadataLog:
+    def open(cls, log_dir: Path | str, *, clean_shutdown: bool = True,
+             segment_bytes: int | None = None) -> FileMetadataLog:
         """Open `<log_dir>/__cluster_metadata-0` directly (no LogManager); close() closes it."""
         directory = Path(log_dir) / f"{METADATA_TOPIC}-{METADATA_PARTITION}"
-        metadata_log = cls(Log.open(directory, _metadata_log_config(LogConfig()), clean_shutdown=clean_shutdown))
+        config = _metadata_log_config(LogConfig(), segment_bytes)
+        metadata_log = cls(Log.open(directory, config, clean_shutdown=clean_shutdown), segment_bytes=segment_bytes)
         metadata_log._owns_log = True
         return metadata_log
 
@@ -137,6 +218,64 @@ class FileMetadataLog:
                         yield record.offset, record.value
                 offset = max(offset, header.next_offset)
 
+    @property
+    def log_start_offset(self) -> int:
+        return self.log.log_start_offset
+
+    def snapshots(self) -> list[SnapshotId]:
+        return list_snapshots(self.directory)
+
+    def write_snapshot(self, snapshot_id: SnapshotId, values: Iterable[bytes], last_contained_ms: int) -> None:
+        write_snapshot(self.directory, snapshot_id, values, last_contained_ms)
+
+    def read_snapshot(self, snapshot_id: SnapshotId) -> Snapshot:
+        return read_snapshot(self.directory, snapshot_id)
+
+    def start_at_snapshot(self, snapshot_id: SnapshotId) -> None:
+        self.log.truncate_fully_and_start_at(snapshot_id.end_offset)
+
+    def maybe_clean(self, retention_bytes: int, retention_ms: int, now_ms: int) -> bool:
+        sizes = {}
+        for snapshot_id in self.snapshots():
+            try:
+                sizes[snapshot_id] = snapshot_path(self.directory, snapshot_id).stat().st_size
+            except FileNotFoundError:
+                pass
+        cleaned = _clean(self, sizes, self.log.size_in_bytes, retention_bytes, retention_ms, now_ms,
+                         self._snapshot_timestamp)
+        # Segments that rolled since the log start moved may now lie wholly behind it.
+        return self._delete_segments_behind_start() > 0 or cleaned
+
+    def _snapshot_timestamp(self, snapshot_id: SnapshotId) -> int | None:
+        try:
+            return self.read_snapshot(snapshot_id).last_contained_ms
+        except SnapshotError:
+            return None
+
+    def delete_before_snapshot(self, snapshot_id: SnapshotId) -> bool:
+        """Kafka's deleteBeforeSnapshot: log start moves to the snapshot; older segments and snapshots go."""
+        log_ = self.log
+        if not log_.log_start_offset < snapshot_id.end_offset <= log_.log_end_offset:
+            return False
+        log_.maybe_increment_log_start_offset(snapshot_id.end_offset)
+        behind = self._delete_segments_behind_start()
+        for older in self.snapshots():
+            if older < snapshot_id:
+                snapshot_path(self.directory, older).unlink(missing_ok=True)
+        log.info("metadata log now starts at %d (snapshot %s); %d segment(s) deleted",
+                 log_.log_start_offset, snapshot_id.file_name, behind)
+        return True
+
+    def _delete_segments_behind_start(self) -> int:
+        """Delete the segments wholly below the log start offset; how many."""
+        segments = self.log.segments
+        behind = 0
+        while behind + 1 < len(segments) and segments[behind + 1].base_offset <= self.log.log_start_offset:
+            behind += 1
+        for segment in self.log.delete_oldest_segments(behind):
+            segment.delete()  # no reads in flight on the metadata log: no delayed delete
+        return behind
+
     def close(self) -> None:
         if self._owns_log:
             self.log.close()
@@ -144,5 +283,40 @@ class FileMetadataLog:
             self.log.flush()
 
 
-def _metadata_log_config(config: LogConfig) -> LogConfig:
-    return replace(config, retention_ms=-1, retention_bytes=-1, flush_messages=1)
+class _Cleanable(Protocol):
+    def snapshots(self) -> list[SnapshotId]: ...
+
+    def delete_before_snapshot(self, snapshot_id: SnapshotId) -> bool: ...
+
+
+def _clean(target: _Cleanable, sizes: dict[SnapshotId, int], log_size: Callable[[], int], retention_bytes: int,
+           retention_ms: int, now_ms: int, timestamp_of: Callable[[SnapshotId], int | None]) -> bool:
+    """Kafka's maybeClean: by size, then by age, always keeping the newest snapshot."""
+    cleaned = False
+    if retention_bytes >= 0:
+        total = sum(sizes.values())
+        for snapshot_id, following in pairwise(target.snapshots()):
+            if log_size() + total <= retention_bytes or snapshot_id not in sizes:
+                break
+            total -= sizes[snapshot_id]
+            if not target.delete_before_snapshot(following):
+                break
+            cleaned = True
+    if retention_ms >= 0:
+        for snapshot_id, following in pairwise(target.snapshots()):
+            timestamp = timestamp_of(snapshot_id)
+            if timestamp is None or now_ms - timestamp <= retention_ms:
+                break
+            if not target.delete_before_snapshot(following):
+                break
+            cleaned = True
+    return cleaned
+
+
+def wall_clock_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def _metadata_log_config(config: LogConfig, segment_bytes: int | None = None) -> LogConfig:
+    config = replace(config, retention_ms=-1, retention_bytes=-1, flush_messages=1)
+    return config if segment_bytes is None else replace(config, segment_bytes=segment_bytes)

@@ -17,7 +17,7 @@ from klamm.controller.configs import ConfigValidator, run_validator
 from klamm.controller.image import TOPIC_RESOURCE, MetadataImage
 from klamm.controller.records import MetadataRecord
 from klamm.protocol.errors import ErrorCode, KafkaError
-from klamm.protocol.topics import has_collision_chars, unify_collision_chars, validate_topic_name
+from klamm.protocol.topics import METADATA_TOPIC, has_collision_chars, unify_collision_chars, validate_topic_name
 
 __all__ = [
     "METADATA_TOPIC",
@@ -33,7 +33,6 @@ __all__ = [
     "random_uuid",
 ]
 
-METADATA_TOPIC = "__cluster_metadata"
 ZERO_UUID = uuid.UUID(int=0)
 
 

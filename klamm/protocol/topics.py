@@ -9,6 +9,8 @@ from klamm.protocol.errors import ErrorCode, KafkaError
 MAX_NAME_LENGTH = 249
 CONSUMER_OFFSETS = "__consumer_offsets"
 TRANSACTION_STATE = "__transaction_state"
+METADATA_TOPIC = "__cluster_metadata"  # the KRaft metadata log; never a client-visible topic
+SHARE_GROUP_STATE = "__share_group_state"  # Kafka's, listed as internal by its tools; klamm has no share groups
 INTERNAL_TOPICS = frozenset({CONSUMER_OFFSETS, TRANSACTION_STATE})
 _LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
 

@@ -16,17 +16,29 @@ strictly increasing timestamps and non-decreasing offsets. An offset index entry
 (o, p) means the batch at p has last offset o, so scanning forward from p finds
 any offset >= o.
 
-Unlike Kafka we do not preallocate or mmap: the file is exactly entries*size
-long, and its bytes are mirrored in memory (a bytearray) for binary search.
-The write descriptor is opened lazily and closed when the segment becomes
-inactive, so old segments hold no index descriptors.
+Memory does not grow with retained data. An index is either writable (the
+active segment's, plus any index being rebuilt or truncated): its entries are
+buffered in memory (a bytearray, bounded by segment.index.bytes) and written
+through to the file; or sealed (every older segment's, and every index loaded
+at start-up until it is written again): only the entry count is kept, and each
+lookup maps the file read-only, binary-searches the mapped bytes and unmaps it.
+A sealed index therefore holds no descriptor and no mapping between lookups,
+so 100k segments cost no file descriptors (Kafka keeps every index mapped and
+asks for a high ulimit instead). Mapping per lookup costs a few system calls;
+the pages themselves come from the page cache. Unlike Kafka we do not
+preallocate: the file is exactly entries*size long.
 """
 
 from __future__ import annotations
 
+import mmap
 import os
 import struct
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+
+_Bytes = bytes | bytearray | mmap.mmap
 
 
 class CorruptIndex(ValueError):
@@ -34,7 +46,7 @@ class CorruptIndex(ValueError):
 
 
 class _Index:
-    """Shared machinery: an append-only array of fixed-size entries mirrored to a file."""
+    """Shared machinery: an append-only array of fixed-size entries in a file."""
 
     ENTRY: struct.Struct
 
@@ -42,16 +54,20 @@ class _Index:
         self.path = path
         self.base_offset = base_offset
         self.max_entries = max(max_index_bytes // self.ENTRY.size, 1)
-        self._data = bytearray()
+        self._entries = 0
+        self._buffer: bytearray | None = bytearray()  # None: sealed, read through a mapping
         self._fd: int | None = None
 
     # -- loading -------------------------------------------------------------------
 
     def load(self) -> None:
-        """Read the file into memory; raise CorruptIndex if its size is not whole entries."""
-        self._data = bytearray(self.path.read_bytes())
-        if len(self._data) % self.ENTRY.size:
-            raise CorruptIndex(f"{self.path}: size {len(self._data)} is not a multiple of {self.ENTRY.size}")
+        """Take the file as it is, sealed; raise CorruptIndex if its size is not whole entries."""
+        size = self.path.stat().st_size
+        if size % self.ENTRY.size:
+            raise CorruptIndex(f"{self.path}: size {size} is not a multiple of {self.ENTRY.size}")
+        self.close()
+        self._entries = size // self.ENTRY.size
+        self._buffer = None
 
     def exists(self) -> bool:
         return self.path.exists()
@@ -60,28 +76,74 @@ class _Index:
 
     @property
     def entries(self) -> int:
-        return len(self._data) // self.ENTRY.size
+        return self._entries
+
+    @property
+    def sealed(self) -> bool:
+        """True when lookups read the mapped file and nothing is held in memory."""
+        return self._buffer is None
 
     def entry(self, n: int) -> tuple[int, ...]:
-        return self.ENTRY.unpack_from(self._data, n * self.ENTRY.size)
+        with self._view() as data:
+            return self.ENTRY.unpack_from(data, n * self.ENTRY.size)
 
     def to_bytes(self) -> bytes:
-        return bytes(self._data)
+        with self._view() as data:
+            return bytes(data[: self._entries * self.ENTRY.size])
+
+    @contextmanager
+    def _view(self) -> Iterator[_Bytes]:
+        """The entries' bytes: the write buffer, or the file mapped read-only for this one read."""
+        if self._buffer is not None:
+            yield self._buffer
+            return
+        length = self._entries * self.ENTRY.size
+        if not length:
+            yield b""
+            return
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
+        except FileNotFoundError:
+            # Deleted under a read in flight: no index means "scan the segment from its start".
+            yield b""
+            return
+        try:
+            mapped = mmap.mmap(fd, length, access=mmap.ACCESS_READ)
+        finally:
+            os.close(fd)  # the mapping holds its own reference until closed
+        try:
+            yield mapped
+        finally:
+            mapped.close()
 
     # -- mutation ----------------------------------------------------------------
 
+    def _writable(self) -> bytearray:
+        """The write buffer, reading a sealed index back in first (its segment became active again)."""
+        if self._buffer is None:
+            with self._view() as data:
+                self._buffer = bytearray(data[: self._entries * self.ENTRY.size])
+            self._entries = len(self._buffer) // self.ENTRY.size
+        return self._buffer
+
     def _append_raw(self, *fields: int) -> None:
+        buffer = self._writable()
         packed = self.ENTRY.pack(*fields)
-        os.pwrite(self._writer(), packed, len(self._data))
-        self._data += packed
+        os.pwrite(self._writer(), packed, len(buffer))
+        buffer += packed
+        self._entries += 1
 
     def _truncate_entries(self, entries: int) -> None:
-        del self._data[entries * self.ENTRY.size :]
-        os.ftruncate(self._writer(), len(self._data))
+        buffer = self._writable()
+        del buffer[entries * self.ENTRY.size :]
+        os.ftruncate(self._writer(), len(buffer))
+        self._entries = entries
 
     def reset(self) -> None:
         """Drop every entry (before a rebuild)."""
-        self._truncate_entries(0)
+        self._buffer = bytearray()
+        self._entries = 0
+        os.ftruncate(self._writer(), 0)
 
     def _writer(self) -> int:
         if self._fd is None:
@@ -93,10 +155,11 @@ class _Index:
             os.fsync(self._fd)
 
     def close(self) -> None:
-        """Close the write descriptor; the in-memory entries stay usable for lookups."""
+        """Close the write descriptor and seal: later lookups read the file, nothing stays in memory."""
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
+        self._buffer = None
 
     def delete(self) -> None:
         self.close()
@@ -104,20 +167,29 @@ class _Index:
 
     # -- search --------------------------------------------------------------------
 
-    def _largest_le(self, target: int, field: int) -> int:
-        """Index of the last entry whose `field` is <= target, or -1 (binary search)."""
-        low, high = 0, self.entries - 1
-        found = -1
-        unpack = self.ENTRY.unpack_from
+    def _largest_le(self, target: int, field: int) -> tuple[int, tuple[int, ...] | None]:
+        """(index, entry) of the last entry whose `field` is <= target, or (-1, None): binary search."""
         size = self.ENTRY.size
-        while low <= high:
-            mid = (low + high) // 2
-            if unpack(self._data, mid * size)[field] <= target:
-                found = mid
-                low = mid + 1
-            else:
-                high = mid - 1
-        return found
+        unpack = self.ENTRY.unpack_from
+        with self._view() as data:
+            low, high = 0, min(self._entries, len(data) // size) - 1
+            found, found_entry = -1, None
+            while low <= high:
+                mid = (low + high) // 2
+                candidate = unpack(data, mid * size)
+                if candidate[field] <= target:
+                    found, found_entry = mid, candidate
+                    low = mid + 1
+                else:
+                    high = mid - 1
+        return found, found_entry
+
+    def _iter_entries(self) -> Iterator[tuple[int, ...]]:
+        """Every entry in order, read from the view (for sanity checks; nothing is kept)."""
+        size = self.ENTRY.size
+        with self._view() as data:
+            for n in range(min(self._entries, len(data) // size)):
+                yield self.ENTRY.unpack_from(data, n * size)
 
 
 class OffsetIndex(_Index):
@@ -146,20 +218,20 @@ class OffsetIndex(_Index):
 
     def lookup(self, offset: int) -> tuple[int, int]:
         """(offset, position) of the largest entry with offset <= `offset`, else (base_offset, 0)."""
-        n = self._largest_le(offset - self.base_offset, 0)
-        if n < 0:
+        _, found = self._largest_le(offset - self.base_offset, 0)
+        if found is None:
             return self.base_offset, 0
-        relative, position = self.entry(n)
+        relative, position = found
         return self.base_offset + relative, position
 
     def truncate_to(self, offset: int) -> None:
         """Remove entries with offset >= `offset`."""
-        self._truncate_entries(self._largest_le(offset - self.base_offset - 1, 0) + 1)
+        self._truncate_entries(self._largest_le(offset - self.base_offset - 1, 0)[0] + 1)
 
     def sanity_check(self, log_size: int) -> None:
         """Raise CorruptIndex unless offsets increase, positions do not decrease and stay inside the log."""
         previous = (-1, -1)
-        for relative, position in self.ENTRY.iter_unpack(self._data):
+        for relative, position in self._iter_entries():
             if relative <= previous[0] or position < previous[1] or position >= log_size:
                 raise CorruptIndex(f"{self.path}: bad entry ({relative}, {position}) after {previous}")
             previous = (relative, position)
@@ -196,14 +268,15 @@ class TimeIndex(_Index):
 
     def lookup(self, timestamp: int) -> tuple[int, int]:
         """(timestamp, offset) of the largest entry with timestamp <= `timestamp`, else (-1, base_offset)."""
-        n = self._largest_le(timestamp, 0)
-        if n < 0:
+        _, entry = self._largest_le(timestamp, 0)
+        if entry is None:
             return -1, self.base_offset
-        found, relative = self.entry(n)
+        found, relative = entry
         return found, self.base_offset + relative
 
     def truncate_to(self, offset: int) -> None:
         """Remove entries with offset >= `offset` (offsets are non-decreasing, so a suffix)."""
+        self._writable()
         keep = self.entries
         while keep and self.entry(keep - 1)[1] + self.base_offset >= offset:
             keep -= 1
@@ -212,7 +285,7 @@ class TimeIndex(_Index):
     def sanity_check(self, next_offset_bound: int) -> None:
         """Raise CorruptIndex unless timestamps increase and offsets stay in [base, bound)."""
         previous = (-1, 0)
-        for timestamp, relative in self.ENTRY.iter_unpack(self._data):
+        for timestamp, relative in self._iter_entries():
             if timestamp <= previous[0] or relative < previous[1]:
                 raise CorruptIndex(f"{self.path}: bad entry ({timestamp}, {relative}) after {previous}")
             if self.base_offset + relative >= next_offset_bound:

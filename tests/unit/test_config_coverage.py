@@ -63,6 +63,8 @@ GROUPS = "tests/unit/test_group_coordinator.py"
 CONFIGS_API = "tests/integration/test_configs_api.py"
 HERE = "tests/unit/test_config_coverage.py"
 EXPIRY = "tests/integration/test_state_expiration.py"
+ADMIN = "tests/integration/test_admin_metadata.py"
+SNAPSHOT = "tests/unit/test_controller_snapshot.py"
 FLUSH = "tests/integration/test_flush_policy.py"
 NETWORK = "tests/integration/test_network_configs.py"
 VALIDATION = "tests/unit/test_produce_validation.py"
@@ -184,6 +186,15 @@ APPLIED: dict[str, list[str]] = {
     "flush.messages": [f"{FLUSH}::test_flush_messages_1_acks_only_after_the_fsync_and_producers_share_fsyncs",
                        f"{FLUSH}::test_default_policy_acks_from_the_page_cache"],
     "log.flush.scheduler.interval.ms": [f"{FLUSH}::test_the_scheduled_flusher_fsyncs_data_older_than_flush_ms"],
+    "delete.topic.enable": [f"{ADMIN}::test_delete_topics_refused_when_deletion_disabled",
+                            f"{ADMIN}::test_delete_topics_allowed_by_default"],
+    "broker.rack": [f"{ADMIN}::test_broker_rack_is_registered_and_reported"],
+    "metadata.log.max.record.bytes.between.snapshots": [f"{SNAPSHOT}::test_snapshots_are_taken_after_enough_record_bytes"],
+    "metadata.log.max.snapshot.interval.ms": [f"{SNAPSHOT}::test_snapshots_are_taken_after_the_interval"],
+    "metadata.max.retention.bytes": [f"{SNAPSHOT}::test_log_behind_a_snapshot_is_deleted_once_retention_is_exceeded",
+                                     f"{SNAPSHOT}::test_log_is_kept_while_within_retention"],
+    "metadata.max.retention.ms": [f"{SNAPSHOT}::test_retention_by_age_deletes_before_the_next_snapshot"],
+    "metadata.log.segment.bytes": [f"{ADMIN}::test_broker_snapshots_metadata_and_restarts_from_the_snapshot"],
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": [
         "tests/integration/test_coordinator_failures.py::test_failed_timeout_abort_is_retried_until_the_lso_moves"],
 }
@@ -197,7 +208,6 @@ APPLIED: dict[str, list[str]] = {
 PENDING_FROM_OTHER_BRANCHES: dict[str, str] = {
     # statemem also adds the metadata.log.* snapshot keys; not declared on main, so once its branch
     # declares them the walker fails until they are listed in APPLIED (or here, under their real names).
-    **dict.fromkeys(["delete.topic.enable", "broker.rack"], "statemem"),
 }
 # ------------------------------------------------------------------------------------------------
 

@@ -1,6 +1,6 @@
 """Request handlers, one module per API family, each declaring its keys and versions.
 
-A handler is `async def handle(broker, request) -> dict | entity | None`: a dict
+A handler is `async def handle(broker: BrokerServices, request) -> dict | entity | None`: a dict
 is built into the negotiated version's response type; None means no response
 (acks=0). Handlers do their synchronous work before their first await, so
 requests of one connection take effect in arrival order. ApiVersions is built
@@ -11,7 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from klamm.broker.services import BrokerServices
 
 
 @dataclass(frozen=True)
@@ -19,7 +22,7 @@ class Api:
     key: int
     min_version: int
     max_version: int
-    handle: Callable[[Any, Any], Awaitable[Any]]
+    handle: Callable[[BrokerServices, Any], Awaitable[Any]]
 
 
 def registry() -> dict[int, Api]:

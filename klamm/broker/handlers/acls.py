@@ -11,21 +11,22 @@ from __future__ import annotations
 from typing import Any
 
 from klamm.broker.handlers import Api
+from klamm.broker.services import BrokerServices
 from klamm.protocol.errors import ErrorCode
 
 NO_AUTHORIZER = "No Authorizer is configured."
 
 
-async def describe_acls(broker: Any, request: Any) -> dict[str, Any]:
+async def describe_acls(broker: BrokerServices, request: Any) -> dict[str, Any]:
     return {"error_code": ErrorCode.security_disabled, "error_message": NO_AUTHORIZER, "resources": []}
 
 
-async def create_acls(broker: Any, request: Any) -> dict[str, Any]:
+async def create_acls(broker: BrokerServices, request: Any) -> dict[str, Any]:
     return {"results": [{"error_code": ErrorCode.security_disabled, "error_message": NO_AUTHORIZER}
                         for _ in request.body.creations]}
 
 
-async def delete_acls(broker: Any, request: Any) -> dict[str, Any]:
+async def delete_acls(broker: BrokerServices, request: Any) -> dict[str, Any]:
     return {"filter_results": [{"error_code": ErrorCode.security_disabled, "error_message": NO_AUTHORIZER,
                                 "matching_acls": []} for _ in request.body.filters]}
 

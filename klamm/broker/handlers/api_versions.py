@@ -9,10 +9,11 @@ from __future__ import annotations
 from typing import Any
 
 from klamm.broker.handlers import Api
+from klamm.broker.services import BrokerServices
 from klamm.protocol.errors import ErrorCode
 
 
-async def handle(broker: Any, request: Any) -> dict[str, Any]:
+async def handle(broker: BrokerServices, request: Any) -> dict[str, Any]:
     error = ErrorCode.none if request.types is not None else ErrorCode.unsupported_version
     return {
         "error_code": error,

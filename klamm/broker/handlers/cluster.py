@@ -5,19 +5,22 @@ from __future__ import annotations
 from typing import Any
 
 from klamm.broker.handlers import Api
+from klamm.broker.services import BrokerServices
+from klamm.protocol.acl import CLUSTER_OPERATIONS, NOT_INCLUDED
 from klamm.protocol.errors import ErrorCode
 
 BROKERS_ENDPOINT = 1
-NO_OPERATIONS = -2147483648
 
 
-async def handle(broker: Any, request: Any) -> dict[str, Any]:
+async def handle(broker: BrokerServices, request: Any) -> dict[str, Any]:
     body = request.body
     endpoint_type = getattr(body, "endpoint_type", BROKERS_ENDPOINT)
     image = broker.controller.image
     if endpoint_type != BROKERS_ENDPOINT:
         return {"error_code": ErrorCode.unsupported_endpoint_type, "endpoint_type": endpoint_type,
                 "cluster_id": image.cluster_id, "controller_id": -1, "brokers": []}
+    # No authorizer: every supported cluster operation, for those who ask, as Kafka reports it.
+    operations = CLUSTER_OPERATIONS if body.include_cluster_authorized_operations else NOT_INCLUDED
     return {
         "error_code": ErrorCode.none,
         "endpoint_type": endpoint_type,
@@ -25,7 +28,7 @@ async def handle(broker: Any, request: Any) -> dict[str, Any]:
         "controller_id": broker.node_id,
         "brokers": [{"broker_id": b["node_id"], "host": b["host"], "port": b["port"], "rack": b["rack"]}
                     for b in broker.broker_endpoints()],
-        "cluster_authorized_operations": NO_OPERATIONS,
+        "cluster_authorized_operations": operations,
     }
 
 

@@ -18,10 +18,11 @@ names are stored, as Kafka stores them (custom plugin configs), with no effect.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 from klamm.broker.handlers import Api
+from klamm.broker.services import BrokerServices
 from klamm.config.broker import BrokerConfig
 from klamm.config.broker_keys import BROKER_CONFIG_DEF
 from klamm.config.definition import ConfigKey, ConfigSource, ConfigType, format_value
@@ -60,7 +61,7 @@ def effective_broker_config(static: BrokerConfig, image: Any) -> BrokerConfig:
     return BrokerConfig.from_properties({**static_properties(static), **known}, check_support=False)
 
 
-def apply_dynamic_broker_configs(broker: Any, image: Any) -> None:
+def apply_dynamic_broker_configs(broker: BrokerServices, image: Any) -> None:
     """Make the broker (and every topic default it supplies) follow the image's dynamic configs."""
     config = effective_broker_config(broker.static_config, image)
     if config == broker.config:
@@ -73,14 +74,14 @@ def apply_dynamic_broker_configs(broker: Any, image: Any) -> None:
 # -- DescribeConfigs ---------------------------------------------------------------------------
 
 
-async def describe_configs(broker: Any, request: Any) -> dict[str, Any]:
+async def describe_configs(broker: BrokerServices, request: Any) -> dict[str, Any]:
     body = request.body
     describer = _Describer(broker, body.include_synonyms, getattr(body, "include_documentation", False))
     return {"results": [describer.resource(r) for r in body.resources]}
 
 
 class _Describer:
-    def __init__(self, broker: Any, include_synonyms: bool, include_documentation: bool) -> None:
+    def __init__(self, broker: BrokerServices, include_synonyms: bool, include_documentation: bool) -> None:
         self.broker = broker
         self.include_synonyms = include_synonyms
         self.include_documentation = include_documentation
@@ -190,17 +191,18 @@ def _broker_id(name: str, message: str) -> int:
 # -- AlterConfigs / IncrementalAlterConfigs ----------------------------------------------------
 
 
-async def alter_configs(broker: Any, request: Any) -> dict[str, Any]:
+async def alter_configs(broker: BrokerServices, request: Any) -> dict[str, Any]:
     body = request.body
-    return {"responses": _each_resource(body.resources, lambda r: _alter_legacy(broker, r, body.validate_only))}
+    return {"responses": await _each_resource(body.resources, lambda r: _alter_legacy(broker, r, body.validate_only))}
 
 
-async def incremental_alter_configs(broker: Any, request: Any) -> dict[str, Any]:
+async def incremental_alter_configs(broker: BrokerServices, request: Any) -> dict[str, Any]:
     body = request.body
-    return {"responses": _each_resource(body.resources, lambda r: _alter_incremental(broker, r, body.validate_only))}
+    return {"responses": await _each_resource(body.resources,
+                                              lambda r: _alter_incremental(broker, r, body.validate_only))}
 
 
-def _each_resource(resources: Iterable[Any], alter: Callable[[Any], None]) -> list[dict[str, Any]]:
+async def _each_resource(resources: Iterable[Any], alter: Callable[[Any], Awaitable[None]]) -> list[dict[str, Any]]:
     resources = list(resources)
     counts = Counter((r.resource_type, r.resource_name) for r in resources)
     responses = []
@@ -210,7 +212,7 @@ def _each_resource(resources: Iterable[Any], alter: Callable[[Any], None]) -> li
         try:
             if counts[(resource.resource_type, resource.resource_name)] > 1:
                 raise KafkaError(ErrorCode.invalid_request, "Each resource must appear at most once.")
-            alter(resource)
+            await alter(resource)
         except KafkaError as exc:
             response.update(error_code=exc.code, error_message=exc.message)
         responses.append(response)
@@ -228,16 +230,16 @@ def _check_entries(resource: Any, incremental: bool) -> None:
         raise KafkaError(ErrorCode.invalid_request, f"Unknown resource type {resource.resource_type}")
 
 
-def _alter_legacy(broker: Any, resource: Any, validate_only: bool) -> None:
+async def _alter_legacy(broker: BrokerServices, resource: Any, validate_only: bool) -> None:
     _check_entries(resource, incremental=False)
     configs = {c.name: c.value for c in resource.configs}
     if resource.resource_type == TOPIC:
-        _alter_topic(broker, resource.resource_name, configs, [], replace=True, validate_only=validate_only)
+        await _alter_topic(broker, resource.resource_name, configs, [], replace=True, validate_only=validate_only)
     else:
-        _alter_broker(broker, resource.resource_name, configs, [], replace=True, validate_only=validate_only)
+        await _alter_broker(broker, resource.resource_name, configs, [], replace=True, validate_only=validate_only)
 
 
-def _alter_incremental(broker: Any, resource: Any, validate_only: bool) -> None:
+async def _alter_incremental(broker: BrokerServices, resource: Any, validate_only: bool) -> None:
     _check_entries(resource, incremental=True)
     for config in resource.configs:
         if config.config_operation not in (SET, DELETE, APPEND, SUBTRACT):
@@ -247,12 +249,12 @@ def _alter_incremental(broker: Any, resource: Any, validate_only: bool) -> None:
         image_topic = broker.controller.image.topics_by_name.get(name)
         current = dict(image_topic.configs) if image_topic is not None else {}
         set_configs, deletes = _incremental_changes(resource.configs, current, TOPIC_CONFIG_DEF.get, _topic_list_error)
-        _alter_topic(broker, name, set_configs, deletes, replace=False, validate_only=validate_only)
+        await _alter_topic(broker, name, set_configs, deletes, replace=False, validate_only=validate_only)
     else:
         node_id = _broker_node(broker, name)
         current = dict(broker.controller.image.broker_configs(node_id))
         set_configs, deletes = _incremental_changes(resource.configs, current, BROKER_CONFIG_DEF.get, _broker_list_error)
-        _alter_broker(broker, name, set_configs, deletes, replace=False, validate_only=validate_only)
+        await _alter_broker(broker, name, set_configs, deletes, replace=False, validate_only=validate_only)
 
 
 def _topic_list_error(op: int, name: str) -> KafkaError:
@@ -294,15 +296,15 @@ def _incremental_changes(configs: Iterable[Any], current: Mapping[str, str],
     return set_configs, deletes
 
 
-def _alter_topic(broker: Any, topic: str, set_configs: Mapping[str, str], deletes: list[str], *, replace: bool,
+async def _alter_topic(broker: BrokerServices, topic: str, set_configs: Mapping[str, str], deletes: list[str], *, replace: bool,
                  validate_only: bool) -> None:
     # Kafka validates the resulting override set as LogConfig.validate does (unknown names, values).
-    broker.controller.alter_topic_configs(
+    await broker.controller_client.alter_topic_configs(
         topic, set_configs, deletes, replace=replace, validate_only=validate_only,
         validate_config=lambda configs: TopicConfig.validate(broker.config, configs))
 
 
-def _broker_node(broker: Any, name: str) -> int | None:
+def _broker_node(broker: BrokerServices, name: str) -> int | None:
     """None for the cluster-wide default (""), else this broker's id; another id is refused as Kafka does."""
     if not name:
         return None
@@ -312,7 +314,7 @@ def _broker_node(broker: Any, name: str) -> int | None:
     return node_id
 
 
-def _alter_broker(broker: Any, name: str, set_configs: Mapping[str, str], deletes: list[str], *, replace: bool,
+async def _alter_broker(broker: BrokerServices, name: str, set_configs: Mapping[str, str], deletes: list[str], *, replace: bool,
                   validate_only: bool) -> None:
     node_id = _broker_node(broker, name)
     fixed = sorted(n for n in set_configs if n in BROKER_CONFIG_DEF and n not in DYNAMIC_BROKER_CONFIGS)
@@ -329,8 +331,8 @@ def _alter_broker(broker: Any, name: str, set_configs: Mapping[str, str], delete
         except ConfigError as exc:
             raise KafkaError(ErrorCode.invalid_request, str(exc)) from None
 
-    broker.controller.alter_broker_configs(node_id, set_configs, deletes, replace=replace,
-                                           validate_only=validate_only, validate_config=validate)
+    await broker.controller_client.alter_broker_configs(node_id, set_configs, deletes, replace=replace,
+                                                        validate_only=validate_only, validate_config=validate)
 
 
 APIS = [

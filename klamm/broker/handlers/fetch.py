@@ -31,6 +31,7 @@ from typing import Any
 
 from klamm.broker.fetch_session import FINAL_EPOCH, INITIAL_EPOCH, FetchSession, FetchSessionCache
 from klamm.broker.handlers import Api
+from klamm.broker.services import BrokerServices
 from klamm.protocol.errors import ErrorCode, KafkaError
 from klamm.protocol.sendplan import FileRegion
 
@@ -41,7 +42,7 @@ _ZERO_ID = uuid.UUID(int=0)
 Wanted = tuple[Any, Any, Any, ErrorCode]
 
 
-async def handle(broker: Any, request: Any) -> dict[str, Any]:
+async def handle(broker: BrokerServices, request: Any) -> dict[str, Any]:
     body = request.body
     by_id = request.api_version >= 13
     requested = [(t.topic_id if by_id else t.topic, p) for t in body.topics for p in t.partitions]
@@ -114,7 +115,7 @@ def _remember(session: FetchSession, entries: list, incremental: bool) -> list:
     return kept
 
 
-def _resolve(broker: Any, positions: list[tuple[Any, Any]], by_id: bool) -> list[Wanted]:
+def _resolve(broker: BrokerServices, positions: list[tuple[Any, Any]], by_id: bool) -> list[Wanted]:
     """Find each (topic key, position)'s partition, or the error that replaces it."""
     image = broker.controller.image
     wanted = []

@@ -15,6 +15,7 @@ import datetime
 from typing import Any
 
 from klamm.broker.handlers import Api
+from klamm.broker.services import BrokerServices
 from klamm.coordinator.coordinator import JoinRequest, SyncRequest, join_error, sync_response
 from klamm.protocol.errors import ErrorCode, KafkaError
 
@@ -34,7 +35,7 @@ def client_host(request: Any) -> str:
     return getattr(request, "client_host", None) or "/127.0.0.1"
 
 
-def apply_quietly(broker: Any, result: Any) -> None:
+def apply_quietly(broker: BrokerServices, result: Any) -> None:
     """Append a join/sync result whose failure the coordinator reports through the callbacks."""
     try:
         broker.group_coordinator.apply(result)
@@ -53,7 +54,7 @@ def _future() -> tuple[asyncio.Future[dict[str, Any]], Any]:
 
 
 # FindCoordinator
-async def find_coordinator(broker: Any, request: Any) -> dict[str, Any]:
+async def find_coordinator(broker: BrokerServices, request: Any) -> dict[str, Any]:
     body, version = request.body, request.api_version
     key_type = getattr(body, "key_type", KEY_TYPE_GROUP)
     keys = list(body.coordinator_keys) if version >= 4 else [body.key]
@@ -63,7 +64,7 @@ async def find_coordinator(broker: Any, request: Any) -> dict[str, Any]:
     return {k: v for k, v in found[0].items() if k != "key"}
 
 
-def _find(broker: Any, key_type: int, key: str) -> dict[str, Any]:
+def _find(broker: BrokerServices, key_type: int, key: str) -> dict[str, Any]:
     try:
         if key_type not in (KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION):
             raise KafkaError(ErrorCode.invalid_request, f"unknown key type {key_type}")
@@ -80,7 +81,7 @@ def _find(broker: Any, key_type: int, key: str) -> dict[str, Any]:
 
 
 # JoinGroup
-async def join_group(broker: Any, request: Any) -> dict[str, Any]:
+async def join_group(broker: BrokerServices, request: Any) -> dict[str, Any]:
     body, version = request.body, request.api_version
     try:
         coordinator = broker.group_coordinator.ready()
@@ -108,7 +109,7 @@ def _join_response(response: dict[str, Any], version: int) -> dict[str, Any]:
 
 
 # SyncGroup
-async def sync_group(broker: Any, request: Any) -> dict[str, Any]:
+async def sync_group(broker: BrokerServices, request: Any) -> dict[str, Any]:
     body = request.body
     try:
         coordinator = broker.group_coordinator.ready()
@@ -125,7 +126,7 @@ async def sync_group(broker: Any, request: Any) -> dict[str, Any]:
 
 
 # Heartbeat
-async def heartbeat(broker: Any, request: Any) -> dict[str, Any]:
+async def heartbeat(broker: BrokerServices, request: Any) -> dict[str, Any]:
     body = request.body
     try:
         coordinator = broker.group_coordinator.ready()
@@ -137,7 +138,7 @@ async def heartbeat(broker: Any, request: Any) -> dict[str, Any]:
 
 
 # LeaveGroup
-async def leave_group(broker: Any, request: Any) -> dict[str, Any]:
+async def leave_group(broker: BrokerServices, request: Any) -> dict[str, Any]:
     body, version = request.body, request.api_version
     if version >= 3:
         leaving = [(m.member_id, m.group_instance_id) for m in body.members]

@@ -5,10 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from klamm.broker.handlers import Api
+from klamm.broker.services import BrokerServices
 from klamm.protocol.errors import ErrorCode, KafkaError
 
 
-async def describe_groups(broker: Any, request: Any) -> dict[str, Any]:
+async def describe_groups(broker: BrokerServices, request: Any) -> dict[str, Any]:
     groups = list(request.body.groups)
     try:
         coordinator = broker.group_coordinator.ready()
@@ -18,7 +19,7 @@ async def describe_groups(broker: Any, request: Any) -> dict[str, Any]:
     return {"groups": [coordinator.describe_group(g) for g in groups]}
 
 
-async def list_groups(broker: Any, request: Any) -> dict[str, Any]:
+async def list_groups(broker: BrokerServices, request: Any) -> dict[str, Any]:
     body = request.body
     coordinator = broker.group_coordinator.coordinator
     if coordinator is None:  # no __consumer_offsets yet, so no groups
@@ -27,7 +28,7 @@ async def list_groups(broker: Any, request: Any) -> dict[str, Any]:
     return {"error_code": error, "groups": groups}
 
 
-async def delete_groups(broker: Any, request: Any) -> dict[str, Any]:
+async def delete_groups(broker: BrokerServices, request: Any) -> dict[str, Any]:
     names = list(request.body.groups_names)
     errors: dict[str, ErrorCode] = {}
     try:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from klamm.broker.handlers import Api
+from klamm.broker.services import BrokerServices
 from klamm.broker.handlers.groups import millis
 from klamm.coordinator.coordinator import OffsetToCommit
 from klamm.protocol.errors import ErrorCode, KafkaError
@@ -17,12 +18,12 @@ INVALID_OFFSET = -1
 NO_EPOCH = -1
 
 
-def partition_exists(broker: Any, topic: str, partition: int) -> bool:
+def partition_exists(broker: BrokerServices, topic: str, partition: int) -> bool:
     meta = broker.controller.image.topics_by_name.get(topic)
     return meta is not None and partition in meta.partitions
 
 
-def requested_offsets(broker: Any, body: Any
+def requested_offsets(broker: BrokerServices, body: Any
                       ) -> tuple[list[tuple[str, int]], list[OffsetToCommit], set[tuple[str, int]]]:
     """An (Txn)OffsetCommit's partitions in request order, the offsets to store, and the unknown partitions."""
     wanted = [(t.name, p) for t in body.topics for p in t.partitions]
@@ -41,7 +42,7 @@ def _by_topic(errors: list[tuple[str, int, ErrorCode]]) -> list[dict[str, Any]]:
 
 
 # OffsetCommit
-async def offset_commit(broker: Any, request: Any) -> dict[str, Any]:
+async def offset_commit(broker: BrokerServices, request: Any) -> dict[str, Any]:
     body, version = request.body, request.api_version
     requested, offsets, unknown = requested_offsets(broker, body)
     retention = getattr(body, "retention_time", -1) if 2 <= version <= 4 else -1
@@ -58,7 +59,7 @@ async def offset_commit(broker: Any, request: Any) -> dict[str, Any]:
 
 
 # OffsetFetch
-async def offset_fetch(broker: Any, request: Any) -> dict[str, Any]:
+async def offset_fetch(broker: BrokerServices, request: Any) -> dict[str, Any]:
     body, version = request.body, request.api_version
     stable = getattr(body, "require_stable", False)
     if version >= 8:
@@ -67,7 +68,7 @@ async def offset_fetch(broker: Any, request: Any) -> dict[str, Any]:
     return {"topics": fetched["topics"], "error_code": fetched["error_code"]}
 
 
-def _fetch_group(broker: Any, group_id: str, topics: Any, version: int, require_stable: bool) -> dict[str, Any]:
+def _fetch_group(broker: BrokerServices, group_id: str, topics: Any, version: int, require_stable: bool) -> dict[str, Any]:
     """require_stable (KIP-447): an offset a transaction has pending is UNSTABLE_OFFSET_COMMIT for now."""
     wanted = None if topics is None else [(t.name, p) for t in topics for p in t.partition_indexes]
     try:
@@ -100,7 +101,7 @@ def _fetched_topics(rows: list[tuple[str, int, Any, ErrorCode]]) -> list[dict[st
 
 
 # OffsetDelete
-async def offset_delete(broker: Any, request: Any) -> dict[str, Any]:
+async def offset_delete(broker: BrokerServices, request: Any) -> dict[str, Any]:
     body = request.body
     wanted = [(t.name, p.partition_index) for t in body.topics for p in t.partitions]
     try:

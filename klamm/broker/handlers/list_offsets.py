@@ -12,13 +12,14 @@ from __future__ import annotations
 from typing import Any
 
 from klamm.broker.handlers import Api
+from klamm.broker.services import BrokerServices
 from klamm.broker.handlers.fetch import _check_epoch
 from klamm.protocol.errors import ErrorCode, KafkaError
 
 EARLIEST, LATEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -2, -1, -3, -4, -5
 
 
-async def handle(broker: Any, request: Any) -> dict[str, Any]:
+async def handle(broker: BrokerServices, request: Any) -> dict[str, Any]:
     body = request.body
     read_committed = getattr(body, "isolation_level", 0) == 1
     topics = []
@@ -28,7 +29,7 @@ async def handle(broker: Any, request: Any) -> dict[str, Any]:
     return {"topics": topics}
 
 
-def _one(broker: Any, topic: str, request: Any, read_committed: bool) -> dict[str, Any]:
+def _one(broker: BrokerServices, topic: str, request: Any, read_committed: bool) -> dict[str, Any]:
     index = request.partition_index
     try:
         partition = broker.replicas.get(topic, index)

@@ -15,14 +15,14 @@ from typing import Any
 
 from klamm.broker.handlers import Api
 from klamm.broker.handlers.fetch import _check_epoch
+from klamm.broker.services import BrokerServices
 from klamm.protocol.errors import ErrorCode, KafkaError
+from klamm.protocol.topics import INTERNAL_TOPICS, METADATA_TOPIC
 
 HIGH_WATERMARK = -1  # DeleteRecordsRequest.HIGH_WATERMARK
-METADATA_TOPIC = "__cluster_metadata"
-INTERNAL_TOPICS = ("__consumer_offsets", "__transaction_state")
 
 
-def _partition_or_error(broker: Any, topic: str, index: int) -> Any:
+def _partition_or_error(broker: BrokerServices, topic: str, index: int) -> Any:
     """The hosted partition; UNKNOWN_TOPIC_OR_PARTITION if the image does not know it,
     NOT_LEADER_OR_FOLLOWER if it exists but is not hosted here."""
     partition = broker.replicas.partitions.get((topic, index))
@@ -37,7 +37,7 @@ def _partition_or_error(broker: Any, topic: str, index: int) -> Any:
 # -- DeleteRecords -----------------------------------------------------------------------
 
 
-async def delete_records(broker: Any, request: Any) -> dict[str, Any]:
+async def delete_records(broker: BrokerServices, request: Any) -> dict[str, Any]:
     topics = []
     for topic in request.body.topics:
         results = [_delete_records_one(broker, topic.name, p.partition_index, p.offset) for p in topic.partitions]
@@ -45,7 +45,7 @@ async def delete_records(broker: Any, request: Any) -> dict[str, Any]:
     return {"topics": topics}
 
 
-def _delete_records_one(broker: Any, topic: str, index: int, offset: int) -> dict[str, Any]:
+def _delete_records_one(broker: BrokerServices, topic: str, index: int, offset: int) -> dict[str, Any]:
     try:
         low_watermark = delete_records_before(broker, topic, index, offset)
     except KafkaError as exc:
@@ -53,7 +53,7 @@ def _delete_records_one(broker: Any, topic: str, index: int, offset: int) -> dic
     return {"partition_index": index, "low_watermark": low_watermark, "error_code": ErrorCode.none}
 
 
-def delete_records_before(broker: Any, topic: str, index: int, offset: int) -> int:
+def delete_records_before(broker: BrokerServices, topic: str, index: int, offset: int) -> int:
     """Move the log start offset to `offset` (-1: the high watermark); returns the low watermark."""
     if topic in INTERNAL_TOPICS or topic == METADATA_TOPIC:
         raise KafkaError(ErrorCode.invalid_topic_exception, f"Cannot delete records of internal topic {topic}")
@@ -75,7 +75,7 @@ def delete_records_before(broker: Any, topic: str, index: int, offset: int) -> i
 # -- OffsetForLeaderEpoch -----------------------------------------------------------------
 
 
-async def offset_for_leader_epoch(broker: Any, request: Any) -> dict[str, Any]:
+async def offset_for_leader_epoch(broker: BrokerServices, request: Any) -> dict[str, Any]:
     topics = []
     for topic in request.body.topics:
         partitions = [_end_offset_for(broker, topic.topic, p) for p in topic.partitions]
@@ -83,7 +83,7 @@ async def offset_for_leader_epoch(broker: Any, request: Any) -> dict[str, Any]:
     return {"topics": topics}
 
 
-def _end_offset_for(broker: Any, topic: str, request: Any) -> dict[str, Any]:
+def _end_offset_for(broker: BrokerServices, topic: str, request: Any) -> dict[str, Any]:
     index = request.partition
     try:
         partition = _partition_or_error(broker, topic, index)
@@ -98,7 +98,7 @@ def _end_offset_for(broker: Any, topic: str, request: Any) -> dict[str, Any]:
 # -- DescribeLogDirs ---------------------------------------------------------------------------
 
 
-async def describe_log_dirs(broker: Any, request: Any) -> dict[str, Any]:
+async def describe_log_dirs(broker: BrokerServices, request: Any) -> dict[str, Any]:
     wanted = _wanted_partitions(request.body.topics)
     by_dir: dict[Path, dict[str, list[Any]]] = {Path(d).resolve(): defaultdict(list) for d in broker.log_dirs}
     for log in broker.logs.all_logs():
@@ -138,7 +138,7 @@ def _describe_dir(directory: Path, topics: dict[str, list[Any]]) -> dict[str, An
 # -- DescribeProducers -----------------------------------------------------------------------
 
 
-async def describe_producers(broker: Any, request: Any) -> dict[str, Any]:
+async def describe_producers(broker: BrokerServices, request: Any) -> dict[str, Any]:
     topics = []
     for topic in request.body.topics:
         partitions = [_producers_of(broker, topic.name, index) for index in topic.partition_indexes]
@@ -146,7 +146,7 @@ async def describe_producers(broker: Any, request: Any) -> dict[str, Any]:
     return {"topics": topics}
 
 
-def _producers_of(broker: Any, topic: str, index: int) -> dict[str, Any]:
+def _producers_of(broker: BrokerServices, topic: str, index: int) -> dict[str, Any]:
     try:
         partition = _partition_or_error(broker, topic, index)
     except KafkaError as exc:

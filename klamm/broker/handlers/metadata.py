@@ -12,13 +12,13 @@ import uuid
 from typing import Any
 
 from klamm.broker.handlers import Api
+from klamm.broker.services import BrokerServices
+from klamm.controller.topics import CreateTopicSpec
+from klamm.protocol.acl import CLUSTER_OPERATIONS, NOT_INCLUDED, TOPIC_OPERATIONS
 from klamm.protocol.topics import is_internal, validate_topic_name
 from klamm.protocol.errors import ErrorCode, KafkaError
 
-NO_OPERATIONS = -2147483648
-
-
-async def handle(broker: Any, request: Any) -> dict[str, Any]:
+async def handle(broker: BrokerServices, request: Any) -> dict[str, Any]:
     body = request.body
     image = broker.controller.image
     requested = body.topics
@@ -28,17 +28,23 @@ async def handle(broker: Any, request: Any) -> dict[str, Any]:
         topics = [_describe(broker, t.name, image) for t in image.topics_by_name.values()]
     else:
         allow_create = getattr(body, "allow_auto_topic_creation", True) and broker.config.auto_create_topics_enable
-        topics = [_lookup(broker, entry, allow_create) for entry in requested]
+        topics = [await _lookup(broker, entry, allow_create) for entry in requested]
     image = broker.controller.image
+    # No authorizer: every supported operation, for those who ask (v8+), as Kafka reports it.
+    if getattr(body, "include_topic_authorized_operations", False):
+        for topic in topics:
+            topic["topic_authorized_operations"] = TOPIC_OPERATIONS
+    include_cluster = getattr(body, "include_cluster_authorized_operations", False)
     return {
         "brokers": broker.broker_endpoints(),
         "cluster_id": image.cluster_id,
         "controller_id": broker.node_id,
         "topics": topics,
+        "cluster_authorized_operations": CLUSTER_OPERATIONS if include_cluster else NOT_INCLUDED,
     }
 
 
-def _lookup(broker: Any, entry: Any, allow_create: bool) -> dict[str, Any]:
+async def _lookup(broker: BrokerServices, entry: Any, allow_create: bool) -> dict[str, Any]:
     image = broker.controller.image
     name = entry.name
     topic_id = getattr(entry, "topic_id", None)
@@ -54,11 +60,18 @@ def _lookup(broker: Any, entry: Any, allow_create: bool) -> dict[str, Any]:
             return {"error_code": exc.code, "name": name}
         if not allow_create or is_internal(name):
             return {"error_code": ErrorCode.unknown_topic_or_partition, "name": name}
-        broker.auto_create_topic(name)
+        await _auto_create(broker, name)
     return _describe(broker, name, broker.controller.image)
 
 
-def _describe(broker: Any, name: str, image: Any) -> dict[str, Any]:
+async def _auto_create(broker: BrokerServices, name: str) -> None:
+    spec = CreateTopicSpec(name=name, num_partitions=-1, replication_factor=-1, assignments=None, configs={})
+    [result] = await broker.controller_client.create_topics([spec], validate_only=False)
+    if result.error not in (ErrorCode.none, ErrorCode.topic_already_exists):
+        raise KafkaError(result.error, result.message)
+
+
+def _describe(broker: BrokerServices, name: str, image: Any) -> dict[str, Any]:
     topic = image.topics_by_name.get(name)
     if topic is None:
         return {"error_code": ErrorCode.unknown_topic_or_partition, "name": name}
@@ -82,7 +95,7 @@ def _describe(broker: Any, name: str, image: Any) -> dict[str, Any]:
         "topic_id": topic.topic_id,
         "is_internal": is_internal(name),
         "partitions": partitions,
-        "topic_authorized_operations": NO_OPERATIONS,
+        "topic_authorized_operations": NOT_INCLUDED,
     }
 
 

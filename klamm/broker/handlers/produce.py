@@ -19,17 +19,21 @@ as Kafka does, so the producer notices.
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from klamm.broker.handlers import Api
+from klamm.broker.services import BrokerServices
 from klamm.broker.metrics import batch_records_count
 from klamm.broker.network import CloseConnection
 from klamm.protocol.errors import ErrorCode, KafkaError
 from klamm.protocol.topics import is_internal
 from klamm.storage.log import AppendResult
 
+if TYPE_CHECKING:
+    from klamm.broker.partition import Partition
 
-async def handle(broker: Any, request: Any) -> dict[str, Any] | None:
+
+async def handle(broker: BrokerServices, request: Any) -> dict[str, Any] | None:
     body = request.body
     acks = body.acks
     # Every partition's append is submitted before the first await: see the module docstring.
@@ -60,7 +64,7 @@ async def handle(broker: Any, request: Any) -> dict[str, Any] | None:
     return {"responses": responses}
 
 
-def _submit(broker: Any, topic: str, index: int, records: Any, acks: int, transactional_id: str | None,
+def _submit(broker: BrokerServices, topic: str, index: int, records: Any, acks: int, transactional_id: str | None,
             durable: list[tuple[dict[str, Any], Any]]) -> dict[str, Any] | _Pending:
     """The partition's response, or a _Pending one when its append waits (worker thread, queue)."""
     try:
@@ -89,7 +93,7 @@ def _submit(broker: Any, topic: str, index: int, records: Any, acks: int, transa
 class _Pending:
     """An append waiting its turn in its partition (Partition.submit)."""
 
-    def __init__(self, broker: Any, partition: Any, topic: str, index: int, records: Any, acks: int,
+    def __init__(self, broker: BrokerServices, partition: Partition, topic: str, index: int, records: Any, acks: int,
                  future: asyncio.Future[AppendResult]) -> None:
         self.broker, self.partition, self.topic, self.index = broker, partition, topic, index
         self.records, self.acks, self.future = records, acks, future
@@ -108,7 +112,7 @@ class _Pending:
                          durable)
 
 
-def _appended(broker: Any, partition: Any, topic: str, index: int, records: Any, acks: int, result: AppendResult,
+def _appended(broker: BrokerServices, partition: Partition, topic: str, index: int, records: Any, acks: int, result: AppendResult,
               durable: list[tuple[dict[str, Any], Any]]) -> dict[str, Any]:
     # records_count from the batch header; a producer retry (duplicate) appended nothing
     broker.metrics.produced(topic, len(records), 0 if result.duplicate else batch_records_count(records))

@@ -11,11 +11,12 @@ from __future__ import annotations
 from typing import Any
 
 from klamm.broker.handlers import Api
+from klamm.broker.services import BrokerServices
 from klamm.broker.handlers.groups import millis
 from klamm.protocol.errors import ErrorCode, KafkaError
 
 
-async def handle(broker: Any, request: Any) -> dict[str, Any]:
+async def handle(broker: BrokerServices, request: Any) -> dict[str, Any]:
     body, version = request.body, request.api_version
     if body.transactional_id is None:
         return {"error_code": ErrorCode.none, "producer_id": broker.allocate_producer_id(), "producer_epoch": 0}

@@ -11,6 +11,7 @@ import uuid
 from typing import Any
 
 from klamm.broker.handlers import Api
+from klamm.broker.services import BrokerServices
 from klamm.config.topic import TopicConfig
 from klamm.controller.controller import CreatePartitionsSpec, CreateTopicSpec
 from klamm.protocol.errors import ErrorCode
@@ -18,7 +19,7 @@ from klamm.protocol.errors import ErrorCode
 _ZERO_ID = uuid.UUID(int=0)
 
 
-async def create_topics(broker: Any, request: Any) -> dict[str, Any]:
+async def create_topics(broker: BrokerServices, request: Any) -> dict[str, Any]:
     body = request.body
     specs, seen, duplicates = [], set(), set()
     for topic in body.topics:
@@ -33,7 +34,7 @@ async def create_topics(broker: Any, request: Any) -> dict[str, Any]:
         specs.append(CreateTopicSpec(name=topic.name, num_partitions=topic.num_partitions,
                                      replication_factor=topic.replication_factor,
                                      assignments=assignments, configs=configs))
-    results = broker.create_topics(specs, validate_only=body.validate_only) if specs else []
+    results = await broker.controller_client.create_topics(specs, validate_only=body.validate_only) if specs else []
     topics = [_created(broker, result) for result in results]
     topics += [{"name": name, "error_code": ErrorCode.invalid_request,
                 "error_message": f"Create topics request from client contains multiple entries for topic {name}",
@@ -41,7 +42,7 @@ async def create_topics(broker: Any, request: Any) -> dict[str, Any]:
     return {"topics": topics}
 
 
-def _created(broker: Any, result: Any) -> dict[str, Any]:
+def _created(broker: BrokerServices, result: Any) -> dict[str, Any]:
     entry: dict[str, Any] = {"name": result.name, "error_code": result.error, "error_message": result.message,
                              "topic_id": result.topic_id or _ZERO_ID,
                              "num_partitions": result.num_partitions, "replication_factor": result.replication_factor}
@@ -58,23 +59,29 @@ def _created(broker: Any, result: Any) -> dict[str, Any]:
     return entry
 
 
-async def delete_topics(broker: Any, request: Any) -> dict[str, Any]:
+async def delete_topics(broker: BrokerServices, request: Any) -> dict[str, Any]:
     body = request.body
     if request.api_version >= 6:
         wanted = [t.topic_id if t.name is None else t.name for t in body.topics]
     else:
         wanted = list(body.topic_names)
-    results = broker.controller.delete_topics(wanted)
+    if not broker.config.delete_topic_enable:
+        # Kafka's ControllerApis.deleteTopics: every topic fails; v0-2 predate TOPIC_DELETION_DISABLED.
+        code = ErrorCode.topic_deletion_disabled if request.api_version >= 3 else ErrorCode.invalid_request
+        return {"responses": [{"name": t if isinstance(t, str) else None,
+                               "topic_id": t if isinstance(t, uuid.UUID) else _ZERO_ID,
+                               "error_code": code, "error_message": "Topic deletion is disabled."} for t in wanted]}
+    results = await broker.controller_client.delete_topics(wanted)
     return {"responses": [{"name": r.name, "topic_id": r.topic_id, "error_code": r.error, "error_message": r.message}
                           for r in results]}
 
 
-async def create_partitions(broker: Any, request: Any) -> dict[str, Any]:
+async def create_partitions(broker: BrokerServices, request: Any) -> dict[str, Any]:
     body = request.body
     specs = [CreatePartitionsSpec(topic=t.name, count=t.count,
                                   assignments=[list(a.broker_ids) for a in t.assignments] if t.assignments else None)
              for t in body.topics]
-    results = broker.controller.create_partitions(specs, validate_only=body.validate_only)
+    results = await broker.controller_client.create_partitions(specs, validate_only=body.validate_only)
     return {"results": [{"name": r.topic, "error_code": r.error, "error_message": r.message} for r in results]}
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from klamm.broker.handlers import Api
+from klamm.broker.services import BrokerServices
 from klamm.broker.handlers.groups_offsets import partition_exists, requested_offsets
 from klamm.protocol.errors import ErrorCode, KafkaError
 from klamm.protocol.topics import CONSUMER_OFFSETS
@@ -31,7 +32,7 @@ def _topic_results(errors: dict[tuple[str, int], ErrorCode]) -> list[dict[str, A
 
 
 # AddPartitionsToTxn
-async def add_partitions_to_txn(broker: Any, request: Any) -> dict[str, Any]:
+async def add_partitions_to_txn(broker: BrokerServices, request: Any) -> dict[str, Any]:
     body, version = request.body, request.api_version
     if version <= 3:
         errors = _add_partitions(broker, body.v3_and_below_transactional_id, body.v3_and_below_producer_id,
@@ -46,7 +47,7 @@ async def add_partitions_to_txn(broker: Any, request: Any) -> dict[str, Any]:
     return {"error_code": ErrorCode.none, "results_by_transaction": results}
 
 
-def _add_partitions(broker: Any, transactional_id: str, producer_id: int, epoch: int, topics: Any,
+def _add_partitions(broker: BrokerServices, transactional_id: str, producer_id: int, epoch: int, topics: Any,
                     verify_only: bool) -> dict[tuple[str, int], ErrorCode]:
     wanted = [(t.name, p) for t in topics for p in t.partitions]
     unknown = {tp for tp in wanted if not partition_exists(broker, *tp)}
@@ -64,7 +65,7 @@ def _add_partitions(broker: Any, transactional_id: str, producer_id: int, epoch:
 
 
 # AddOffsetsToTxn
-async def add_offsets_to_txn(broker: Any, request: Any) -> dict[str, Any]:
+async def add_offsets_to_txn(broker: BrokerServices, request: Any) -> dict[str, Any]:
     body = request.body
     try:
         broker.group_coordinator.ensure_topic()
@@ -78,7 +79,7 @@ async def add_offsets_to_txn(broker: Any, request: Any) -> dict[str, Any]:
 
 
 # EndTxn
-async def end_txn(broker: Any, request: Any) -> dict[str, Any]:
+async def end_txn(broker: BrokerServices, request: Any) -> dict[str, Any]:
     body = request.body
     try:
         coordinator = broker.transactions.ready()
@@ -90,7 +91,7 @@ async def end_txn(broker: Any, request: Any) -> dict[str, Any]:
 
 
 # TxnOffsetCommit
-async def txn_offset_commit(broker: Any, request: Any) -> dict[str, Any]:
+async def txn_offset_commit(broker: BrokerServices, request: Any) -> dict[str, Any]:
     body, version = request.body, request.api_version
     requested, offsets, unknown = requested_offsets(broker, body)
     try:
@@ -109,7 +110,7 @@ async def txn_offset_commit(broker: Any, request: Any) -> dict[str, Any]:
 
 
 # DescribeTransactions
-async def describe_transactions(broker: Any, request: Any) -> dict[str, Any]:
+async def describe_transactions(broker: BrokerServices, request: Any) -> dict[str, Any]:
     try:
         coordinator = broker.transactions.ready()
     except KafkaError as exc:
@@ -120,7 +121,7 @@ async def describe_transactions(broker: Any, request: Any) -> dict[str, Any]:
 
 
 # ListTransactions
-async def list_transactions(broker: Any, request: Any) -> dict[str, Any]:
+async def list_transactions(broker: BrokerServices, request: Any) -> dict[str, Any]:
     body = request.body
     try:
         coordinator = broker.transactions.ready()

@@ -24,6 +24,7 @@ from confluent_kafka import KafkaException, TopicCollection
 from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, NewTopic
 
 from klamm.cli.tools.common import ToolError, add_bootstrap, admin_config, kafka_error_message, key_value
+from klamm.protocol.topics import INTERNAL_TOPICS, SHARE_GROUP_STATE
 
 TIMEOUT_S = 30.0
 ACTIONS = ("create", "list", "describe", "alter", "delete")
@@ -264,7 +265,7 @@ def matching_topics(admin: AdminClient, pattern: str | None, exclude_internal: b
 
 
 def is_internal(name: str) -> bool:
-    return name in ("__consumer_offsets", "__transaction_state", "__share_group_state")
+    return name in INTERNAL_TOPICS or name == SHARE_GROUP_STATE
 
 
 def existing_topics(admin: AdminClient, args: argparse.Namespace) -> list[str]:

@@ -1,0 +1,142 @@
+"""What request handlers may use of the broker: one narrow interface.
+
+Handlers are typed against `BrokerServices`, not the `Broker` class, so the
+surface they depend on is written down here and nowhere else. Reads of cluster
+metadata go through `controller.image` (a `MetadataView`); every metadata
+write a handler makes (create, delete and grow topics, elect leaders, alter
+configs) goes through `controller_client`, the one seam that the cluster work
+turns into a remote call to the active controller. Today `LocalControllerClient`
+runs it against the in-process controller.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from klamm.config.topic import TopicConfig
+
+if TYPE_CHECKING:
+    from klamm.broker.fetch_session import FetchSessionCache
+    from klamm.broker.metrics import BrokerMetrics
+    from klamm.broker.replica_manager import ReplicaManager
+    from klamm.config.broker import BrokerConfig
+    from klamm.controller.configs import ConfigValidator
+    from klamm.controller.controller import Controller
+    from klamm.controller.elections import ElectionOutcome
+    from klamm.controller.image import MetadataImage
+    from klamm.controller.topics import (CreatePartitionsResult, CreatePartitionsSpec, CreateTopicSpec,
+                                         DeleteTopicResult, TopicResult)
+    from klamm.coordinator.runtime import GroupCoordinatorRuntime
+    from klamm.coordinator.transactions.runtime import TransactionCoordinatorRuntime
+    from klamm.storage.log_manager import LogManager
+
+__all__ = ["BrokerServices", "ControllerClient", "LocalControllerClient", "MetadataConfigSource", "MetadataView"]
+
+
+class MetadataView(Protocol):
+    """The latest metadata image this broker has applied (read-only)."""
+
+    @property
+    def image(self) -> MetadataImage: ...
+
+
+class ControllerClient(Protocol):
+    """Every metadata write a handler asks for. Async: in a cluster it is a request to the controller."""
+
+    async def create_topics(self, specs: Sequence[CreateTopicSpec], *, validate_only: bool) -> list[TopicResult]: ...
+
+    async def delete_topics(self, topics: Sequence[str | uuid.UUID]) -> list[DeleteTopicResult]: ...
+
+    async def create_partitions(self, specs: Sequence[CreatePartitionsSpec], *,
+                                validate_only: bool) -> list[CreatePartitionsResult]: ...
+
+    async def elect_leaders(self, election: int,
+                            partitions: Mapping[str, Sequence[int]]) -> dict[str, list[ElectionOutcome]]: ...
+
+    async def alter_topic_configs(self, topic: str, set_configs: Mapping[str, str], delete_configs: Iterable[str],
+                                  *, replace: bool, validate_only: bool,
+                                  validate_config: ConfigValidator | None) -> dict[str, str]: ...
+
+    async def alter_broker_configs(self, node_id: int | None, set_configs: Mapping[str, str],
+                                   delete_configs: Iterable[str], *, replace: bool, validate_only: bool,
+                                   validate_config: ConfigValidator | None) -> dict[str, str]: ...
+
+
+class BrokerServices(Protocol):
+    """Exactly what the handlers in klamm/broker/handlers use of a broker."""
+
+    node_id: int
+    config: BrokerConfig  # static overlaid with dynamic configs; replaced when they change
+    static_config: BrokerConfig
+    log_dirs: list[Path]
+    advertised_host: str
+    advertised_port: int
+    logs: LogManager | None
+    controller_client: ControllerClient
+    replicas: ReplicaManager
+    group_coordinator: GroupCoordinatorRuntime
+    transactions: TransactionCoordinatorRuntime
+    metrics: BrokerMetrics
+    fetch_sessions: FetchSessionCache
+
+    @property
+    def controller(self) -> MetadataView:
+        """Read-only here: handlers read the image through it and write only through controller_client."""
+        ...
+
+    def supported_versions(self) -> dict[int, tuple[int, int]]: ...
+
+    def broker_endpoints(self) -> list[dict[str, Any]]: ...
+
+    def allocate_producer_id(self) -> int: ...
+
+
+class MetadataConfigSource(Protocol):
+    """Where the client reads the broker's current defaults (num.partitions, ...) at each call."""
+
+    config: BrokerConfig
+
+
+class LocalControllerClient:
+    """The controller client of a single node: calls the in-process controller directly.
+
+    Its coroutines never suspend, so a handler's metadata write still takes effect
+    before the next request of the connection is handled (request order).
+    """
+
+    def __init__(self, controller: Controller, config: MetadataConfigSource) -> None:
+        self._controller = controller
+        self._config = config
+
+    async def create_topics(self, specs: Sequence[CreateTopicSpec], *, validate_only: bool) -> list[TopicResult]:
+        config = self._config.config
+        return self._controller.create_topics(
+            specs, validate_only=validate_only, default_partitions=config.num_partitions,
+            default_replication_factor=config.default_replication_factor,
+            validate_config=lambda configs: TopicConfig.validate(self._config.config, configs))
+
+    async def delete_topics(self, topics: Sequence[str | uuid.UUID]) -> list[DeleteTopicResult]:
+        return self._controller.delete_topics(topics)
+
+    async def create_partitions(self, specs: Sequence[CreatePartitionsSpec], *,
+                                validate_only: bool) -> list[CreatePartitionsResult]:
+        return self._controller.create_partitions(specs, validate_only=validate_only)
+
+    async def elect_leaders(self, election: int,
+                            partitions: Mapping[str, Sequence[int]]) -> dict[str, list[ElectionOutcome]]:
+        return self._controller.elect_leaders(election, partitions)
+
+    async def alter_topic_configs(self, topic: str, set_configs: Mapping[str, str], delete_configs: Iterable[str],
+                                  *, replace: bool, validate_only: bool,
+                                  validate_config: ConfigValidator | None) -> dict[str, str]:
+        return self._controller.alter_topic_configs(topic, set_configs, delete_configs, replace=replace,
+                                                    validate_only=validate_only, validate_config=validate_config)
+
+    async def alter_broker_configs(self, node_id: int | None, set_configs: Mapping[str, str],
+                                   delete_configs: Iterable[str], *, replace: bool, validate_only: bool,
+                                   validate_config: ConfigValidator | None) -> dict[str, str]:
+        return self._controller.alter_broker_configs(node_id, set_configs, delete_configs, replace=replace,
+                                                     validate_only=validate_only, validate_config=validate_config)
