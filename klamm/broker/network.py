@@ -207,8 +207,17 @@ class ClientConnection(asyncio.Protocol):
         request.client_host = self.client_host
         budget = self.processor.budget
         budget.take(request.size)
+        counted = True
+
+        def leave_queue() -> None:  # once: when the handler parks, or when it is done
+            nonlocal counted
+            if counted:
+                counted = False
+                budget.give_back(request.size)
+
+        request.leave_queue = leave_queue
         future = asyncio.ensure_future(self.processor.handler(request, self))
-        future.add_done_callback(lambda _: budget.give_back(request.size))
+        future.add_done_callback(lambda _: leave_queue())
         self._pending.append(future)
         self._requests.append(request)
         self._wakeup.set()

@@ -11,6 +11,7 @@ connection (Kafka does the same for malformed or oversized frames).
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from typing import Any, Final
@@ -50,6 +51,9 @@ class Request:
     body: Any
     size: int  # frame size in bytes
     client_host: str = ""  # "/ip", as Kafka reports it; set by the network layer
+    # Set by the network layer: gives back the request's share of queued.max.requests/.request.bytes.
+    # A handler that parks (a long-poll fetch) calls it, as Kafka counts its purgatory in neither.
+    leave_queue: Callable[[], None] = lambda: None
 
 
 class ServerConnection:

@@ -7,11 +7,13 @@ max.connections.per.ip(.overrides), num.network.threads.
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 import socket
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -87,27 +89,58 @@ def _waiting_for_budget(broker: BrokerThread, client: RawClient) -> bool:
     return broker.call(lambda: any(c.peer == peer for c in broker.broker._processors[0].budget._waiting))
 
 
+def _hold_requests_of(broker: BrokerThread, client_id: str) -> asyncio.Event:
+    """Handlers of `client_id`'s requests wait for the returned event: requests in the queue that stay there."""
+    def install() -> asyncio.Event:
+        release = asyncio.Event()
+        for processor in broker.broker._processors:
+            inner = processor.handler
+
+            async def held(request: Any, connection: Any, inner: Any = inner) -> Any:
+                if request.client_id == client_id:
+                    await release.wait()
+                return await inner(request, connection)
+
+            processor.handler = held
+        return release
+    return broker.call(install)
+
+
 @pytest.mark.parametrize("overrides,pipelined", [
     ({"queued.max.requests": "1"}, 1),
-    # Kafka requires at least socket.request.max.bytes; two ~600-byte fetches spend 1000 bytes
+    # Kafka requires at least socket.request.max.bytes; two ~560-byte requests spend 1000 bytes
     ({"queued.max.request.bytes": "1000", "socket.request.max.bytes": "1000"}, 2),
 ])
 def test_queued_requests_are_bounded_across_connections(broker_factory: Callable[..., BrokerThread],
                                                         overrides: dict[str, str], pipelined: int) -> None:
     broker = broker_factory(**overrides)
-    with broker.connect() as c:
-        create_topic(c, "idle")
-    with broker.connect(client_id="c" * 500) as poller, broker.connect() as other:
+    slow_client = "s" * 500
+    release = _hold_requests_of(broker, slow_client)
+    with broker.connect(client_id=slow_client) as slow, broker.connect() as other:
         for _ in range(pipelined):
-            poller.send(FETCH, 11, fetch_body("idle", 0, max_wait_ms=1500, min_bytes=1))
-        wait_for(lambda: _parked(broker, "idle") == pipelined)
+            slow.send(API_VERSIONS, 3, VERSIONS_BODY)
         other.send(API_VERSIONS, 3, VERSIONS_BODY)
         wait_for(lambda: _waiting_for_budget(broker, other))  # read off the wire, then reading stopped
         assert _silent(other)
-        _, answer = other.receive()  # once the long polls answer, the budget frees and `other` is read
+        broker.call(release.set)  # the held requests finish: the budget frees and `other` is read
+        _, answer = other.receive()
         assert answer.error_code == 0
         for _ in range(pipelined):
-            poller.receive()
+            slow.receive()
+
+
+def test_parked_fetches_do_not_hold_the_queue(broker_factory: Callable[..., BrokerThread]) -> None:
+    """Kafka counts neither its purgatory in queued.max.requests nor a parked fetch's bytes."""
+    broker = broker_factory(**{"queued.max.requests": "1"})
+    with broker.connect() as c:
+        create_topic(c, "idle")
+    with broker.connect() as poller, broker.connect() as other:
+        poller.send(FETCH, 11, fetch_body("idle", 0, max_wait_ms=20_000, min_bytes=1))
+        wait_for(lambda: _parked(broker, "idle") == 1)
+        other.send(API_VERSIONS, 3, VERSIONS_BODY)
+        _, answer = other.receive()  # answered while the long poll waits
+        assert answer.error_code == 0
+        assert _parked(broker, "idle") == 1
 
 
 # ------------------------------------------------------------- socket options ---

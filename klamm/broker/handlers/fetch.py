@@ -61,6 +61,7 @@ async def handle(broker: BrokerServices, request: Any) -> dict[str, Any]:
         remaining = deadline - time.monotonic()
         if total >= min_bytes or errors or remaining <= 0:
             break
+        request.leave_queue()  # parked, like Kafka's purgatory: no longer holds a place in the request queue
         broker.metrics.parked_fetches += 1
         try:
             await broker.replicas.wait_for_append([p for _, _, p, _ in wanted if p is not None], remaining)

@@ -51,7 +51,8 @@ async def handle(broker: BrokerServices, request: Any) -> dict[str, Any] | None:
             failed = failed or response["error_code"] != ErrorCode.none
             partitions.append(response)
         responses.append({"name": name, "partition_responses": partitions})
-    if acks != 0:
+    if acks != 0 and durable:
+        request.leave_queue()  # waiting for an fsync, like Kafka's delayed produce: out of the request queue
         for response, waiting in durable:
             try:
                 await waiting
