@@ -108,6 +108,7 @@ class Broker:
         self.replicas.apply_image(self.controller.image)
         self.controller.on_change(lambda _old, new: self.replicas.apply_image(new))
         self.controller.on_change(self.metrics.forget_deleted_topics)
+        self.controller.on_change(self.metrics.count_isr_changes)
         self.controller.on_change(lambda _old, new: apply_dynamic_broker_configs(self, new))
         # group coordinator: loads __consumer_offsets (if it exists) while serving
         self.group_coordinator = GroupCoordinatorRuntime(self)

@@ -8,7 +8,15 @@ so a process can run several brokers. Two kinds of figures:
   latency per API, bytes and messages in and bytes out per topic;
 * computed when Prometheus scrapes, by `BrokerStateCollector` reading broker
   state: connections, partitions and their offsets and sizes, parked fetches,
-  consumer-group lag, log cleaner totals. Nothing is updated on append.
+  consumer-group lag, log cleaner totals, and the replication state of the
+  partitions this broker leads, read from the metadata image (Kafka's
+  UnderReplicatedPartitions, UnderMinIsrPartitionCount, AtMinIsrPartitionCount,
+  LeaderCount, and on the active controller OfflinePartitionsCount,
+  ActiveControllerCount, ActiveBrokerCount and FencedBrokerCount). Nothing is
+  updated on append.
+
+ISR shrinks and expands (Kafka's IsrShrinksPerSec and IsrExpandsPerSec) are
+counted by the leader when a new image commits its partition's changed ISR.
 
 The endpoint is served on the broker's own event loop (`MetricsServer`), not in
 prometheus_client's HTTP thread: the collector then reads partitions and groups
@@ -28,6 +36,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, generate_latest
 from prometheus_client.registry import Collector
 
+from klamm.controller.controller import Controller
 from klamm.protocol.api import api_name
 
 log = logging.getLogger("klamm.metrics")
@@ -71,6 +80,11 @@ class BrokerMetrics:
                                     ["topic"], registry=self.registry)
         self._bytes_out = Counter("klamm_topic_bytes_out", "Record batch bytes fetched from a topic.",
                                   ["topic"], registry=self.registry)
+        self._isr_shrinks = Counter("klamm_isr_shrinks", "ISR shrinks of partitions this broker leads.",
+                                    registry=self.registry)
+        self._isr_expands = Counter("klamm_isr_expands", "ISR expansions of partitions this broker leads.",
+                                    registry=self.registry)
+        self._node_id = getattr(broker, "node_id", None)
         self._request_series: dict[tuple[int, int], tuple[Any, Any]] = {}
         self._in_series: dict[str, tuple[Any, Any]] = {}
         self._out_series: dict[str, Any] = {}
@@ -108,6 +122,22 @@ class BrokerMetrics:
             if self._out_series.pop(topic, None) is not None:
                 self._bytes_out.remove(topic)
 
+    def count_isr_changes(self, old_image: Any, new_image: Any) -> None:
+        """A controller listener: one shrink or expansion per committed ISR change of a partition led here."""
+        for topic in new_image.topics_by_name.values():
+            before = old_image.topics_by_name.get(topic.name)
+            if before is None or before.topic_id != topic.topic_id:
+                continue
+            for index, partition in topic.partitions.items():
+                previous = before.partitions.get(index)
+                if partition.leader != self._node_id or previous is None or previous.isr == partition.isr:
+                    continue
+                old, new = set(previous.isr), set(partition.isr)
+                if old - new:
+                    self._isr_shrinks.inc()
+                if new - old:
+                    self._isr_expands.inc()
+
     def _new_request_series(self, api_key: int, version: int) -> tuple[Any, Any]:
         name = display_api_name(api_key)
         series = (self._requests.labels(name, str(version)), self._duration.labels(name))
@@ -136,6 +166,7 @@ class BrokerStateCollector(Collector):
         yield purgatory
         yield from self._groups()
         yield from self._cleaner()
+        yield from self._replication()
 
     def _network(self) -> Iterator[Any]:
         processors = getattr(self.broker, "_processors", [])
@@ -156,20 +187,52 @@ class BrokerStateCollector(Collector):
         end = GaugeMetricFamily("klamm_partition_log_end_offset", "Offset the next record will get.", labels=labels)
         high = GaugeMetricFamily("klamm_partition_high_watermark", "Last committed offset + 1.", labels=labels)
         size = GaugeMetricFamily("klamm_partition_size_bytes", "Bytes of the partition's log segments.", labels=labels)
-        under_replicated = 0
         for partition in partitions:
             key = [partition.topic, str(partition.index)]
             start.add_metric(key, partition.log_start_offset)
             end.add_metric(key, partition.log_end_offset)
             high.add_metric(key, partition.high_watermark)
             size.add_metric(key, partition.log.size_in_bytes())
-            under_replicated += len(partition.isr) < len(partition.replicas)
         yield GaugeMetricFamily("klamm_partitions", "Partitions hosted by this broker.", value=len(partitions))
         yield GaugeMetricFamily("klamm_topics", "Topics with a partition on this broker.",
                                 value=len({p.topic for p in partitions}))
-        yield GaugeMetricFamily("klamm_under_replicated_partitions", "Partitions whose ISR is smaller than their replica set.",
-                                value=under_replicated)
         yield from (start, end, high, size)
+
+    def _replication(self) -> Iterator[Any]:
+        """What the image says of the partitions this broker leads, and, on the active controller, of all."""
+        image = _image(self.broker)
+        node_id = getattr(self.broker, "node_id", None)
+        replicas = getattr(self.broker, "replicas", None)
+        hosted = replicas.partitions if replicas is not None else {}
+        leaders = under_replicated = under_min_isr = at_min_isr = offline = 0
+        for topic in image.topics_by_name.values() if image is not None else ():
+            for index, partition in topic.partitions.items():
+                offline += partition.leader < 0
+                if partition.leader != node_id:
+                    continue
+                leaders += 1
+                under_replicated += len(partition.isr) < len(partition.replicas)
+                local = hosted.get((topic.name, index))
+                min_isr = local.config.min_insync_replicas if local is not None else 1
+                under_min_isr += len(partition.isr) < min_isr
+                at_min_isr += len(partition.isr) == min_isr
+        controller = _is_active_controller(self.broker)
+        brokers = list(image.brokers.values()) if image is not None and controller else []
+        yield GaugeMetricFamily("klamm_leader_partitions", "Partitions this broker leads.", value=leaders)
+        yield GaugeMetricFamily("klamm_under_replicated_partitions",
+                                "Partitions led here whose ISR is smaller than their replica set.", value=under_replicated)
+        yield GaugeMetricFamily("klamm_under_min_isr_partitions",
+                                "Partitions led here whose ISR is smaller than min.insync.replicas.", value=under_min_isr)
+        yield GaugeMetricFamily("klamm_at_min_isr_partitions",
+                                "Partitions led here whose ISR is exactly min.insync.replicas.", value=at_min_isr)
+        yield GaugeMetricFamily("klamm_active_controller", "1 on the active controller, else 0.", value=int(controller))
+        yield GaugeMetricFamily("klamm_offline_partitions",
+                                "Partitions without a leader (reported by the active controller).",
+                                value=offline if controller else 0)
+        yield GaugeMetricFamily("klamm_active_brokers", "Registered unfenced brokers (active controller).",
+                                value=sum(not b.fenced for b in brokers))
+        yield GaugeMetricFamily("klamm_fenced_brokers", "Registered fenced brokers (active controller).",
+                                value=sum(b.fenced for b in brokers))
 
     def _groups(self) -> Iterator[Any]:
         runtime = getattr(self.broker, "group_coordinator", None)
@@ -201,6 +264,18 @@ class BrokerStateCollector(Collector):
                                   value=_sum_of(cleaners, "bytes_cleaned"))
         yield CounterMetricFamily("klamm_log_cleaner_written_bytes", "Bytes of cleaned segments written.",
                                   value=_sum_of(cleaners, "bytes_written"))
+
+
+def _image(broker: Any) -> Any:
+    """The metadata image the broker serves from, or None before it has one."""
+    controller = getattr(broker, "controller", None)
+    return getattr(controller, "image", None)
+
+
+def _is_active_controller(broker: Any) -> bool:
+    """This broker runs the controller: its metadata comes from a local Controller with its own node id."""
+    controller = getattr(broker, "controller", None)
+    return isinstance(controller, Controller) and controller.node_id == getattr(broker, "node_id", None)
 
 
 def _cleaners(broker: Any) -> list[Any]:

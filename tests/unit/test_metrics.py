@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+import uuid
 import urllib.error
 import urllib.request
 from types import SimpleNamespace
@@ -12,6 +13,10 @@ from prometheus_client import REGISTRY
 from prometheus_client.parser import text_string_to_metric_families
 
 from klamm.broker.metrics import BrokerMetrics, batch_records_count, display_api_name
+from klamm.controller.controller import Controller
+from klamm.controller.image import MetadataImage, apply_batch, empty_image
+from klamm.controller.metadata_log import InMemoryMetadataLog
+from klamm.controller.records import MetadataRecord, decode_record, encode_record
 from klamm.coordinator.records import CommittedOffset
 from klamm.protocol.records import NewRecord, build_batch
 from klamm.testing import run_broker
@@ -92,7 +97,26 @@ def test_requests_are_counted_and_timed_per_api():
 def _fake_partition(topic: str, index: int, start: int, end: int, size: int, replicas: int = 1, isr: int = 1):
     return SimpleNamespace(topic=topic, index=index, log_start_offset=start, log_end_offset=end, high_watermark=end,
                            log=SimpleNamespace(size_in_bytes=lambda: size), replicas=list(range(replicas)),
-                           isr=list(range(isr)))
+                           isr=list(range(isr)), config=SimpleNamespace(min_insync_replicas=2))
+
+
+def _image(*partitions: tuple[str, int, int, tuple[int, ...], tuple[int, ...]], brokers=()) -> MetadataImage:
+    """An image from (topic, index, leader, replicas, isr) rows, and (node id, fenced) brokers."""
+    image = empty_image("cluster", 0)
+    records = [MetadataRecord("RegisterBrokerRecord", {
+        "broker_id": node_id, "incarnation_id": uuid.uuid4(), "broker_epoch": node_id, "end_points": [],
+        "features": [], "rack": None, "fenced": fenced}) for node_id, fenced in brokers]
+    topic_ids = {name: uuid.uuid4() for name, *_ in partitions}
+    records += [MetadataRecord("TopicRecord", {"name": name, "topic_id": topic_id}) for name, topic_id in topic_ids.items()]
+    records += [MetadataRecord("PartitionRecord", {
+        "partition_id": index, "topic_id": topic_ids[name], "replicas": list(replicas), "isr": list(isr),
+        "leader": leader, "leader_epoch": 0, "partition_epoch": 0}) for name, index, leader, replicas, isr in partitions]
+    return apply_batch(image, enumerate(_replayed(records)))
+
+
+def _replayed(records: list[MetadataRecord]) -> list[MetadataRecord]:
+    """Records as replay sees them: encoded and decoded, so absent fields get their defaults."""
+    return [decode_record(encode_record(record)) for record in records]
 
 
 def _fake_broker(cleaner=None):
@@ -102,8 +126,10 @@ def _fake_broker(cleaner=None):
                             offsets={("a", 0): CommittedOffset(60, -1, "", 0), ("a", 1): CommittedOffset(40, -1, "", 0),
                                      ("gone", 0): CommittedOffset(5, -1, "", 0)})
     processor = SimpleNamespace(connections={1, 2, 3}, connections_accepted=7, bytes_sent=999)
+    image = _image(("a", 0, 0, (0,), (0,)), ("a", 1, 0, (0,), (0,)), ("b", 0, 0, (0, 1, 2), (0, 1)))
     broker = SimpleNamespace(replicas=SimpleNamespace(partitions=partitions), _processors=[processor], bytes_in=1234,
-                             group_coordinator=SimpleNamespace(coordinator=SimpleNamespace(groups={"g": group})))
+                             group_coordinator=SimpleNamespace(coordinator=SimpleNamespace(groups={"g": group})),
+                             node_id=0, controller=SimpleNamespace(image=image))
     if cleaner is not None:
         broker.log_cleaner = cleaner
     return broker
@@ -190,3 +216,49 @@ def test_a_deleted_topic_loses_its_series():
     assert 'topic="deleted"' not in text
     metrics.produced("deleted", 5, 2)  # recreated: counts start again
     assert value(metrics.exposition().decode(), "klamm_topic_messages_in_total", topic="deleted") == 2
+
+
+def test_replication_gauges_read_the_image_of_partitions_led_here():
+    # broker 1 leads a-0 (ISR 1 of 3: under-replicated, under min ISR 2) and a-1 (ISR 2 of 3: at min ISR);
+    # broker 2 leads b-0; c-0 has no leader (offline); broker 3 is fenced.
+    image = _image(("a", 0, 1, (1, 2, 3), (1,)), ("a", 1, 1, (1, 2, 3), (1, 2)), ("b", 0, 2, (2, 1), (2, 1)),
+                   ("c", 0, -1, (3,), (3,)), brokers=[(1, False), (2, False), (3, True)])
+    hosted = {("a", 0): _fake_partition("a", 0, 0, 0, 0), ("a", 1): _fake_partition("a", 1, 0, 0, 0)}
+    follower = SimpleNamespace(node_id=1, controller=SimpleNamespace(image=image),
+                               replicas=SimpleNamespace(partitions=hosted))
+    text = BrokerMetrics(follower).exposition().decode()
+    assert value(text, "klamm_leader_partitions") == 2
+    assert value(text, "klamm_under_replicated_partitions") == 2
+    assert value(text, "klamm_under_min_isr_partitions") == 1
+    assert value(text, "klamm_at_min_isr_partitions") == 1
+    # not the active controller: the cluster-wide counts are the controller's to report
+    assert value(text, "klamm_active_controller") == 0
+    assert value(text, "klamm_offline_partitions") == 0
+    assert value(text, "klamm_fenced_brokers") == 0
+
+    controller = Controller(InMemoryMetadataLog(), 1)
+    active = SimpleNamespace(node_id=1, controller=controller, replicas=SimpleNamespace(partitions=hosted))
+    controller._image = image  # the collector reads only `.image`
+    text = BrokerMetrics(active).exposition().decode()
+    assert value(text, "klamm_active_controller") == 1
+    assert value(text, "klamm_offline_partitions") == 1
+    assert value(text, "klamm_active_brokers") == 2
+    assert value(text, "klamm_fenced_brokers") == 1
+
+
+def test_isr_changes_are_counted_by_the_leader():
+    before = _image(("t", 0, 1, (1, 2, 3), (1, 2, 3)), ("t", 1, 2, (2, 1), (2, 1)))
+    topic = before.topics_by_name["t"]
+    def changed(isr0: tuple[int, ...], isr1: tuple[int, ...]) -> MetadataImage:
+        return apply_batch(before, enumerate(_replayed([
+            MetadataRecord("PartitionChangeRecord", {"partition_id": 0, "topic_id": topic.topic_id, "isr": list(isr0)}),
+            MetadataRecord("PartitionChangeRecord", {"partition_id": 1, "topic_id": topic.topic_id, "isr": list(isr1)}),
+        ]), start=100))
+    metrics = BrokerMetrics(SimpleNamespace(node_id=1))
+    shrunk = changed((1, 3), (2,))  # t-0 led here shrinks; t-1 is led by broker 2: not counted here
+    metrics.count_isr_changes(before, shrunk)
+    metrics.count_isr_changes(shrunk, changed((1, 3, 2), (2, 1)))
+    metrics.count_isr_changes(shrunk, shrunk)  # no change, no count
+    text = metrics.exposition().decode()
+    assert value(text, "klamm_isr_shrinks_total") == 1
+    assert value(text, "klamm_isr_expands_total") == 1
