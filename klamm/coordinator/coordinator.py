@@ -135,6 +135,36 @@ class GroupCoordinator:
                     self._schedule_session(group, member)
         self._schedule_retention()
 
+    def unload(self, partition: int) -> None:
+        """Stop serving a partition this broker no longer leads (Kafka's onResignation).
+
+        Its groups leave memory (their state stays in the log, for the new leader to
+        load), their timers go, and requests parked in a join or sync answer
+        NOT_COORDINATOR so their members look for the new coordinator.
+        """
+        self._owned.discard(partition)
+        self._loading.discard(partition)
+        gone = {group_id for group_id, group in self.groups.items() if group.partition == partition}
+        for group_id in gone:
+            for member in self.groups.pop(group_id).members.values():
+                if member.join_callback is not None:
+                    member.join_callback(join_error(ErrorCode.not_coordinator, member.member_id))
+                    member.join_callback = None
+                if member.sync_callback is not None:
+                    member.sync_callback(sync_response(ErrorCode.not_coordinator))
+                    member.sync_callback = None
+        self.timer.cancel_where(lambda key: isinstance(key, tuple) and len(key) > 1 and key[1] in gone)
+        for producer_id, pending in list(self._pending_txn.items()):
+            for key in [key for key in pending if self.partition_for(key[0]) == partition]:
+                del pending[key]
+            if not pending:
+                del self._pending_txn[producer_id]
+
+    @property
+    def owned(self) -> frozenset[int]:
+        """Partitions of __consumer_offsets served here (loaded or loading)."""
+        return frozenset(self._owned)
+
     def is_loading(self) -> bool:
         return bool(self._loading)
 

@@ -1,12 +1,14 @@
 """The group coordinator inside the broker: __consumer_offsets, loading, appends and timers.
 
-The topic is created on the first FindCoordinator(GROUP) (or at start-up when it
-already exists, it is loaded): `offsets.topic.num.partitions` partitions,
-cleanup.policy=compact, and a replication factor of
-min(offsets.topic.replication.factor, live brokers) — Kafka would refuse to
-create it with fewer brokers than asked; a single-node klamm caps it instead.
-Every partition is loaded (replayed from its start) before the coordinator
-answers for the groups on it; meanwhile it answers COORDINATOR_LOAD_IN_PROGRESS.
+The topic is created on the first FindCoordinator(GROUP):
+`offsets.topic.num.partitions` partitions, cleanup.policy=compact, and a
+replication factor of min(offsets.topic.replication.factor, live brokers) —
+Kafka would refuse to create it with fewer brokers than asked; a single-node
+klamm caps it instead. This broker coordinates the groups of the partitions it
+leads, following the metadata image (Kafka's onElection / onResignation): a
+partition it becomes leader of is loaded (replayed from its start) before the
+coordinator answers for its groups — meanwhile COORDINATOR_LOAD_IN_PROGRESS —
+and one it stops leading is unloaded, its groups answering NOT_COORDINATOR.
 
 `apply` writes an operation's records — one batch per partition, appended
 synchronously — then replays them into the state machine and runs its
@@ -19,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from klamm.coordinator.coordinator import CoordinatorConfig, GroupCoordinator, Result
@@ -77,52 +79,74 @@ class GroupCoordinatorRuntime:
         self.timer = Timer(wall_clock_ms, on_change=self._wake.set)
         self.coordinator: GroupCoordinator | None = None
         self._tasks: list[asyncio.Task[None]] = []
+        self._loads: dict[int, asyncio.Task[None]] = {}  # partitions of __consumer_offsets being loaded
+        self._unsubscribe: Callable[[], None] | None = None
 
     # lifecycle
     async def start(self) -> None:
         self._tasks.append(asyncio.ensure_future(self._run_timers()))
-        if self._topic() is not None:
-            self._tasks.append(asyncio.ensure_future(self._load(self._new_coordinator())))
+        self._unsubscribe = self.broker.controller.on_change(lambda _old, new: self.follow_leadership(new))
+        self.follow_leadership(self.broker.controller.image)
 
     async def stop(self) -> None:
-        for task in self._tasks:
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+            self._unsubscribe = None
+        for task in [*self._tasks, *self._loads.values()]:
             task.cancel()
         self._tasks.clear()
+        self._loads.clear()
 
     def _topic(self) -> Any:
         return self.broker.controller.image.topics_by_name.get(CONSUMER_OFFSETS)
 
     def ensure_topic(self) -> None:
-        """Create __consumer_offsets if missing and start serving its (empty) partitions."""
+        """Create __consumer_offsets if missing and start serving the (empty) partitions led here."""
         if self._topic() is None:
             config = self.broker.config
             self.broker.create_internal_topic(
                 CONSUMER_OFFSETS, config.offsets_topic_num_partitions, config.offsets_topic_replication_factor,
                 {"compression.type": "producer", "segment.bytes": str(config.offsets_topic_segment_bytes)})
-        if self.coordinator is None:
-            self._load_now()
+            self._load_pending_now()  # the new partitions are empty: serve them at once
 
-    # loading
-    def _new_coordinator(self) -> GroupCoordinator:
-        partitions = len(self._topic().partitions)
-        self.coordinator = GroupCoordinator(coordinator_config(self.broker.config, partitions), self.timer)
-        for index in range(partitions):
-            self.coordinator.begin_loading(index)
-        return self.coordinator
+    # loading: a partition is served while this broker leads it
+    def follow_leadership(self, image: Any) -> None:
+        """Load the partitions of __consumer_offsets this broker now leads; unload those it stopped leading."""
+        topic = image.topics_by_name.get(CONSUMER_OFFSETS)
+        if topic is None:
+            return
+        coordinator = self.coordinator
+        if coordinator is None:
+            coordinator = self.coordinator = GroupCoordinator(
+                coordinator_config(self.broker.config, len(topic.partitions)), self.timer)
+        led = {index for index, partition in topic.partitions.items() if partition.leader == self.broker.node_id}
+        for index in sorted(coordinator.owned - led):
+            load = self._loads.pop(index, None)
+            if load is not None:
+                load.cancel()
+            coordinator.unload(index)
+            log.info("no longer coordinating the groups of %s-%d", CONSUMER_OFFSETS, index)
+        for index in sorted(led - coordinator.owned):
+            # Loading runs in its own task, after the image change: requests meanwhile get LOAD_IN_PROGRESS.
+            coordinator.begin_loading(index)
+            self._loads[index] = asyncio.ensure_future(self._load_soon(coordinator, index))
 
-    async def _load(self, coordinator: GroupCoordinator) -> None:
-        """Replay every partition, yielding between them so requests meanwhile get LOAD_IN_PROGRESS."""
+    async def _load_soon(self, coordinator: GroupCoordinator, index: int) -> None:
+        await asyncio.sleep(0)
+        del self._loads[index]
         started = time.monotonic()
-        for index in range(coordinator.config.num_partitions):
-            self._load_partition(coordinator, index)
-            await asyncio.sleep(0)
-        log.info("loaded %d groups from %s in %.0f ms", len(coordinator.groups), CONSUMER_OFFSETS,
-                 (time.monotonic() - started) * 1000)
+        before = len(coordinator.groups)
+        self._load_partition(coordinator, index)
+        log.info("loaded %d groups from %s-%d in %.0f ms", len(coordinator.groups) - before, CONSUMER_OFFSETS,
+                 index, (time.monotonic() - started) * 1000)
 
-    def _load_now(self) -> None:
-        coordinator = self._new_coordinator()
-        for index in range(coordinator.config.num_partitions):
-            self._load_partition(coordinator, index)
+    def _load_pending_now(self) -> None:
+        coordinator = self.coordinator
+        for index, load in sorted(self._loads.items()):
+            load.cancel()
+            if coordinator is not None:
+                self._load_partition(coordinator, index)
+        self._loads.clear()
 
     def _load_partition(self, coordinator: GroupCoordinator, index: int) -> None:
         for record in self._read_partition(index):

@@ -33,6 +33,11 @@ class Timer:
     def cancel(self, key: Hashable) -> None:
         self._entries.pop(key, None)  # its heap entry is skipped when popped
 
+    def cancel_where(self, matches: Callable[[Hashable], bool]) -> None:
+        """Cancel every deadline whose key matches (a coordinator giving up a partition's groups)."""
+        for key in [key for key in self._entries if matches(key)]:
+            del self._entries[key]
+
     def is_scheduled(self, key: Hashable) -> bool:
         return key in self._entries
 

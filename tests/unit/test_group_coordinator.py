@@ -466,3 +466,31 @@ def test_writes_that_fail_change_no_group():
     assert h.fetch("simple") == {("t", 0): 3}
     h.advance(10_000)  # the next retention pass writes them
     assert "simple" not in h.coordinator.groups and group.state is GroupState.DEAD
+
+
+def test_unload_answers_parked_requests_not_coordinator_and_reload_restores_the_groups():
+    h = Harness()
+    a, gen = h.stable_member()
+    h.commit({("t", 0): 7}, gen, a)
+    b_join = h.join_new()  # parked: the rebalance waits for a to rejoin
+    assert not b_join.done
+    other = next(g for g in ("x%d" % i for i in range(100)) if partition_for(g, PARTITIONS) != partition_for("g", PARTITIONS))
+    h.commit({("t", 0): 3}, group_id=other)
+    partition = partition_for("g", PARTITIONS)
+
+    h.coordinator.unload(partition)
+    assert b_join.error == ErrorCode.not_coordinator
+    assert "g" not in h.coordinator.groups and other in h.coordinator.groups
+    assert not any(isinstance(key, tuple) and key[1] == "g" for key in h.coordinator.timer._entries)
+    assert h.heartbeat(a, gen) == ErrorCode.not_coordinator
+    assert h.fetch(other) == {("t", 0): 3}
+    h.advance(REBALANCE + SESSION)  # the unloaded group's timers are gone: nothing fires for it
+
+    # leadership comes back: the partition is replayed from the log
+    h.coordinator.begin_loading(partition)
+    for record in h.log:
+        if record.partition == partition:
+            h.coordinator.replay(record)
+    h.coordinator.finish_loading(partition)
+    assert h.fetch() == {("t", 0): 7}
+    assert partition in h.coordinator.owned

@@ -17,7 +17,9 @@ from typing import Any
 from klamm.broker.handlers import Api
 from klamm.broker.services import BrokerServices
 from klamm.coordinator.coordinator import JoinRequest, SyncRequest, join_error, sync_response
+from klamm.coordinator.partitioning import partition_for
 from klamm.protocol.errors import ErrorCode, KafkaError
+from klamm.protocol.topics import CONSUMER_OFFSETS, TRANSACTION_STATE
 
 KEY_TYPE_GROUP = 0
 KEY_TYPE_TRANSACTION = 1
@@ -65,6 +67,7 @@ async def find_coordinator(broker: BrokerServices, request: Any) -> dict[str, An
 
 
 def _find(broker: BrokerServices, key_type: int, key: str) -> dict[str, Any]:
+    """The leader of the internal partition that holds the key: its coordinator (Kafka's rule)."""
     try:
         if key_type not in (KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION):
             raise KafkaError(ErrorCode.invalid_request, f"unknown key type {key_type}")
@@ -72,12 +75,27 @@ def _find(broker: BrokerServices, key_type: int, key: str) -> dict[str, Any]:
             broker.group_coordinator.ensure_topic()
         else:
             broker.transactions.ensure_topic()
+        node_id, host, port = _coordinator_of(broker, CONSUMER_OFFSETS if key_type == KEY_TYPE_GROUP
+                                              else TRANSACTION_STATE, key)
     except KafkaError as exc:
         return {"key": key, "node_id": -1, "host": "", "port": -1, "error_code": exc.code,
                 "error_message": exc.message}
-    # One node: this broker coordinates every group (and transactional id).
-    return {"key": key, "node_id": broker.node_id, "host": broker.advertised_host, "port": broker.advertised_port,
-            "error_code": ErrorCode.none, "error_message": None}
+    return {"key": key, "node_id": node_id, "host": host, "port": port, "error_code": ErrorCode.none,
+            "error_message": None}
+
+
+def _coordinator_of(broker: BrokerServices, internal_topic: str, key: str) -> tuple[int, str, int]:
+    image = broker.controller.image
+    topic = image.topics_by_name.get(internal_topic)
+    if topic is None or not topic.partitions:
+        raise KafkaError(ErrorCode.coordinator_not_available)
+    leader = topic.partitions[partition_for(key, len(topic.partitions))].leader
+    if leader == broker.node_id:
+        return leader, broker.advertised_host, broker.advertised_port
+    registration = image.brokers.get(leader)
+    if registration is None or registration.fenced:
+        raise KafkaError(ErrorCode.coordinator_not_available)
+    return leader, registration.host, registration.port
 
 
 # JoinGroup

@@ -104,6 +104,25 @@ class TransactionCoordinator:
                 pending.append(_completion(md))
         return pending
 
+    def unload(self, partition: int) -> list[str]:
+        """Stop serving a partition this broker no longer leads; the transactional ids it drops.
+
+        Their state stays in the log for the new leader, which finishes what they left prepared.
+        """
+        self._owned.discard(partition)
+        self._loading.discard(partition)
+        gone = [tid for tid in self.txns if self.partition_for(tid) == partition]
+        for transactional_id in gone:
+            del self.txns[transactional_id]
+            self._last_epochs.pop(transactional_id, None)
+            self.timer.cancel(("txn-timeout", transactional_id))
+        return gone
+
+    @property
+    def owned(self) -> frozenset[int]:
+        """Partitions of __transaction_state served here (loaded or loading)."""
+        return frozenset(self._owned)
+
     def partition_for(self, transactional_id: str) -> int:
         return partition_for(transactional_id, self.config.num_partitions)
 

@@ -1,9 +1,12 @@
 """The transaction coordinator inside the broker: __transaction_state, markers and timers.
 
 The topic is created on the first FindCoordinator(TRANSACTION) or transactional
-InitProducerId (loaded at start-up when it exists):
-`transaction.state.log.num.partitions` partitions, cleanup.policy=compact, and
-a replication factor capped at the live brokers (as for __consumer_offsets).
+InitProducerId: `transaction.state.log.num.partitions` partitions,
+cleanup.policy=compact, and a replication factor capped at the live brokers (as
+for __consumer_offsets). The coordinator serves the transactional ids of the
+partitions this broker leads, following the metadata image: a partition it
+becomes leader of is loaded (at start-up before serving, as before), and one it
+stops leading is unloaded.
 
 `run` appends an operation's records, replays them, and for a prepared
 transaction writes the markers locally — what Kafka's WriteTxnMarkers does — to
@@ -17,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from klamm.coordinator.loading import read_batches
@@ -55,53 +59,92 @@ class TransactionCoordinatorRuntime:
         self.timer = Timer(wall_clock_ms, on_change=self._wake.set)
         self.coordinator: TransactionCoordinator | None = None
         self._tasks: list[asyncio.Task[None]] = []
+        self._loads: dict[int, asyncio.Task[None]] = {}  # partitions of __transaction_state being loaded
+        self._unsubscribe: Callable[[], None] | None = None
         self._retries: dict[str, Completion] = {}  # prepared transactions whose markers are due again
         self._failures: dict[str, int] = {}  # transactional id -> writes failed in a row (for the backoff)
 
     # lifecycle
     async def start(self) -> None:
         self._tasks.append(asyncio.ensure_future(self._run_timers()))
-        if self._topic() is not None:
-            self._load()
+        self._unsubscribe = self.broker.controller.on_change(lambda _old, new: self.follow_leadership(new))
+        self.follow_leadership(self.broker.controller.image)
+        self._load_pending_now()  # as at every start: prepared transactions are finished before serving
 
     async def stop(self) -> None:
-        for task in self._tasks:
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+            self._unsubscribe = None
+        for task in [*self._tasks, *self._loads.values()]:
             task.cancel()
         self._tasks.clear()
+        self._loads.clear()
 
     def _topic(self) -> Any:
         return self.broker.controller.image.topics_by_name.get(TRANSACTION_STATE)
 
     def ensure_topic(self) -> None:
-        """Create __transaction_state if missing and serve its (empty) partitions."""
+        """Create __transaction_state if missing and serve the (empty) partitions led here."""
         if self._topic() is None:
             config = self.broker.config
             self.broker.create_internal_topic(
                 TRANSACTION_STATE, config.transaction_state_log_num_partitions,
                 config.transaction_state_log_replication_factor,
                 {"compression.type": "uncompressed", "segment.bytes": str(config.transaction_state_log_segment_bytes)})
-        if self.coordinator is None:
-            self._load()
+            self._load_pending_now()
 
-    # loading
-    def _load(self) -> None:
-        partitions = len(self._topic().partitions)
+    # loading: a partition is served while this broker leads it
+    def follow_leadership(self, image: Any) -> None:
+        """Load the partitions of __transaction_state this broker now leads; unload those it stopped leading."""
+        topic = image.topics_by_name.get(TRANSACTION_STATE)
+        if topic is None:
+            return
+        coordinator = self.coordinator
+        if coordinator is None:
+            coordinator = self.coordinator = self._new_coordinator(len(topic.partitions))
+        led = {index for index, partition in topic.partitions.items() if partition.leader == self.broker.node_id}
+        for index in sorted(coordinator.owned - led):
+            load = self._loads.pop(index, None)
+            if load is not None:
+                load.cancel()
+            for transactional_id in coordinator.unload(index):
+                self._retries.pop(transactional_id, None)
+                self._failures.pop(transactional_id, None)
+                self.timer.cancel(("txn-retry", transactional_id))
+            log.info("no longer coordinating the transactions of %s-%d", TRANSACTION_STATE, index)
+        for index in sorted(led - coordinator.owned):
+            coordinator.begin_loading(index)
+            self._loads[index] = asyncio.ensure_future(self._load_soon(coordinator, index))
+
+    def _new_coordinator(self, partitions: int) -> TransactionCoordinator:
         broker_config = self.broker.config
         config = TxnConfig(
             num_partitions=partitions, max_timeout_ms=broker_config.transaction_max_timeout_ms,
             id_expiration_ms=broker_config.transactional_id_expiration_ms,
             id_expiration_check_interval_ms=broker_config.transaction_remove_expired_transaction_cleanup_interval_ms)
-        coordinator = TransactionCoordinator(config, self.timer, self.broker.allocate_producer_id)
-        for index in range(partitions):
-            coordinator.begin_loading(index)
-        for index in range(partitions):
-            for record in self._read_partition(index):
-                coordinator.replay(record)
-        self.coordinator = coordinator
-        for index in range(partitions):
-            for completion in coordinator.finish_loading(index):
-                self._finish(completion)
-        log.info("loaded %d transactional ids from %s", len(coordinator.txns), TRANSACTION_STATE)
+        return TransactionCoordinator(config, self.timer, self.broker.allocate_producer_id)
+
+    async def _load_soon(self, coordinator: TransactionCoordinator, index: int) -> None:
+        await asyncio.sleep(0)
+        del self._loads[index]
+        self._load_partition(coordinator, index)
+
+    def _load_pending_now(self) -> None:
+        coordinator = self.coordinator
+        for index, load in sorted(self._loads.items()):
+            load.cancel()
+            if coordinator is not None:
+                self._load_partition(coordinator, index)
+        self._loads.clear()
+
+    def _load_partition(self, coordinator: TransactionCoordinator, index: int) -> None:
+        """Replay the partition, then finish the transactions a crash or a leader change left prepared."""
+        before = len(coordinator.txns)
+        for record in self._read_partition(index):
+            coordinator.replay(record)
+        log.info("loaded %d transactional ids from %s-%d", len(coordinator.txns) - before, TRANSACTION_STATE, index)
+        for completion in coordinator.finish_loading(index):
+            self._finish(completion)
 
     def _read_partition(self, index: int) -> list[CoordinatorRecord]:
         records = []
@@ -118,7 +161,8 @@ class TransactionCoordinatorRuntime:
         """The coordinator, creating __transaction_state on first use."""
         if self.coordinator is None:
             self.ensure_topic()
-        assert self.coordinator is not None
+        if self.coordinator is None:
+            raise KafkaError(ErrorCode.coordinator_not_available)
         return self.coordinator
 
     def run(self, result: TxnResult) -> Any:
