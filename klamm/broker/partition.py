@@ -188,7 +188,8 @@ class Partition:
 
     def append_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int,
                       control: ControlRecordType) -> AppendResult:
-        """Append a transaction marker (the coordinator's WriteTxnMarkers, done locally)."""
+        """Append a transaction marker (WriteTxnMarkers, or the coordinator's own write when it leads here)."""
+        self.log.producer_state.check_marker(producer_id, coordinator_epoch)
         buf = bytearray(build_control_batch(control, producer_id=producer_id, producer_epoch=producer_epoch,
                                             coordinator_epoch=coordinator_epoch, timestamp_ms=self._time_ms()))
         return self._append(buf, batches.split_batches(buf))

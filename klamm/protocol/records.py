@@ -335,9 +335,19 @@ def decode_control_record(record: Record) -> tuple[ControlRecordType, int | None
 
 def control_type_of(buf: bytes | bytearray | memoryview, position: int = 0) -> ControlRecordType | None:
     """The marker type of the control batch at `position`; None for other control records (or a corrupt one)."""
+    marker = control_marker_of(buf, position)
+    return marker[0] if marker is not None else None
+
+
+def control_marker_of(buf: bytes | bytearray | memoryview,
+                      position: int = 0) -> tuple[ControlRecordType, int] | None:
+    """(marker type, coordinator epoch) of the control batch at `position`; None for other control records."""
     try:
         records = decode_batch(buf, position)[1]
-        return decode_control_record(records[0])[0] if records else None
+        if not records:
+            return None
+        control_type, coordinator_epoch = decode_control_record(records[0])
+        return control_type, coordinator_epoch if coordinator_epoch is not None else -1
     except KafkaError:
         return None
 

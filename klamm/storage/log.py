@@ -51,7 +51,7 @@ from pathlib import Path
 
 from klamm.protocol.batch import BatchHeader, InvalidBatch, patch_offsets, set_log_append_time
 from klamm.protocol.errors import ErrorCode, KafkaError
-from klamm.protocol.records import control_type_of
+from klamm.protocol.records import control_marker_of
 from klamm.storage.checkpoint import fsync_dir
 from klamm.storage.cleaner import recover_interrupted_swaps, swap_in
 from klamm.storage.config import LogConfig
@@ -306,8 +306,9 @@ class Log:
 
     def _apply_to_producer_state(self, segment: LogSegment, header: BatchHeader, control_batch: bytes | None) -> None:
         """Apply one batch; an abort marker adds its transaction to `segment`'s index."""
-        control = control_type_of(control_batch) if control_batch is not None else None
-        completed = self.producer_state.apply(header, control)
+        marker = control_marker_of(control_batch) if control_batch is not None else None
+        control, coordinator_epoch = marker if marker is not None else (None, -1)
+        completed = self.producer_state.apply(header, control, coordinator_epoch)
         if completed is not None and completed.is_aborted:
             segment.txn_index.append(AbortedTxn(completed.producer_id, completed.first_offset, completed.last_offset,
                                                 self._last_stable_offset_after(completed)))

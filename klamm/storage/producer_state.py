@@ -198,6 +198,16 @@ class ProducerStateManager:
                 entry.update_epoch(header.producer_epoch)
         return None
 
+    def check_marker(self, producer_id: int, coordinator_epoch: int) -> None:
+        """A marker from an older coordinator than the last one that ended a transaction here is fenced."""
+        entry = self.producers.get(producer_id)
+        if entry is not None and entry.coordinator_epoch > coordinator_epoch:
+            raise KafkaError(
+                ErrorCode.transaction_coordinator_fenced,
+                f"coordinator epoch {coordinator_epoch} of producer {producer_id}'s marker is older than "
+                f"{entry.coordinator_epoch}",
+            )
+
     @staticmethod
     def _check_epoch(entry: ProducerStateEntry, header: BatchHeader) -> None:
         if header.producer_epoch < entry.epoch:

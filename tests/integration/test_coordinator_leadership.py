@@ -21,7 +21,7 @@ from klamm.protocol.topics import CONSUMER_OFFSETS, TRANSACTION_STATE
 
 from tests.integration.conftest import BrokerThread, RawClient, create_topic
 from tests.integration.test_coordinator_failures import (FIND_COORDINATOR, commit, committed, end_txn, eventually,
-                                                        init)
+                                                        init, last_stable_offset, open_transaction)
 
 OTHER_NODE, OTHER_PORT = 2, 19999
 PARTITIONS = 3
@@ -85,3 +85,32 @@ def test_transactional_ids_follow_the_leadership_of_their_partition(broker: Brok
     eventually(lambda: init(client, "tid").error_code == 0)
     again = init(client, "tid")
     assert again.producer_id == pid and again.producer_epoch >= 1  # the same id, its epoch bumped: state survived
+
+
+# ------------------------------------------------------------ WriteTxnMarkers ---
+WRITE_TXN_MARKERS = 27
+
+
+def write_marker(client: RawClient, pid: int, topic: str, index: int, commit_: bool, coordinator_epoch: int,
+                 epoch: int = 0) -> int:
+    response = client.request(WRITE_TXN_MARKERS, 1, {"markers": [{
+        "producer_id": pid, "producer_epoch": epoch, "transaction_result": commit_, "coordinator_epoch": coordinator_epoch,
+        "topics": [{"name": topic, "partition_indexes": [index]}]}]})
+    [marker] = response.markers
+    assert marker.producer_id == pid
+    return marker.topics[0].partitions[0].error_code
+
+
+def test_write_txn_markers_ends_a_transaction_on_a_partition_led_here(broker: BrokerThread, client: RawClient) -> None:
+    pid = open_transaction(client, "tid", "t")
+    assert last_stable_offset(client, "t") == 0  # the open transaction holds the LSO
+    # as another broker's coordinator would: the marker ends the transaction here
+    assert write_marker(client, pid, "t", 0, True, coordinator_epoch=5) == 0
+    assert last_stable_offset(client, "t") == 2  # the record and the marker
+    # a marker from an older coordinator is fenced, and one of an older producer epoch refused
+    assert write_marker(client, pid, "t", 0, False, coordinator_epoch=4) == ErrorCode.transaction_coordinator_fenced
+    assert write_marker(client, pid, "t", 0, True, coordinator_epoch=5) == 0  # a retried marker is harmless
+    assert write_marker(client, pid, "missing", 0, True, coordinator_epoch=5) == ErrorCode.unknown_topic_or_partition
+
+    move_leader(broker, "t", 0, OTHER_NODE)
+    assert write_marker(client, pid, "t", 0, True, coordinator_epoch=5) == ErrorCode.not_leader_or_follower

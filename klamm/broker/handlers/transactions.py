@@ -1,9 +1,10 @@
-"""Transactions: AddPartitionsToTxn (24), AddOffsetsToTxn (25), EndTxn (26), TxnOffsetCommit (28),
-DescribeTransactions (65), ListTransactions (66).
+"""Transactions: AddPartitionsToTxn (24), AddOffsetsToTxn (25), EndTxn (26), WriteTxnMarkers (27),
+TxnOffsetCommit (28), DescribeTransactions (65), ListTransactions (66).
 
 The work is the transaction coordinator's (klamm/coordinator/transactions); these
-handlers translate versions. WriteTxnMarkers is not served: with one node the
-coordinator writes markers itself. Clients before the version that introduced
+handlers translate versions. WriteTxnMarkers is how another broker's coordinator
+ends a transaction on partitions led here (a coordinator writes the markers of
+partitions it leads itself). Clients before the version that introduced
 PRODUCER_FENCED get INVALID_PRODUCER_EPOCH instead, as Kafka answers them.
 """
 
@@ -109,6 +110,30 @@ async def txn_offset_commit(broker: BrokerServices, request: Any) -> dict[str, A
     return {"topics": [{"name": name, "partitions": partitions} for name, partitions in topics.items()]}
 
 
+# WriteTxnMarkers
+async def write_txn_markers(broker: BrokerServices, request: Any) -> dict[str, Any]:
+    results = []
+    for marker in request.body.markers:
+        topics = [{"name": topic.name,
+                   "partitions": [{"partition_index": index,
+                                   "error_code": _write_marker(broker, marker, topic.name, index)}
+                                  for index in topic.partition_indexes]}
+                  for topic in marker.topics]
+        results.append({"producer_id": marker.producer_id, "topics": topics})
+    return {"markers": results}
+
+
+def _write_marker(broker: BrokerServices, marker: Any, topic: str, index: int) -> ErrorCode:
+    try:
+        broker.transactions.append_marker(topic, index, marker.producer_id, marker.producer_epoch,
+                                          marker.coordinator_epoch, marker.transaction_result)
+    except KafkaError as exc:
+        return exc.code
+    except OSError:
+        return ErrorCode.kafka_storage_error
+    return ErrorCode.none
+
+
 # DescribeTransactions
 async def describe_transactions(broker: BrokerServices, request: Any) -> dict[str, Any]:
     try:
@@ -132,5 +157,6 @@ async def list_transactions(broker: BrokerServices, request: Any) -> dict[str, A
     return {"error_code": error, "unknown_state_filters": unknown, "transaction_states": listed}
 
 
+# WriteTxnMarkers v0 is not in kio; v2 (KIP-890's transaction version 2) is not served yet.
 APIS = [Api(24, 0, 5, add_partitions_to_txn), Api(25, 0, 4, add_offsets_to_txn), Api(26, 0, 4, end_txn),
-        Api(28, 0, 4, txn_offset_commit), Api(65, 0, 0, describe_transactions), Api(66, 0, 1, list_transactions)]
+        Api(27, 1, 1, write_txn_markers), Api(28, 0, 4, txn_offset_commit), Api(65, 0, 0, describe_transactions), Api(66, 0, 1, list_transactions)]

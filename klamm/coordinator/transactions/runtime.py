@@ -225,8 +225,8 @@ class TransactionCoordinatorRuntime:
         failed = set()
         for topic, index in sorted(completion.partitions):
             try:
-                partition = self.broker.replicas.get(topic, index)
-                partition.append_marker(completion.producer_id, completion.producer_epoch, coordinator_epoch, control)
+                self.append_marker(topic, index, completion.producer_id, completion.producer_epoch,
+                                   coordinator_epoch, completion.commit)
             except (KafkaError, OSError) as exc:
                 if isinstance(exc, KafkaError) and exc.code in _MARKER_GIVE_UP:
                     log.warning("no %s marker for %s-%d (producer %d): %s", control.name, topic, index,
@@ -235,11 +235,27 @@ class TransactionCoordinatorRuntime:
                     log.warning("%s marker for %s-%d (producer %d) failed, will retry: %r", control.name, topic,
                                 index, completion.producer_id, exc)
                     failed.add((topic, index))
-                continue
-            if topic == CONSUMER_OFFSETS and self.broker.group_coordinator.coordinator is not None:
-                self.broker.group_coordinator.coordinator.replay_marker(index, completion.producer_id,
-                                                                        completion.commit)
         return frozenset(failed)
+
+    def append_marker(self, topic: str, index: int, producer_id: int, producer_epoch: int, coordinator_epoch: int,
+                      commit: bool) -> None:
+        """Write one marker to a partition this broker leads (WriteTxnMarkers' work); raises KafkaError.
+
+        A partition that no longer exists is UNKNOWN_TOPIC_OR_PARTITION (the marker is given up); one
+        led elsewhere is NOT_LEADER_OR_FOLLOWER. A marker on __consumer_offsets also publishes or drops
+        the transaction's pending offsets in the group coordinator.
+        """
+        topic_image = self.broker.controller.image.topics_by_name.get(topic)
+        partition_image = topic_image.partitions.get(index) if topic_image is not None else None
+        if partition_image is None:
+            raise KafkaError(ErrorCode.unknown_topic_or_partition)
+        if partition_image.leader != self.broker.node_id:
+            raise KafkaError(ErrorCode.not_leader_or_follower)
+        control = ControlRecordType.COMMIT if commit else ControlRecordType.ABORT
+        partition = self.broker.replicas.get(topic, index)
+        partition.append_marker(producer_id, producer_epoch, coordinator_epoch, control)
+        if topic == CONSUMER_OFFSETS and self.broker.group_coordinator.coordinator is not None:
+            self.broker.group_coordinator.coordinator.replay_marker(index, producer_id, commit)
 
     def _coordinator_epoch(self, transactional_id: str) -> int:
         index = self.ready().partition_for(transactional_id)
