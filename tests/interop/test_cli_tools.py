@@ -271,3 +271,40 @@ def test_configs_describe_and_alter(broker, topic):
                        "--describe", "--all").stdout.splitlines()
     assert broker_out[0] == "All configs for broker 1 are:"
     assert any(line.startswith("  log.retention.hours=") for line in broker_out)
+
+
+# ------------------------------------------------------------------------ leader-election
+
+
+def test_leader_election_reports_as_kafkas_tool(broker, topic, tmp_path):
+    b = broker.bootstrap
+    create_topic(b, topic)
+    p = klamm("leader-election", "--bootstrap-server", b, "--election-type", "preferred", "--topic", topic,
+              "--partition", "0")
+    assert p.stdout == f"Valid replica already elected for partitions {topic}-0\n"
+    election = tmp_path / "election.json"
+    election.write_text(f'{{"partitions": [{{"topic": "{topic}", "partition": 0}}, '
+                        f'{{"topic": "{topic}", "partition": 99}}]}}')
+    p = klamm("leader-election", "--bootstrap-server", b, "--election-type", "PREFERRED", "--path-to-json-file",
+              str(election), ok=False)
+    assert p.returncode == 1
+    lines = p.stdout.splitlines()
+    assert lines[0] == f"Valid replica already elected for partitions {topic}-0"
+    assert lines[1].startswith(f"Error completing leader election (PREFERRED) for partition: {topic}-99: ")
+    assert p.stderr == "1 replica(s) could not be elected\n"
+
+
+def test_leader_election_bad_arguments(broker, tmp_path):
+    b = broker.bootstrap
+    p = klamm("leader-election", "--bootstrap-server", b, "--topic", "t", "--partition", "0", ok=False)
+    assert (p.returncode, p.stderr) == (1, "Missing required option(s): --election-type\n")
+    p = klamm("leader-election", "--bootstrap-server", b, "--election-type", "unclean", ok=False)
+    assert p.stderr == ("One and only one of the following options is required: --topic, --all-topic-partitions, "
+                        "--path-to-json-file\n")
+    p = klamm("leader-election", "--bootstrap-server", b, "--election-type", "unclean", "--topic", "t", ok=False)
+    assert p.stderr == "Missing required option(s): --partition\n"
+    duplicated = tmp_path / "dup.json"
+    duplicated.write_text('{"partitions": [{"topic": "t", "partition": 0}, {"topic": "t", "partition": 0}]}')
+    p = klamm("leader-election", "--bootstrap-server", b, "--election-type", "unclean", "--path-to-json-file",
+              str(duplicated), ok=False)
+    assert p.stderr == "Replica election data contains duplicate partitions: t-0\n"

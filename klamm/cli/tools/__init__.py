@@ -7,6 +7,7 @@ Each tool lives in its own module with `add_arguments(parser)` and `run(args) ->
     console-consumer  kafka-console-consumer.sh  (ConsoleConsumer, DefaultMessageFormatter)
     consumer-groups   kafka-consumer-groups.sh   (ConsumerGroupCommand)
     configs           kafka-configs.sh           (ConfigCommand)
+    leader-election   kafka-leader-election.sh   (LeaderElectionCommand)
     dump-log          kafka-dump-log.sh          (DumpLogSegments), offline
 
 The network tools are built on confluent-kafka (librdkafka), so they work against
@@ -29,6 +30,7 @@ TOOLS: tuple[tuple[str, str, str], ...] = (
     ("console-consumer", "klamm.cli.tools.console_consumer", "print the records of a topic (kafka-console-consumer.sh)"),
     ("consumer-groups", "klamm.cli.tools.consumer_groups", "list, describe, reset and delete consumer groups (kafka-consumer-groups.sh)"),
     ("configs", "klamm.cli.tools.configs", "describe and alter topic and broker configs (kafka-configs.sh)"),
+    ("leader-election", "klamm.cli.tools.leader_election", "elect preferred or unclean partition leaders (kafka-leader-election.sh)"),
     ("dump-log", "klamm.cli.tools.dump_log", "print segment, index and time index files offline (kafka-dump-log.sh)"),
 )
 
