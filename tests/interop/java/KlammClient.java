@@ -5,7 +5,8 @@
 //   produce <bootstrap> <topic> <count> <compression> [size] [opt=value ...]
 //       opts: size=N partition=N(-1: partitioner) acks=all|1|0 prefix=S
 //             ts=<base ms: record i gets base+i> idempotence=true|false
-//             linger=ms batch=bytes
+//             linger=ms batch=bytes delivery=<delivery.timeout.ms>
+//             rate=<records per second, 0 = as fast as possible>
 //       Records are generated deterministically (see tests/interop/records.py):
 //       record i: key null when i%5==4, value null when i%7==6, headers
 //       absent when i%3==2.  Prints {"i","partition","offset","timestamp"} per ack.
@@ -209,11 +210,19 @@ public final class KlammClient {
         if (o.containsKey("idempotence")) p.put(ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, o.get("idempotence"));
         if (o.containsKey("linger")) p.put(ProducerConfig.LINGER_MS_CONFIG, o.get("linger"));
         if (o.containsKey("batch")) p.put(ProducerConfig.BATCH_SIZE_CONFIG, o.get("batch"));
+        if (o.containsKey("delivery")) p.put(ProducerConfig.DELIVERY_TIMEOUT_MS_CONFIG, o.get("delivery"));
+        int rate = Integer.parseInt(o.getOrDefault("rate", "0"));
+        long started = System.nanoTime();
 
         AtomicInteger failures = new AtomicInteger();
         try (KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(p)) {
             for (int i = 0; i < count; i++) {
                 final int idx = i;
+                if (rate > 0) {  // paced: record i is sent no earlier than i / rate seconds after the start
+                    long due = started + (long) i * 1_000_000_000L / rate;
+                    long wait = due - System.nanoTime();
+                    if (wait > 0) Thread.sleep(wait / 1_000_000, (int) (wait % 1_000_000));
+                }
                 ProducerRecord<byte[], byte[]> rec = new ProducerRecord<>(
                         topic, partition < 0 ? null : partition,
                         tsBase < 0 ? null : tsBase + i,
