@@ -53,8 +53,8 @@ class ControllerClient(Protocol):
     async def create_partitions(self, specs: Sequence[CreatePartitionsSpec], *,
                                 validate_only: bool) -> list[CreatePartitionsResult]: ...
 
-    async def elect_leaders(self, election: int,
-                            partitions: Mapping[str, Sequence[int]]) -> dict[str, list[ElectionOutcome]]: ...
+    async def elect_leaders(self, election: int, partitions: Mapping[str, Sequence[int]] | None
+                            ) -> dict[str, list[tuple[int, ElectionOutcome]]]: ...
 
     async def alter_topic_configs(self, topic: str, set_configs: Mapping[str, str], delete_configs: Iterable[str],
                                   *, replace: bool, validate_only: bool,
@@ -125,8 +125,8 @@ class LocalControllerClient:
                                 validate_only: bool) -> list[CreatePartitionsResult]:
         return self._controller.create_partitions(specs, validate_only=validate_only)
 
-    async def elect_leaders(self, election: int,
-                            partitions: Mapping[str, Sequence[int]]) -> dict[str, list[ElectionOutcome]]:
+    async def elect_leaders(self, election: int, partitions: Mapping[str, Sequence[int]] | None
+                            ) -> dict[str, list[tuple[int, ElectionOutcome]]]:
         return self._controller.elect_leaders(election, partitions)
 
     async def alter_topic_configs(self, topic: str, set_configs: Mapping[str, str], delete_configs: Iterable[str],

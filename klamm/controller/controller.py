@@ -266,9 +266,13 @@ class Controller:
             self._commit(records)
         return results
 
-    def elect_leaders(self, election: int, partitions: Mapping[str, Sequence[int]]) -> dict[str, list[ElectionOutcome]]:
-        """Outcome per requested partition; no records yet (one node has no other replica to elect)."""
-        return decide_elect_leaders(self._image, election, partitions)
+    def elect_leaders(self, election: int, partitions: Mapping[str, Sequence[int]] | None
+                      ) -> dict[str, list[tuple[int, ElectionOutcome]]]:
+        """(partition, outcome) per requested partition (None: every partition whose election was needed)."""
+        results, records = decide_elect_leaders(self._image, election, partitions)
+        if records:
+            self._commit(records)
+        return results
 
     # -- configs ------------------------------------------------------------------------
 
