@@ -18,7 +18,11 @@ Leader (`LeaderState`)
   reached the HW and the start offset of this leader epoch, and the image does
   not say its broker is fenced or shutting down; it leaves after
   `replica.lag.time.max.ms` without catching up (`tick`). One proposal is in
-  flight at a time; the image's next partition epoch settles it.
+  flight at a time; the image's next partition epoch settles it. Unlike Kafka, a
+  proposal answered INVALID_UPDATE_VERSION stays in the maximal ISR until then:
+  that answer may be to a retry of a proposal already committed, and dropping
+  the new member early would let the HW pass a replica the controller counts
+  in the ISR.
 - acks=all completes once the HW passes the batch; NOT_ENOUGH_REPLICAS_AFTER_APPEND
   when the ISR is below min.insync.replicas by then.
 
@@ -63,12 +67,18 @@ class FollowerProgress:
     """What the leader knows of one follower (Kafka's ReplicaState)."""
 
     log_end_offset: int = UNKNOWN_OFFSET
-    last_caught_up_ms: int = 0
+    last_caught_up_ms: int | None = None  # None: never in this leadership (Kafka's 0, on any clock)
     last_fetch_leader_log_end_offset: int = UNKNOWN_OFFSET
-    last_fetch_ms: int = 0
+    last_fetch_ms: int | None = None
 
     def is_caught_up(self, leader_log_end_offset: int, now_ms: int, lag_max_ms: int) -> bool:
-        return self.log_end_offset == leader_log_end_offset or now_ms - self.last_caught_up_ms <= lag_max_ms
+        if self.log_end_offset == leader_log_end_offset:
+            return True
+        return self.last_caught_up_ms is not None and now_ms - self.last_caught_up_ms <= lag_max_ms
+
+    def caught_up_at(self, when_ms: int | None) -> None:
+        if when_ms is not None and (self.last_caught_up_ms is None or when_ms > self.last_caught_up_ms):
+            self.last_caught_up_ms = when_ms
 
 
 class LeaderState:
@@ -89,7 +99,7 @@ class LeaderState:
         self.pending: IsrProposal | None = None
         self.fenced_or_shutting_down: set[int] = set()  # from the image: such brokers cannot join the ISR
         # A new leader counts the ISR's followers as caught up now, the others never (Kafka's resetReplicaState).
-        self._followers = {replica: FollowerProgress(last_caught_up_ms=now_ms if replica in self.isr else 0)
+        self._followers = {replica: FollowerProgress(last_caught_up_ms=now_ms if replica in self.isr else None)
                            for replica in self.replicas if replica != local_id}
 
     # ---------------------------------------------------------------- inputs
@@ -109,9 +119,9 @@ class LeaderState:
             return False, None
         self.log_end_offset = leader_log_end_offset
         if fetch_offset >= leader_log_end_offset:
-            follower.last_caught_up_ms = max(follower.last_caught_up_ms, now_ms)
+            follower.caught_up_at(now_ms)
         elif fetch_offset >= follower.last_fetch_leader_log_end_offset:
-            follower.last_caught_up_ms = max(follower.last_caught_up_ms, follower.last_fetch_ms)
+            follower.caught_up_at(follower.last_fetch_ms)
         follower.log_end_offset = fetch_offset
         follower.last_fetch_leader_log_end_offset = max(leader_log_end_offset,
                                                         follower.last_fetch_leader_log_end_offset)
@@ -147,9 +157,16 @@ class LeaderState:
                 del self._followers[replica]
         return self._maybe_advance_high_watermark(now_ms)
 
-    def on_proposal_failed(self) -> None:
-        """AlterPartition answered an error: the committed ISR stands, and a new proposal may go."""
-        self.pending = None
+    def on_proposal_failed(self, error: ErrorCode) -> None:
+        """AlterPartition answered an error for the proposal in flight.
+
+        The committed ISR stands and a new proposal may go, except after
+        INVALID_UPDATE_VERSION: the controller is at a later partition epoch, which may
+        be this very proposal committed (a retried request is answered so), so it stays
+        in the HW's maximal ISR until the image shows the partition's state.
+        """
+        if error != ErrorCode.invalid_update_version:
+            self.pending = None
 
     # ---------------------------------------------------------------- queries
     @property
@@ -163,10 +180,12 @@ class LeaderState:
         follower = self._followers.get(replica_id)
         return follower.log_end_offset if follower is not None else UNKNOWN_OFFSET
 
-    def follower_lag_ms(self, replica_id: int, now_ms: int) -> int:
-        """Time since the follower last caught up with the leader."""
+    def follower_lag_ms(self, replica_id: int, now_ms: int) -> int | None:
+        """Time since the follower last caught up with the leader; None if it has not in this leadership."""
         follower = self._followers.get(replica_id)
-        return now_ms - follower.last_caught_up_ms if follower is not None else 0
+        if follower is None or follower.last_caught_up_ms is None:
+            return None
+        return now_ms - follower.last_caught_up_ms
 
     def has_enough_replicas(self, min_insync_replicas: int) -> bool:
         return len(self.isr) >= min_insync_replicas

@@ -682,6 +682,10 @@ class Log:
         if offset < 0:
             raise ValueError(f"cannot truncate to negative offset {offset}")
         if offset >= self.log_end_offset:
+            # Nothing to remove, but an epoch this replica began as leader without appending to
+            # it must go: kept, it would be the "last fetched epoch" of every fetch, which the new
+            # leader answers with the same diverging epoch forever (Kafka does the same).
+            self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
             return
         if offset < self.log_start_offset:
             self.truncate_fully_and_start_at(offset)

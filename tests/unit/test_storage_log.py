@@ -366,3 +366,16 @@ def test_delete(tmp_path):
     fill(log, 5)
     log.delete()
     assert not (tmp_path / "topic-0").exists()
+
+
+def test_truncating_at_the_end_drops_an_epoch_begun_without_records(tmp_path):
+    # A replica that became leader (its epoch assigned at the log end) and appended nothing
+    # before losing leadership must forget that epoch, or every fetch it sends as a follower
+    # names it, and the new leader answers the same diverging epoch forever.
+    log = open_log(tmp_path)
+    fill(log, 3)
+    end = log.log_end_offset
+    log.leader_epoch_cache.assign(5, end)
+    log.truncate_to(end)
+    assert log.leader_epoch_cache.latest_epoch != 5
+    assert log.log_end_offset == end
