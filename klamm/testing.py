@@ -12,6 +12,14 @@ may be strings or Python values. Unless overridden, groups rebalance at once
 (group.initial.rebalance.delay.ms=0) and __consumer_offsets has one partition,
 so group tests do not wait; the data directory is removed afterwards.
 The pytest fixture `klamm_broker` (klamm.pytest_plugin) wraps `run_broker`.
+
+    with klamm.testing.run_cluster(3) as c:        # three brokers replicating, in this process
+        Producer({"bootstrap.servers": c.bootstrap_servers, "acks": "all"})
+        c.call(c.stop_broker(2))                   # as kill -9 then the controller's session timeout
+
+The brokers of a cluster share one in-process controller (the networked
+controller is the `process.roles` start-up); each has its own log directory and
+port, and replicates over loopback like a real cluster.
 """
 
 from __future__ import annotations
@@ -25,10 +33,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from klamm.broker.broker import Broker
+from klamm.controller.controller import Controller
+from klamm.controller.metadata_log import InMemoryMetadataLog
 from klamm.config.broker import BrokerConfig
 from klamm.config.broker_keys import BROKER_CONFIG_DEF
 
-__all__ = ["EmbeddedBroker", "broker", "run_broker", "config_for"]
+__all__ = ["EmbeddedBroker", "EmbeddedCluster", "broker", "config_for", "inprocess_cluster", "run_broker",
+           "run_cluster"]
 
 # Fast defaults for tests; each can be overridden.
 TEST_DEFAULTS: dict[str, Any] = {
@@ -97,6 +108,91 @@ def run_broker(properties: Mapping[str, Any] | None = None, **overrides: Any) ->
     thread = threading.Thread(target=loop.run_forever, name="klamm-broker", daemon=True)
     thread.start()
     context = broker(properties, **overrides)
+    try:
+        running = asyncio.run_coroutine_threadsafe(context.__aenter__(), loop).result()
+        try:
+            yield running
+        finally:
+            asyncio.run_coroutine_threadsafe(context.__aexit__(None, None, None), loop).result()
+    finally:
+        asyncio.run_coroutine_threadsafe(_cancel_remaining_tasks(), loop).result()
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join()
+        loop.close()
+
+
+@dataclass
+class EmbeddedCluster:
+    """Brokers 1..n sharing one controller, as a test sees them."""
+
+    controller: Controller
+    brokers: dict[int, Broker]  # the running ones
+    log_dirs: dict[int, str]
+    configs: dict[int, BrokerConfig]
+    loop: asyncio.AbstractEventLoop
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return ",".join(f"127.0.0.1:{b.port}" for b in self.brokers.values())
+
+    def call(self, coroutine: Any, timeout: float = 60) -> Any:
+        """Run a coroutine on the cluster's loop from another thread (run_cluster)."""
+        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result(timeout)
+
+    def partition(self, topic: str, index: int = 0) -> Any:
+        """The partition as the controller's image has it (leader, ISR, epochs)."""
+        return self.controller.image.topics_by_name[topic].partitions[index]
+
+    async def stop_broker(self, node_id: int, *, fence: bool = True) -> None:
+        """Stop a broker; with `fence`, the controller then fences it, as its session timeout would."""
+        broker = self.brokers.pop(node_id)
+        await broker.stop()
+        if fence:
+            self.controller.fence_broker(node_id)
+
+    async def start_broker(self, node_id: int) -> Broker:
+        """Start a broker again, on its log directory and port."""
+        instance = Broker(self.configs[node_id], controller=self.controller)
+        await instance.start()
+        self.brokers[node_id] = instance
+        return instance
+
+
+@asynccontextmanager
+async def inprocess_cluster(size: int = 3, properties: Mapping[str, Any] | None = None,
+                            **overrides: Any) -> AsyncIterator[EmbeddedCluster]:
+    """Run `size` replicating brokers on the current event loop for the duration of the block."""
+    with tempfile.TemporaryDirectory(prefix="klamm-cluster-") as root:
+        controller = Controller(InMemoryMetadataLog(), 1)
+        controller.load()
+        cluster = EmbeddedCluster(controller, {}, {}, {}, asyncio.get_running_loop())
+        try:
+            for node_id in range(1, size + 1):
+                log_dir = f"{root}/broker-{node_id}"
+                config = config_for(log_dir, properties, node_id=node_id, **overrides)
+                cluster.log_dirs[node_id] = log_dir
+                instance = Broker(config, controller=controller)
+                await instance.start()
+                # a restart keeps its port, so the clients' bootstrap list stays right
+                cluster.configs[node_id] = config_for(log_dir, {**(properties or {}),
+                                                                "listeners": f"PLAINTEXT://127.0.0.1:{instance.port}"},
+                                                      node_id=node_id, **overrides)
+                cluster.brokers[node_id] = instance
+            yield cluster
+        finally:
+            for instance in list(cluster.brokers.values()):
+                await instance.stop()
+            controller.close()
+
+
+@contextmanager
+def run_cluster(size: int = 3, properties: Mapping[str, Any] | None = None,
+                **overrides: Any) -> Iterator[EmbeddedCluster]:
+    """`inprocess_cluster` on its own event loop in a background thread, for synchronous tests."""
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, name="klamm-cluster", daemon=True)
+    thread.start()
+    context = inprocess_cluster(size, properties, **overrides)
     try:
         running = asyncio.run_coroutine_threadsafe(context.__aenter__(), loop).result()
         try:

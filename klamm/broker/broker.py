@@ -14,6 +14,7 @@ import logging
 import socket
 import time
 from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -35,6 +36,7 @@ from klamm.broker.network import (
     check_socket_server_config,
 )
 from klamm.broker.partition import log_config
+from klamm.broker.replica_fetcher import FetchSettings, ReplicaFetcherManager
 from klamm.broker.replica_manager import ReplicaManager
 from klamm.broker.services import ControllerClient, LocalControllerClient
 from klamm.config.broker import BrokerConfig
@@ -60,7 +62,9 @@ def parse_listener(listener: str) -> tuple[str, str, int]:
 
 
 class Broker:
-    def __init__(self, config: BrokerConfig) -> None:
+    def __init__(self, config: BrokerConfig, *, controller: Controller | None = None) -> None:
+        """`controller`: a Controller shared with other brokers of this process (an in-process cluster,
+        see klamm.testing.inprocess_cluster); without one the broker runs its own, on its own log."""
         self.static_config = config  # server.properties; self.config adds the dynamic broker configs
         self.config = config
         self.node_id = config.node_id
@@ -71,7 +75,11 @@ class Broker:
         self.advertised_host = self.host
         self.advertised_port = self.port
         self.logs: LogManager | None = None
-        self.controller: Controller = None  # type: ignore[assignment]
+        self.controller: Controller = controller  # type: ignore[assignment]
+        self._shared_controller = controller is not None
+        self._unsubscribe: list[Callable[[], None]] = []
+        self._requests_in_flight: set[asyncio.Task[None]] = set()  # AlterPartition requests
+        self.fetchers: ReplicaFetcherManager | None = None
         self.controller_client: ControllerClient = None  # type: ignore[assignment]
         self.replicas: ReplicaManager = None  # type: ignore[assignment]
         self.group_coordinator: GroupCoordinatorRuntime = None  # type: ignore[assignment]  # group coordinator
@@ -94,22 +102,24 @@ class Broker:
     async def start(self) -> None:
         for directory in self.log_dirs:
             directory.mkdir(parents=True, exist_ok=True)
-        cluster_id = ensure_meta_properties(self.log_dirs, self.node_id, self.config.cluster_id)
+        cluster_id = ensure_meta_properties(self.log_dirs, self.node_id, self.config.cluster_id or (
+            self.controller.cluster_id if self._shared_controller else None))
         self.logs = LogManager(self.log_dirs, log_config(TopicConfig.resolve(self.config, {})))
         self.replicas = ReplicaManager(self.node_id, self.config, self.logs, self.delayed_deletes.schedule)
         self.logs.startup(lambda topic: log_config(self.replicas.topic_config(topic)))
-        self._snapshot_writer = ThreadPoolExecutor(1, thread_name_prefix="klamm-metadata-snapshot")
-        self.controller = Controller(
-            FileMetadataLog(self.logs, segment_bytes=self.config.metadata_log_segment_bytes), self.node_id,
-            cluster_id, snapshots=snapshot_policy(self.config), executor=self._snapshot_writer)
-        self.controller.load()
+        if not self._shared_controller:
+            self._snapshot_writer = ThreadPoolExecutor(1, thread_name_prefix="klamm-metadata-snapshot")
+            self.controller = Controller(
+                FileMetadataLog(self.logs, segment_bytes=self.config.metadata_log_segment_bytes), self.node_id,
+                cluster_id, snapshots=snapshot_policy(self.config), executor=self._snapshot_writer)
+            self.controller.load()
         self.controller_client = LocalControllerClient(self.controller, self)
         apply_dynamic_broker_configs(self, self.controller.image)
         self.replicas.apply_image(self.controller.image)
-        self.controller.on_change(lambda _old, new: self.replicas.apply_image(new))
-        self.controller.on_change(self.metrics.forget_deleted_topics)
-        self.controller.on_change(self.metrics.count_isr_changes)
-        self.controller.on_change(lambda _old, new: apply_dynamic_broker_configs(self, new))
+        self._listen(lambda _old, new: self.replicas.apply_image(new))
+        self._listen(self.metrics.forget_deleted_topics)
+        self._listen(self.metrics.count_isr_changes)
+        self._listen(lambda _old, new: apply_dynamic_broker_configs(self, new))
         # group coordinator: loads __consumer_offsets (if it exists) while serving
         self.group_coordinator = GroupCoordinatorRuntime(self)
         await self.group_coordinator.start()
@@ -118,6 +128,7 @@ class Broker:
         await self.transactions.start()
         await self._start_network()
         await self._start_metrics()
+        self._start_replication()
         self.controller.register_broker(self.node_id, self.advertised_host, self.advertised_port, self.listener_name,
                                         rack=self.static_config.broker_rack)
         self._tasks.append(asyncio.ensure_future(self._checkpoint_periodically()))
@@ -151,6 +162,44 @@ class Broker:
         self.advertised_host = host or socket.gethostname()
         self.advertised_port = port or self.port
 
+    def _listen(self, listener: Callable[[Any, Any], None]) -> None:
+        """Follow metadata changes until stop (a shared controller outlives this broker)."""
+        self._unsubscribe.append(self.controller.on_change(listener))
+
+    def _start_replication(self) -> None:
+        """Replica fetchers for the partitions followed, AlterPartition for the ISR of those led."""
+        config = self.config
+        settings = FetchSettings(self.node_id, config.replica_fetch_wait_max_ms, config.replica_fetch_min_bytes,
+                                 config.replica_fetch_response_max_bytes, config.replica_fetch_max_bytes,
+                                 config.replica_fetch_backoff_ms, config.request_timeout_ms)
+        self.fetchers = ReplicaFetcherManager(settings, self._endpoint_of)
+        self.replicas.followers_changed = self.fetchers.update
+        self.replicas.send_isr_proposal = self._send_isr_proposal
+        self.fetchers.update(self.replicas.followers())
+        self._tasks.append(asyncio.ensure_future(self.replicas.check_isr_periodically()))
+
+    def _endpoint_of(self, node_id: int) -> tuple[str, int] | None:
+        registration = self.controller.image.brokers.get(node_id)
+        return None if registration is None else (registration.host, registration.port)
+
+    def _send_isr_proposal(self, partition: Any, proposal: Any) -> None:
+        task = asyncio.ensure_future(self._alter_partition(partition, proposal))
+        self._requests_in_flight.add(task)
+        task.add_done_callback(self._requests_in_flight.discard)
+
+    async def _alter_partition(self, partition: Any, proposal: Any) -> None:
+        registration = self.controller.image.brokers.get(self.node_id)
+        if registration is None:
+            partition.on_proposal_failed(ErrorCode.stale_broker_epoch)
+            return
+        error = await self.controller_client.alter_partition(
+            self.node_id, registration.epoch, partition.topic_id, partition.index, proposal.leader_epoch,
+            proposal.partition_epoch, proposal.isr)
+        if error != ErrorCode.none:
+            log.info("AlterPartition of %s-%d to ISR %s: %s", partition.topic, partition.index, list(proposal.isr),
+                     error.name)
+            partition.on_proposal_failed(error)
+
     async def _start_metrics(self) -> None:
         if self.config.metrics_port < 0:
             return
@@ -170,8 +219,13 @@ class Broker:
             self.controller.clean()
 
     async def stop(self) -> None:
-        for task in self._tasks:
+        for task in [*self._tasks, *self._requests_in_flight]:
             task.cancel()
+        for unsubscribe in self._unsubscribe:
+            unsubscribe()
+        self._unsubscribe.clear()
+        if self.fetchers is not None:
+            await self.fetchers.stop()
         if self._acceptor is not None:
             await self._acceptor.stop()
         if self._metrics_server is not None:
@@ -182,7 +236,7 @@ class Broker:
             await self.transactions.stop()
         if self.group_coordinator is not None:  # group coordinator
             await self.group_coordinator.stop()
-        if self.controller is not None:
+        if self.controller is not None and not self._shared_controller:
             self.controller.close()
         if self._snapshot_writer is not None:
             self._snapshot_writer.shutdown(wait=True)

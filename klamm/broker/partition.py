@@ -10,9 +10,16 @@ Transactional batches are accepted only once the transaction coordinator
 knows the partition is in the producer's transaction (`verify_txn`); markers
 are appended by the coordinator (`append_marker`). The last stable offset is
 the high watermark bounded by the first offset of the oldest open transaction.
-Invariant: log_start_offset <= high_watermark <= log_end_offset. With one
-replica the high watermark follows the log end offset; replication will move it
-by the ISR's fetch positions instead.
+Invariant: log_start_offset <= high_watermark <= log_end_offset.
+
+Replication (klamm.broker.replication holds the decisions): as leader the
+partition keeps a `LeaderState`, and its high watermark moves as the ISR's
+fetch positions show the followers have the records (on the append itself when
+the ISR is this broker alone). acks=all appends wait in `wait_for_replication`
+until the high watermark passes them. As follower (`become_follower`) it takes
+no produce and no consumer fetch; the replica fetcher appends the leader's
+batches as they are and sets the high watermark. A Partition built on its own
+(tools, storage tests) has neither role: its high watermark follows its log.
 
 fsync: appends never fsync on the event loop. When the flush policy asks for a
 flush (klamm.storage.log), the partition hands its log to the broker's
@@ -30,10 +37,11 @@ import asyncio
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from klamm.broker.replication import IsrProposal, LeaderState
 from klamm.broker.validation import RecordRules, needs_records, validate_records
 from klamm.config.topic import TopicConfig
 from klamm.protocol import batch as batches
@@ -85,6 +93,11 @@ class Partition:
         self.replicas: list[int] = []
         self.isr: list[int] = []
         self.high_watermark = log.log_end_offset
+        self.leader: LeaderState | None = None  # this broker leads the partition (replicated)
+        self.leader_id: int | None = None  # the leader the image names, when it is another broker
+        self.on_isr_proposal: Callable[[Partition, IsrProposal], None] | None = None  # sends AlterPartition
+        # acks=all appends waiting for the HW: (end offset they need, future of their answer)
+        self._replication_waiters: list[tuple[int, asyncio.Future[ErrorCode]]] = []
         self._time_ms = time_ms or (lambda: int(time.time() * 1000))
         self._waiters: set[asyncio.Future[None]] = set()
         self._rules: tuple[TopicConfig, BatchRules] | None = None
@@ -96,11 +109,146 @@ class Partition:
         if flusher is not None:
             flusher.watch(log, self._on_flushed)
 
-    def become_leader(self, leader_epoch: int) -> None:
-        """Start a leader epoch: later appends carry it, and the epoch cache records where it began."""
+    def become_leader(self, leader_epoch: int, *, node_id: int | None = None, partition_epoch: int = 0,
+                      replicas: Sequence[int] = (), isr: Sequence[int] = (), lag_max_ms: int = 30_000) -> None:
+        """Start a leader epoch: later appends carry it, and the epoch cache records where it began.
+
+        With `node_id` the partition is replicated: a LeaderState tracks the followers of `replicas`.
+        """
         self.leader_epoch = leader_epoch
         if self.log.leader_epoch_cache.latest_epoch < leader_epoch:
             self.log.leader_epoch_cache.assign(leader_epoch, self.log.log_end_offset)
+        self.replicas, self.isr = list(replicas), list(isr)
+        self.leader_id = node_id
+        if node_id is not None:
+            end = self.log.log_end_offset
+            self.high_watermark = min(self.high_watermark, end)
+            self.leader = LeaderState(node_id, leader_epoch, partition_epoch, replicas, isr, end, self._committable_end(),
+                                      self.high_watermark, self._time_ms(), lag_max_ms)
+        self._advance_high_watermark()
+
+    def become_follower(self, leader_id: int, leader_epoch: int, replicas: Sequence[int], isr: Sequence[int]) -> None:
+        """Follow `leader_id` in `leader_epoch`: no more produce here; appends waiting for the ISR fail."""
+        self.leader, self.leader_id, self.leader_epoch = None, leader_id, leader_epoch
+        self.replicas, self.isr = list(replicas), list(isr)
+        self.high_watermark = min(self.high_watermark, self.log.log_end_offset)
+        self._fail_replication_waiters(ErrorCode.not_leader_or_follower)
+        self._wake_waiters()  # long polls answer NOT_LEADER_OR_FOLLOWER now
+
+    def on_partition_change(self, partition_epoch: int, replicas: Sequence[int], isr: Sequence[int],
+                            fenced_or_shutting_down: set[int]) -> None:
+        """The image committed a new ISR (or replica set) in this leader epoch."""
+        self.replicas, self.isr = list(replicas), list(isr)
+        if self.leader is None:
+            return
+        self.leader.fenced_or_shutting_down = fenced_or_shutting_down
+        if self.leader.on_partition_change(self.leader_epoch, partition_epoch, isr, replicas, self._time_ms()):
+            self._high_watermark_moved()
+        self._check_replication_waiters()
+
+    @property
+    def is_leader(self) -> bool:
+        """Whether this broker takes produce and consumer fetches for the partition."""
+        return self.leader is not None or self.leader_id is None
+
+    def check_leader(self) -> None:
+        if not self.is_leader:
+            raise KafkaError(ErrorCode.not_leader_or_follower)
+
+    # ------------------------------------------------------------ the leader's followers
+    def on_follower_fetch(self, replica_id: int, fetch_offset: int) -> None:
+        """A follower fetched from `fetch_offset` (its log end): the HW may move, the ISR may grow."""
+        if self.leader is None:
+            return
+        moved, proposal = self.leader.on_follower_fetch(replica_id, fetch_offset, self._committable_end(),
+                                                        self._time_ms())
+        if moved:
+            self._high_watermark_moved()
+        if proposal is not None:
+            self._propose(proposal)
+
+    def check_isr(self) -> None:
+        """The periodic ISR check (every replica.lag.time.max.ms / 2): propose a shrink if followers lag."""
+        if self.leader is None:
+            return
+        proposal = self.leader.tick(self._time_ms(), self._committable_end())
+        if proposal is None and self.leader.pending is not None:
+            proposal = self.leader.pending  # not settled yet: its answer may have been lost, ask again
+        if proposal is not None:
+            self._propose(proposal)
+
+    def _propose(self, proposal: IsrProposal) -> None:
+        if self.on_isr_proposal is not None:
+            self.on_isr_proposal(self, proposal)
+
+    def on_proposal_failed(self, error: ErrorCode) -> None:
+        if self.leader is not None:
+            self.leader.on_proposal_failed(error)
+
+    async def wait_for_replication(self, end_offset: int, timeout_s: float) -> ErrorCode:
+        """acks=all: the answer once the HW reaches `end_offset` (or the ISR fell below min.insync.replicas)."""
+        if self.leader is None:
+            return ErrorCode.none if self.leader_id is None else ErrorCode.not_leader_or_follower
+        outcome = self.leader.acks_all_outcome(end_offset, self.config.min_insync_replicas)
+        if outcome is not None:
+            return outcome
+        future: asyncio.Future[ErrorCode] = asyncio.get_running_loop().create_future()
+        entry = (end_offset, future)
+        self._replication_waiters.append(entry)
+        try:
+            return await asyncio.wait_for(asyncio.shield(future), timeout_s)
+        except asyncio.TimeoutError:
+            return ErrorCode.request_timed_out
+        finally:
+            if entry in self._replication_waiters:
+                self._replication_waiters.remove(entry)
+
+    def _check_replication_waiters(self) -> None:
+        if not self._replication_waiters or self.leader is None:
+            return
+        for entry in list(self._replication_waiters):
+            end_offset, future = entry
+            outcome = self.leader.acks_all_outcome(end_offset, self.config.min_insync_replicas)
+            if outcome is not None:
+                self._replication_waiters.remove(entry)
+                if not future.done():
+                    future.set_result(outcome)
+
+    def _fail_replication_waiters(self, error: ErrorCode) -> None:
+        waiters, self._replication_waiters = self._replication_waiters, []
+        for _, future in waiters:
+            if not future.done():
+                future.set_result(error)
+
+    # ------------------------------------------------------------ as follower
+    def append_as_follower(self, buf: bytearray, headers: list[BatchHeader], leader_high_watermark: int) -> None:
+        """Append the leader's batches as they are, and take its high watermark (capped by this log)."""
+        if headers:
+            self.log.append_as_follower(buf, headers)
+            if self.log.flush_wanted(self._time_ms()):
+                self._maybe_flush_follower()
+        self.follow_high_watermark(leader_high_watermark)
+
+    def follow_high_watermark(self, leader_high_watermark: int) -> None:
+        end = min(leader_high_watermark, self.log.log_end_offset)
+        if end > self.high_watermark:
+            self.high_watermark = end
+            self._wake_waiters()
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove what this follower has past `offset` (its log diverged from the leader's)."""
+        self.log.truncate_to(offset)
+        self.high_watermark = min(self.high_watermark, self.log.log_end_offset)
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        self.log.truncate_fully_and_start_at(offset)
+        self.high_watermark = offset
+
+    def _maybe_flush_follower(self) -> None:
+        if self.flusher is None:
+            self.log.flush()
+        else:
+            self.flusher.request(self.log)
 
     @property
     def log_start_offset(self) -> int:
@@ -126,6 +274,7 @@ class Partition:
         `verify_txn` checks a transactional batch against the producer's transaction.
         Inline, for callers without an event loop; the produce handler uses `submit`.
         """
+        self.check_leader()
         buf, headers = self._validate(records)
         if verify_txn is not None and headers[0].is_transactional:
             verify_txn(headers[0])
@@ -148,6 +297,7 @@ class Partition:
         submit calls (a connection's pipelined requests, the requests of several
         connections). Must be called on the event loop thread.
         """
+        self.check_leader()
         buf, headers = self._validate(records)
         if verify_txn is not None and headers[0].is_transactional:
             verify_txn(headers[0])
@@ -189,6 +339,7 @@ class Partition:
     def append_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int,
                       control: ControlRecordType) -> AppendResult:
         """Append a transaction marker (WriteTxnMarkers, or the coordinator's own write when it leads here)."""
+        self.check_leader()
         self.log.producer_state.check_marker(producer_id, coordinator_epoch)
         buf = bytearray(build_control_batch(control, producer_id=producer_id, producer_epoch=producer_epoch,
                                             coordinator_epoch=coordinator_epoch, timestamp_ms=self._time_ms()))
@@ -202,12 +353,29 @@ class Partition:
             self._advance_high_watermark()
         return result
 
-    def _advance_high_watermark(self) -> None:
+    def _committable_end(self) -> int:
+        """The leader's own end for the HW: its log end, or its recovery point when acks wait for fsync."""
         durable_only = self.flusher is not None and self.log.config.flush_messages <= 1
-        end = min(self.log.log_end_offset, self.log.recovery_point) if durable_only else self.log.log_end_offset
+        return min(self.log.log_end_offset, self.log.recovery_point) if durable_only else self.log.log_end_offset
+
+    def _advance_high_watermark(self) -> None:
+        if self.leader is not None:
+            if self.leader.on_local_append(self._committable_end(), self._time_ms()):
+                self._high_watermark_moved()
+            self._check_replication_waiters()
+            return
+        if self.leader_id is not None:
+            return  # a follower's HW is the leader's
+        end = self._committable_end()
         if end > self.high_watermark:
             self.high_watermark = end
             self._wake_waiters()
+
+    def _high_watermark_moved(self) -> None:
+        assert self.leader is not None
+        self.high_watermark = min(self.leader.high_watermark, self.log.log_end_offset)
+        self._wake_waiters()
+        self._check_replication_waiters()
 
     def _on_flushed(self) -> None:
         self._advance_high_watermark()
@@ -252,8 +420,15 @@ class Partition:
         return buf, headers
 
     def read(self, offset: int, max_bytes: int, *, read_committed: bool, min_one: bool) -> ReadResult:
+        """A consumer's read: up to the HW (or the LSO), from the leader only."""
+        self.check_leader()
         limit = self.last_stable_offset if read_committed else self.high_watermark
         return self.log.read(offset, max_bytes, max_offset=limit, min_one=min_one)
+
+    def read_for_follower(self, offset: int, max_bytes: int, *, min_one: bool) -> ReadResult:
+        """A follower's read: up to the log end, whatever is committed."""
+        self.check_leader()
+        return self.log.read(offset, max_bytes, max_offset=self.log.log_end_offset, min_one=min_one)
 
     # Long-poll fetches wait here for the next append.
     def add_waiter(self, future: asyncio.Future[None]) -> None:

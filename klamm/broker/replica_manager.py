@@ -1,7 +1,12 @@
 """The partitions this broker hosts, kept in step with the metadata image.
 
 When the controller publishes a new image, `apply_image` creates logs for new
-partitions of this node and removes those of deleted topics. A removed log's
+partitions of this node and removes those of deleted topics, and makes this
+broker the leader or a follower of each as the image says (Kafka's
+ReplicaManager.applyDelta): a new leader epoch starts a LeaderState; a follower
+is handed to the replica fetcher of its leader (`followers_changed`); an ISR
+committed in the same epoch reaches the LeaderState. The leader's ISR
+proposals go to the controller through `send_isr_proposal` (AlterPartition). A removed log's
 directory is renamed at once and its files are removed after
 `file.delete.delay.ms` by the broker's DelayedDeletes (klamm.broker.log_tasks),
 off the event loop; responses already holding its file regions still send them.
@@ -17,9 +22,10 @@ from dataclasses import replace
 
 from klamm.broker.log_flush import LogFlusher
 from klamm.broker.partition import Partition, log_config
+from klamm.broker.replication import IsrProposal
 from klamm.config.broker import BrokerConfig
 from klamm.config.topic import TopicConfig
-from klamm.controller.image import MetadataImage
+from klamm.controller.image import MetadataImage, PartitionImage
 from klamm.protocol.errors import ErrorCode, KafkaError
 from klamm.protocol.topics import TRANSACTION_STATE, is_internal
 from klamm.storage.log import LogConfig
@@ -39,6 +45,9 @@ class ReplicaManager:
         self.partitions: dict[tuple[str, int], Partition] = {}
         self._topic_configs: dict[str, TopicConfig] = {}
         self.flusher = LogFlusher(lambda: [partition.log for partition in self.partitions.values()])
+        # Set by the broker: AlterPartition for a leader's proposal, and the replica fetchers' update.
+        self.send_isr_proposal: Callable[[Partition, IsrProposal], None] | None = None
+        self.followers_changed: Callable[[dict[tuple[str, int], Partition]], None] | None = None
 
     def topic_config(self, topic: str, overrides: dict[str, str] | None = None) -> TopicConfig:
         """The topic's effective config; re-resolved only when its overrides change."""
@@ -61,8 +70,9 @@ class ReplicaManager:
         return partition
 
     def apply_image(self, image: MetadataImage) -> None:
-        """Host exactly the partitions the image assigns to this node."""
+        """Host exactly the partitions the image assigns to this node, as leader or follower."""
         wanted: set[tuple[str, int]] = set()
+        ineligible = {b.node_id for b in image.brokers.values() if b.fenced or b.in_controlled_shutdown}
         for topic in image.topics_by_name.values():
             config = self.topic_config(topic.name, dict(topic.configs))
             for index, meta in topic.partitions.items():
@@ -78,12 +88,40 @@ class ReplicaManager:
                 if partition.config is not config:
                     partition.config = config
                     partition.log.config = _log_config(topic.name, config)
-                if partition.leader_epoch != meta.leader_epoch or partition.log.leader_epoch_cache.latest_epoch < 0:
-                    partition.become_leader(meta.leader_epoch)
-                partition.replicas = list(meta.replicas)
-                partition.isr = list(meta.isr)
+                self._apply_role(partition, meta, ineligible)
         for key in [k for k in self.partitions if k not in wanted]:
             self._remove(self.partitions[key])
+        if self.followers_changed is not None:
+            self.followers_changed(self.followers())
+
+    def _apply_role(self, partition: Partition, meta: PartitionImage, ineligible: set[int]) -> None:
+        if meta.leader == self.node_id:
+            if partition.leader is None or partition.leader_epoch != meta.leader_epoch:
+                partition.become_leader(meta.leader_epoch, node_id=self.node_id,
+                                        partition_epoch=meta.partition_epoch, replicas=meta.replicas, isr=meta.isr,
+                                        lag_max_ms=self.config.replica_lag_time_max_ms)
+            partition.on_partition_change(meta.partition_epoch, meta.replicas, meta.isr, ineligible)
+        elif partition.leader is not None or partition.leader_id != meta.leader or \
+                partition.leader_epoch != meta.leader_epoch:
+            partition.become_follower(meta.leader, meta.leader_epoch, meta.replicas, meta.isr)
+        else:
+            partition.replicas, partition.isr = list(meta.replicas), list(meta.isr)
+
+    def followers(self) -> dict[tuple[str, int], Partition]:
+        """The partitions this broker follows (with a live leader to fetch from)."""
+        return {key: p for key, p in self.partitions.items() if p.leader is None and p.leader_id is not None
+                and p.leader_id >= 0}
+
+    def check_isr(self) -> None:
+        """Kafka's isr-expiration task: every led partition proposes a shrink if its followers lag."""
+        for partition in list(self.partitions.values()):
+            partition.check_isr()
+
+    async def check_isr_periodically(self) -> None:
+        interval = self.config.replica_lag_time_max_ms / 2 / 1000
+        while True:
+            await asyncio.sleep(interval)
+            self.check_isr()
 
     def _create(self, topic: str, index: int, topic_id: uuid.UUID, config: TopicConfig) -> Partition:
         existing = self.logs.get_log(topic, index)
@@ -92,14 +130,19 @@ class ReplicaManager:
         # Coordinators append synchronously and cannot await an fsync: theirs run inline.
         partition = Partition(topic, index, topic_id, log_, config, flusher=self.flusher,
                               flush_inline=is_internal(topic))
+        partition.on_isr_proposal = self._propose
         self.partitions[(topic, index)] = partition
         return partition
+
+    def _propose(self, partition: Partition, proposal: IsrProposal) -> None:
+        if self.send_isr_proposal is not None:
+            self.send_isr_proposal(partition, proposal)
 
     def _remove(self, partition: Partition) -> None:
         del self.partitions[(partition.topic, partition.index)]
         self.flusher.forget(partition.log)
         self._topic_configs.pop(partition.topic, None)
-        partition._wake_waiters()
+        partition.become_follower(-1, partition.leader_epoch, (), ())  # waiting acks and long polls answer now
         detached = self.logs.delete_log(partition.topic, partition.index)
         if detached is not None:
             self._schedule_delete(detached.delete, partition.config.file_delete_delay_ms)

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from klamm.config.topic import TopicConfig
+from klamm.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
     from klamm.broker.fetch_session import FetchSessionCache
@@ -55,6 +56,9 @@ class ControllerClient(Protocol):
 
     async def elect_leaders(self, election: int, partitions: Mapping[str, Sequence[int]] | None
                             ) -> dict[str, list[tuple[int, ElectionOutcome]]]: ...
+
+    async def alter_partition(self, broker_id: int, broker_epoch: int, topic_id: uuid.UUID, partition: int,
+                              leader_epoch: int, partition_epoch: int, isr: Sequence[int]) -> ErrorCode: ...
 
     async def alter_topic_configs(self, topic: str, set_configs: Mapping[str, str], delete_configs: Iterable[str],
                                   *, replace: bool, validate_only: bool,
@@ -128,6 +132,12 @@ class LocalControllerClient:
     async def elect_leaders(self, election: int, partitions: Mapping[str, Sequence[int]] | None
                             ) -> dict[str, list[tuple[int, ElectionOutcome]]]:
         return self._controller.elect_leaders(election, partitions)
+
+    async def alter_partition(self, broker_id: int, broker_epoch: int, topic_id: uuid.UUID, partition: int,
+                              leader_epoch: int, partition_epoch: int, isr: Sequence[int]) -> ErrorCode:
+        error, _ = self._controller.alter_partition(broker_id, broker_epoch, topic_id, partition, leader_epoch,
+                                                    partition_epoch, isr)
+        return error
 
     async def alter_topic_configs(self, topic: str, set_configs: Mapping[str, str], delete_configs: Iterable[str],
                                   *, replace: bool, validate_only: bool,

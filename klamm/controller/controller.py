@@ -38,7 +38,10 @@ from dataclasses import dataclass
 from klamm.controller.brokers import decide_register_broker, decide_unregister_broker
 from klamm.controller.configs import ConfigValidator, decide_alter_broker_configs, decide_alter_topic_configs
 from klamm.controller.elections import ElectionOutcome, decide_elect_leaders
-from klamm.controller.image import BrokerRegistration, ImageBuilder, MetadataImage, empty_image
+from klamm.controller.partition_changes import (decide_alter_partition, decide_controlled_shutdown,
+                                                decide_fence_broker, decide_leaderless_elections,
+                                                decide_unfence_broker)
+from klamm.controller.image import BrokerRegistration, ImageBuilder, MetadataImage, PartitionImage, empty_image
 from klamm.controller.meta_properties import random_base64_uuid
 from klamm.controller.metadata_log import MetadataLog, wall_clock_ms
 from klamm.controller.records import MetadataRecord, MetadataRecordError, decode_record, encode_record
@@ -229,11 +232,32 @@ class Controller:
 
     def register_broker(self, node_id: int, host: str, port: int, listener: str = "PLAINTEXT",
                         rack: str | None = None) -> BrokerRegistration:
-        """Register (unfenced) the broker's endpoint; writes only when it is new or changed."""
+        """Register (unfenced) the broker's endpoint; writes only when it is new or changed.
+
+        A broker back after being fenced leads again the partitions that waited for it.
+        """
         records = decide_register_broker(self._image, node_id, host, port, listener, rack)
         if records:
             self._commit(records)
+            elections = decide_leaderless_elections(self._image, node_id)
+            if elections:
+                self._commit(elections)
         return self._image.brokers[node_id]
+
+    def fence_broker(self, node_id: int) -> None:
+        """The broker missed its heartbeats: out of every ISR, its leaderships moved (partition_changes)."""
+        self._commit_if_any(decide_fence_broker(self._image, node_id))
+
+    def unfence_broker(self, node_id: int) -> None:
+        self._commit_if_any(decide_unfence_broker(self._image, node_id))
+
+    def controlled_shutdown(self, node_id: int) -> None:
+        """The broker is shutting down: its leaderships move away while it still serves."""
+        self._commit_if_any(decide_controlled_shutdown(self._image, node_id))
+
+    def _commit_if_any(self, records: list[MetadataRecord]) -> None:
+        if records:
+            self._commit(records)
 
     def unregister_broker(self, node_id: int) -> None:
         records = decide_unregister_broker(self._image, node_id)
@@ -273,6 +297,17 @@ class Controller:
         if records:
             self._commit(records)
         return results
+
+    def alter_partition(self, broker_id: int, broker_epoch: int, topic_id: uuid.UUID, partition: int,
+                        leader_epoch: int, partition_epoch: int, isr: Sequence[int],
+                        leader_recovery_state: int = 0) -> tuple[ErrorCode, PartitionImage | None]:
+        """A leader's AlterPartition: (error, the partition as committed) — Kafka's answer carries it."""
+        error, records = decide_alter_partition(self._image, broker_id, broker_epoch, topic_id, partition,
+                                                leader_epoch, partition_epoch, isr, leader_recovery_state)
+        if error != ErrorCode.none:
+            return error, None
+        self._commit(records)
+        return error, self._image.topics_by_id[topic_id].partitions[partition]
 
     # -- configs ------------------------------------------------------------------------
 

@@ -32,6 +32,7 @@ __all__ = [
     "decide_alter_partition",
     "decide_controlled_shutdown",
     "decide_fence_broker",
+    "decide_leaderless_elections",
     "decide_unfence_broker",
     "elect_leader",
     "is_acceptable_leader",
@@ -126,8 +127,13 @@ def decide_unfence_broker(image: MetadataImage, broker_id: int, *, unclean_defau
         return []
     records = [MetadataRecord("BrokerRegistrationChangeRecord",
                               {"broker_id": broker_id, "broker_epoch": broker.epoch, "fenced": -1})]
-    records += _updates(image, lambda p: p.leader == NO_LEADER, add=broker_id, unclean_default=unclean_default)
-    return records
+    return records + decide_leaderless_elections(image, broker_id, unclean_default=unclean_default)
+
+
+def decide_leaderless_elections(image: MetadataImage, broker_id: int, *,
+                                unclean_default: bool = False) -> list[MetadataRecord]:
+    """A broker (re)joined: elect leaders for the partitions that have none, counting it as acceptable."""
+    return _updates(image, lambda p: p.leader == NO_LEADER, add=broker_id, unclean_default=unclean_default)
 
 
 def _updates(image: MetadataImage, selected: Callable[[PartitionImage], bool], *, remove: int = NO_LEADER,

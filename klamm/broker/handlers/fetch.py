@@ -21,6 +21,13 @@ read_committed reads stop at the last stable offset and carry the aborted
 transactions (producer id, first offset) overlapping the range from the fetch
 offset to the LSO, so the client drops their batches; read_uncommitted gets
 null there, as from Kafka.
+
+A fetch with a replica id (`replica_id` before v15, `replica_state` from v15)
+is a follower's: it reads up to the log end instead of the high watermark, its
+`last_fetched_epoch` is checked against this leader's epochs (a diverging epoch
+is answered instead of records, and that fetch does not count as progress), and
+its fetch offset tells the partition's LeaderState what the follower has, which
+moves the high watermark and the ISR (klamm.broker.replication).
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ from typing import Any
 
 from klamm.broker.fetch_session import FINAL_EPOCH, INITIAL_EPOCH, FetchSession, FetchSessionCache
 from klamm.broker.handlers import Api
+from klamm.broker.replication import diverging_epoch
 from klamm.broker.services import BrokerServices
 from klamm.protocol.errors import ErrorCode, KafkaError
 from klamm.protocol.sendplan import FileRegion
@@ -51,13 +59,14 @@ async def handle(broker: BrokerServices, request: Any) -> dict[str, Any]:
         return {"error_code": error, "session_id": 0, "responses": []}
     positions = [(key, cached) for (key, _), cached in session.partitions.items()] if incremental else requested
     read_committed = body.isolation_level == READ_COMMITTED
+    replica_id = body.replica_state.replica_id if request.api_version >= 15 else body.replica_id
     # Kafka's KafkaApis: the broker's fetch.max.bytes caps the request's, and min_bytes with it.
     max_bytes = min(body.max_bytes, broker.config.fetch_max_bytes)
     min_bytes = min(body.min_bytes, max_bytes)
     deadline = time.monotonic() + body.max_wait.total_seconds()
     while True:
         wanted = _resolve(broker, positions, by_id)  # again after a wait: topics may be gone or new
-        entries, total, errors = _read_all(wanted, max_bytes, read_committed)
+        entries, total, errors = _read_all(wanted, max_bytes, read_committed, replica_id)
         remaining = deadline - time.monotonic()
         if total >= min_bytes or errors or remaining <= 0:
             break
@@ -74,7 +83,8 @@ async def handle(broker: BrokerServices, request: Any) -> dict[str, Any]:
         read = entry["records"]
         if read:  # only the reads that go out: a long poll reads again
             entry["records"] = FileRegion(read.file.lease(), read.position, read.length)
-            broker.metrics.fetched(partition.topic, read.length)
+            if replica_id < 0:  # replication is not a topic's bytes out
+                broker.metrics.fetched(partition.topic, read.length)
     return {"error_code": ErrorCode.none, "session_id": session.session_id if session else 0,
             "responses": _by_topic(entries)}
 
@@ -144,8 +154,9 @@ def _check_epoch(partition: Any, epoch: int) -> None:
     raise KafkaError(ErrorCode.fenced_leader_epoch if epoch < partition.leader_epoch else ErrorCode.unknown_leader_epoch)
 
 
-def _read_all(wanted: list[Wanted], max_bytes: int, read_committed: bool) -> tuple[list, int, bool]:
-    """(wanted, partition response) pairs, total record bytes, and whether any partition failed."""
+def _read_all(wanted: list[Wanted], max_bytes: int, read_committed: bool,
+              replica_id: int) -> tuple[list, int, bool]:
+    """(wanted, partition response) pairs, total record bytes, and whether to answer now (an error)."""
     entries = []
     total = 0
     errors = False
@@ -157,8 +168,18 @@ def _read_all(wanted: list[Wanted], max_bytes: int, read_committed: bool) -> tup
             continue
         limit = min(position.partition_max_bytes, max_bytes - total)
         try:
-            read = partition.read(position.fetch_offset, max(limit, 0), read_committed=read_committed,
-                                  min_one=total == 0)
+            if replica_id >= 0:
+                diverging = _diverging(partition, position)
+                if diverging is not None:
+                    errors = True  # answered at once: the follower truncates before it fetches again
+                    entries.append((item, {**_error(position.partition, ErrorCode.none, partition),
+                                           "diverging_epoch": {"epoch": diverging[0], "end_offset": diverging[1]}}))
+                    continue
+                read = partition.read_for_follower(position.fetch_offset, max(limit, 0), min_one=total == 0)
+                partition.on_follower_fetch(replica_id, position.fetch_offset)
+            else:
+                read = partition.read(position.fetch_offset, max(limit, 0), read_committed=read_committed,
+                                      min_one=total == 0)
         except KafkaError as exc:
             errors = True
             entries.append((item, _error(position.partition, exc.code, partition)))
@@ -175,6 +196,15 @@ def _read_all(wanted: list[Wanted], max_bytes: int, read_committed: bool) -> tup
             "records": read if read.length else b"",  # a ReadResult, leased as a FileRegion once final
         }))
     return entries, total, errors
+
+
+def _diverging(partition: Any, position: Any) -> tuple[int, int] | None:
+    """A follower's log differs from this leader's past some point: (epoch, end offset) to truncate by."""
+    last_fetched = getattr(position, "last_fetched_epoch", -1)
+    if last_fetched < 0:
+        return None
+    return diverging_epoch(partition.log.leader_epoch_cache.end_offset_for(last_fetched), position.fetch_offset,
+                           last_fetched)
 
 
 def _by_topic(entries: list) -> list[dict[str, Any]]:

@@ -33,6 +33,7 @@ def _one(broker: BrokerServices, topic: str, request: Any, read_committed: bool)
     index = request.partition_index
     try:
         partition = broker.replicas.get(topic, index)
+        partition.check_leader()
         _check_epoch(partition, getattr(request, "current_leader_epoch", -1))
         offset, timestamp = _find(partition, request.timestamp, read_committed)
     except KafkaError as exc:

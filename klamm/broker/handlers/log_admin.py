@@ -87,6 +87,7 @@ def _end_offset_for(broker: BrokerServices, topic: str, request: Any) -> dict[st
     index = request.partition
     try:
         partition = _partition_or_error(broker, topic, index)
+        partition.check_leader()
         _check_epoch(partition, getattr(request, "current_leader_epoch", -1))
     except KafkaError as exc:
         return {"error_code": exc.code, "partition": index, "leader_epoch": -1, "end_offset": -1}

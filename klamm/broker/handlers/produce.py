@@ -14,6 +14,13 @@ only for a partition already added to the producer's ongoing transaction
 transaction coordinator. Per-partition failures are error
 codes; with acks=0 there is no response, and a failure closes the connection
 as Kafka does, so the producer notices.
+
+acks=all: NOT_ENOUGH_REPLICAS before the append when the ISR is smaller than
+min.insync.replicas; after it the answer waits (Kafka's delayed produce) until
+the high watermark passes the batch — the ISR's followers fetched it — or the
+request's timeout (REQUEST_TIMED_OUT), and is NOT_ENOUGH_REPLICAS_AFTER_APPEND
+if the ISR shrank below min.insync.replicas meanwhile. A follower answers
+NOT_LEADER_OR_FOLLOWER.
 """
 
 from __future__ import annotations
@@ -36,10 +43,11 @@ if TYPE_CHECKING:
 async def handle(broker: BrokerServices, request: Any) -> dict[str, Any] | None:
     body = request.body
     acks = body.acks
+    timeout_s = _seconds(body.timeout)
     # Every partition's append is submitted before the first await: see the module docstring.
     durable: list[tuple[dict[str, Any], Any]] = []  # (response, its flush job) where the ack waits for an fsync
     submitted = [(topic.name, [_submit(broker, topic.name, data.index, data.records, acks, body.transactional_id,
-                                       durable)
+                                       durable, timeout_s)
                                for data in topic.partition_data])
                  for topic in body.topic_data]
     responses = []
@@ -52,12 +60,13 @@ async def handle(broker: BrokerServices, request: Any) -> dict[str, Any] | None:
             partitions.append(response)
         responses.append({"name": name, "partition_responses": partitions})
     if acks != 0 and durable:
-        request.leave_queue()  # waiting for an fsync, like Kafka's delayed produce: out of the request queue
+        request.leave_queue()  # waiting for an fsync or the ISR, Kafka's delayed produce: out of the request queue
         for response, waiting in durable:
             try:
                 await waiting
             except KafkaError as exc:
-                response.update(_failed(response["index"], exc))
+                if response["error_code"] == ErrorCode.none:  # the first failure of a partition is its answer
+                    response.update(_failed(response["index"], exc))
     if acks == 0:
         if failed:
             raise CloseConnection()
@@ -65,8 +74,12 @@ async def handle(broker: BrokerServices, request: Any) -> dict[str, Any] | None:
     return {"responses": responses}
 
 
+def _seconds(value: Any) -> float:
+    return value.total_seconds() if hasattr(value, "total_seconds") else value / 1000
+
+
 def _submit(broker: BrokerServices, topic: str, index: int, records: Any, acks: int, transactional_id: str | None,
-            durable: list[tuple[dict[str, Any], Any]]) -> dict[str, Any] | _Pending:
+            durable: list[tuple[dict[str, Any], Any]], timeout_s: float) -> dict[str, Any] | _Pending:
     """The partition's response, or a _Pending one when its append waits (worker thread, queue)."""
     try:
         if acks not in (0, 1, -1):
@@ -74,8 +87,11 @@ def _submit(broker: BrokerServices, topic: str, index: int, records: Any, acks: 
         partition = broker.replicas.get(topic, index)  # an unknown topic is UNKNOWN_TOPIC_OR_PARTITION first
         if is_internal(topic):
             raise KafkaError(ErrorCode.invalid_topic_exception, f"Cannot append to internal topic {topic}")
+        partition.check_leader()
         if acks == -1 and len(partition.isr) < partition.config.min_insync_replicas:
-            raise KafkaError(ErrorCode.not_enough_replicas)
+            raise KafkaError(ErrorCode.not_enough_replicas,
+                             f"the ISR of {topic}-{index} has {len(partition.isr)} replicas, fewer than "
+                             f"min.insync.replicas={partition.config.min_insync_replicas}")
         if records is None:
             raise KafkaError(ErrorCode.invalid_record, "null records")
         verify = None
@@ -87,17 +103,17 @@ def _submit(broker: BrokerServices, topic: str, index: int, records: Any, acks: 
     except KafkaError as exc:
         return _failed(index, exc)
     if isinstance(result, asyncio.Future):
-        return _Pending(broker, partition, topic, index, records, acks, result)
-    return _appended(broker, partition, topic, index, records, acks, result, durable)
+        return _Pending(broker, partition, topic, index, records, acks, result, timeout_s)
+    return _appended(broker, partition, topic, index, records, acks, result, durable, timeout_s)
 
 
 class _Pending:
     """An append waiting its turn in its partition (Partition.submit)."""
 
     def __init__(self, broker: BrokerServices, partition: Partition, topic: str, index: int, records: Any, acks: int,
-                 future: asyncio.Future[AppendResult]) -> None:
+                 future: asyncio.Future[AppendResult], timeout_s: float) -> None:
         self.broker, self.partition, self.topic, self.index = broker, partition, topic, index
-        self.records, self.acks, self.future = records, acks, future
+        self.records, self.acks, self.future, self.timeout_s = records, acks, future, timeout_s
 
     async def response(self, durable: list[tuple[dict[str, Any], Any]]) -> dict[str, Any]:
         try:
@@ -110,11 +126,11 @@ class _Pending:
                 return _failed(self.index, KafkaError(ErrorCode.not_leader_or_follower))
             raise
         return _appended(self.broker, self.partition, self.topic, self.index, self.records, self.acks, result,
-                         durable)
+                         durable, self.timeout_s)
 
 
-def _appended(broker: BrokerServices, partition: Partition, topic: str, index: int, records: Any, acks: int, result: AppendResult,
-              durable: list[tuple[dict[str, Any], Any]]) -> dict[str, Any]:
+def _appended(broker: BrokerServices, partition: Partition, topic: str, index: int, records: Any, acks: int,
+              result: AppendResult, durable: list[tuple[dict[str, Any], Any]], timeout_s: float) -> dict[str, Any]:
     # records_count from the batch header; a producer retry (duplicate) appended nothing
     broker.metrics.produced(topic, len(records), 0 if result.duplicate else batch_records_count(records))
     response = {
@@ -126,7 +142,16 @@ def _appended(broker: BrokerServices, partition: Partition, topic: str, index: i
     }
     if result.flush_due and acks != 0:
         durable.append((response, partition.wait_durable(result)))
+    if acks == -1 and partition.high_watermark <= result.last_offset:  # else committed already (an ISR of one)
+        durable.append((response, _replicated(partition, result.last_offset + 1, timeout_s)))
     return response
+
+
+async def _replicated(partition: Partition, end_offset: int, timeout_s: float) -> None:
+    """acks=all: wait until the ISR has the records (the high watermark passed them)."""
+    error = await partition.wait_for_replication(end_offset, timeout_s)
+    if error != ErrorCode.none:
+        raise KafkaError(error)
 
 
 def _failed(index: int, exc: KafkaError) -> dict[str, Any]:

@@ -1,0 +1,200 @@
+"""Replication between brokers: three in-process brokers sharing one controller (klamm.testing.run_cluster).
+
+Followers fetch from leaders over loopback, the HW moves with the ISR, acks=all
+waits for it, leadership moves when the controller fences a broker, and a
+follower whose log diverged truncates it by leader epoch. A stopped broker is
+fenced by the test (what the controller's session timeout does in a cluster).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from klamm.protocol.batch import split_batches
+from klamm.protocol.errors import ErrorCode
+from klamm.protocol.records import build_batch
+from klamm.testing import EmbeddedCluster, run_cluster
+
+from tests.integration.conftest import FETCH, PRODUCE, RawClient
+
+pytestmark = [pytest.mark.timeout(120)]
+
+
+@pytest.fixture
+def cluster():
+    # fast ISR expiry and retries, so that fail-overs take tenths of seconds
+    with run_cluster(3, replica_lag_time_max_ms=1000, replica_fetch_backoff_ms=50,
+                     replica_fetch_wait_max_ms=200) as running:
+        yield running
+
+
+def create(c: EmbeddedCluster, topic: str, **configs: str) -> None:
+    admin = AdminClient({"bootstrap.servers": c.bootstrap_servers})
+    admin.create_topics([NewTopic(topic, 1, 3, config=configs)])[topic].result(15)
+
+
+def eventually(condition: Any, timeout_s: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, "condition not reached"
+        time.sleep(0.02)
+
+
+def batches(c: EmbeddedCluster, node: int, topic: str) -> list[bytes]:
+    """Every batch of the replica's log, as bytes (offsets, epochs and CRCs included)."""
+    def read() -> list[bytes]:
+        partition = c.brokers[node].replicas.partitions[(topic, 0)]
+        out, offset = [], partition.log_start_offset
+        while offset < partition.log_end_offset:
+            buf = bytearray(partition.log.read_bytes(offset, 1 << 20))
+            for header in split_batches(buf):
+                out.append(bytes(buf[header.position:header.position + header.size]))
+                offset = header.next_offset
+        return out
+    return c.call(_on_loop(read))
+
+
+async def _on_loop(fn: Any) -> Any:
+    return fn()
+
+
+def replica(c: EmbeddedCluster, node: int, topic: str) -> Any:
+    return c.brokers[node].replicas.partitions[(topic, 0)]
+
+
+def produce(c: EmbeddedCluster, topic: str, count: int, prefix: str = "v", **conf: Any) -> dict[bytes, int]:
+    """Produce `count` records acks=all; value -> acknowledged offset."""
+    producer = Producer({"bootstrap.servers": c.bootstrap_servers, "acks": "all", "linger.ms": 2, **conf})
+    acked: dict[bytes, int] = {}
+    errors: list[Any] = []
+
+    def delivered(err: Any, msg: Any) -> None:
+        if err is None:
+            acked[msg.value()] = msg.offset()
+        else:
+            errors.append(err)
+    for i in range(count):
+        producer.produce(topic, value=f"{prefix}{i}".encode(), on_delivery=delivered)
+        producer.poll(0)
+    assert producer.flush(60) == 0
+    assert not errors, errors[:3]
+    return acked
+
+
+def consume_all(c: EmbeddedCluster, topic: str, expected: int) -> list[bytes]:
+    consumer = Consumer({"bootstrap.servers": c.bootstrap_servers, "group.id": f"check-{time.monotonic_ns()}",
+                         "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    values: list[bytes] = []
+    deadline = time.monotonic() + 30
+    while len(values) < expected and time.monotonic() < deadline:
+        message = consumer.poll(0.2)
+        if message is not None and message.error() is None:
+            values.append(message.value())
+    consumer.close()
+    return values
+
+
+def test_acks_all_replicates_every_batch_byte_for_byte(cluster: EmbeddedCluster) -> None:
+    create(cluster, "r", **{"min.insync.replicas": "2"})
+    acked = produce(cluster, "r", 500)
+    assert sorted(acked.values()) == list(range(500))
+    leader = cluster.partition("r").leader
+    eventually(lambda: all(replica(cluster, n, "r").high_watermark == 500 for n in cluster.brokers))
+    copies = {n: batches(cluster, n, "r") for n in cluster.brokers}
+    assert all(copy == copies[leader] for copy in copies.values())
+    assert cluster.partition("r").isr == (1, 2, 3) or set(cluster.partition("r").isr) == {1, 2, 3}
+
+
+def test_a_follower_answers_not_leader(cluster: EmbeddedCluster) -> None:
+    create(cluster, "r")
+    follower = next(n for n in cluster.brokers if n != cluster.partition("r").leader)
+    client = RawClient(cluster.brokers[follower].port)
+    response = client.request(PRODUCE, 9, {"acks": -1, "timeout": 5000, "topic_data": [
+        {"name": "r", "partition_data": [{"index": 0, "records": build_batch([(None, b"x")])}]}]})
+    assert response.responses[0].partition_responses[0].error_code == ErrorCode.not_leader_or_follower
+    fetched = client.request(FETCH, 12, {"replica_id": -1, "max_wait": 0, "min_bytes": 0, "max_bytes": 1 << 20,
+                                         "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+                                         "topics": [{"topic": "r", "partitions": [
+                                             {"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20,
+                                              "current_leader_epoch": -1, "last_fetched_epoch": -1,
+                                              "log_start_offset": -1}]}],
+                                         "forgotten_topics_data": [], "rack_id": ""})
+    assert fetched.responses[0].partitions[0].error_code == ErrorCode.not_leader_or_follower
+
+
+def test_acks_all_waits_for_the_isr_and_min_insync_replicas_refuses(cluster: EmbeddedCluster) -> None:
+    create(cluster, "r", **{"min.insync.replicas": "3"})
+    assert len(produce(cluster, "r", 10)) == 10
+    leader = cluster.partition("r").leader
+    follower = next(n for n in cluster.brokers if n != leader)
+    cluster.call(cluster.stop_broker(follower, fence=False))  # gone, but still in the ISR
+    client = RawClient(cluster.brokers[leader].port)
+    started = time.monotonic()
+    response = client.request(PRODUCE, 9, {"acks": -1, "timeout": 30_000, "topic_data": [
+        {"name": "r", "partition_data": [{"index": 0, "records": build_batch([(None, b"late")])}]}]})
+    waited = time.monotonic() - started
+    # answered once the lagging follower left the ISR (replica.lag.time.max.ms), below min.insync.replicas
+    assert response.responses[0].partition_responses[0].error_code == ErrorCode.not_enough_replicas_after_append
+    assert follower not in cluster.partition("r").isr and waited > 0.5
+    response = client.request(PRODUCE, 9, {"acks": -1, "timeout": 30_000, "topic_data": [
+        {"name": "r", "partition_data": [{"index": 0, "records": build_batch([(None, b"refused")])}]}]})
+    assert response.responses[0].partition_responses[0].error_code == ErrorCode.not_enough_replicas
+    # acks=1 still goes, and the follower back catches up and rejoins the ISR
+    response = client.request(PRODUCE, 9, {"acks": 1, "timeout": 30_000, "topic_data": [
+        {"name": "r", "partition_data": [{"index": 0, "records": build_batch([(None, b"one")])}]}]})
+    assert response.responses[0].partition_responses[0].error_code == ErrorCode.none
+    cluster.call(cluster.start_broker(follower))
+    eventually(lambda: set(cluster.partition("r").isr) == {1, 2, 3})
+    assert len(produce(cluster, "r", 5, prefix="after")) == 5
+
+
+def test_fail_over_keeps_every_acknowledged_record_in_order(cluster: EmbeddedCluster) -> None:
+    create(cluster, "r", **{"min.insync.replicas": "2"})
+    acked = produce(cluster, "r", 300, prefix="a", **{"enable.idempotence": True})
+    old_leader = cluster.partition("r").leader
+    cluster.call(cluster.stop_broker(old_leader))
+    assert cluster.partition("r").leader not in (old_leader, -1)
+    acked.update(produce(cluster, "r", 300, prefix="b", **{"enable.idempotence": True}))
+    cluster.call(cluster.start_broker(old_leader))
+    eventually(lambda: set(cluster.partition("r").isr) == {1, 2, 3})
+    values = consume_all(cluster, "r", 600)
+    assert values == [f"a{i}".encode() for i in range(300)] + [f"b{i}".encode() for i in range(300)]
+    assert all(values[offset] == value for value, offset in acked.items())
+    leader = cluster.partition("r").leader
+    eventually(lambda: all(replica(cluster, n, "r").log_end_offset == 600 for n in cluster.brokers))
+    assert all(batches(cluster, n, "r") == batches(cluster, leader, "r") for n in cluster.brokers)
+
+
+def test_a_divergent_tail_is_truncated_by_leader_epoch(cluster: EmbeddedCluster) -> None:
+    create(cluster, "r")
+    assert len(produce(cluster, "r", 20)) == 20
+    old_leader = cluster.partition("r").leader
+    followers = [n for n in cluster.brokers if n != old_leader]
+    eventually(lambda: all(replica(cluster, n, "r").log_end_offset == 20 for n in followers))
+    for node in followers:
+        cluster.call(cluster.stop_broker(node, fence=False))
+    client = RawClient(cluster.brokers[old_leader].port)
+    for value in (b"lost-1", b"lost-2"):  # acks=1: written on the leader only
+        response = client.request(PRODUCE, 9, {"acks": 1, "timeout": 5000, "topic_data": [
+            {"name": "r", "partition_data": [{"index": 0, "records": build_batch([(None, value)])}]}]})
+        assert response.responses[0].partition_responses[0].error_code == ErrorCode.none
+    assert replica(cluster, old_leader, "r").log_end_offset == 22
+    assert replica(cluster, old_leader, "r").high_watermark == 20  # consumers cannot see them
+    cluster.call(cluster.stop_broker(old_leader))  # fenced: a follower (still registered) is elected
+    new_leader = cluster.partition("r").leader
+    assert new_leader in followers
+    for node in followers:
+        cluster.call(cluster.start_broker(node))
+    assert len(produce(cluster, "r", 3, prefix="new")) == 3
+    cluster.call(cluster.start_broker(old_leader))
+    eventually(lambda: set(cluster.partition("r").isr) == {1, 2, 3})
+    eventually(lambda: replica(cluster, old_leader, "r").log_end_offset == 23)
+    assert batches(cluster, old_leader, "r") == batches(cluster, new_leader, "r")
+    values = consume_all(cluster, "r", 23)
+    assert b"lost-1" not in values and values[-3:] == [b"new0", b"new1", b"new2"]
