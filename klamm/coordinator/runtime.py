@@ -210,6 +210,21 @@ class GroupCoordinatorRuntime:
             data = build_batch(batch, producer_id=producer_id, producer_epoch=epoch, transactional=producer_id >= 0)
             partition.append(data)
 
+    async def replicated(self, group_id: str) -> ErrorCode:
+        """Wait until what was written for the group is on the ISR of its partition (Kafka writes with acks=-1).
+
+        Waits at most offsets.commit.timeout.ms; the error a client should see, or NONE.
+        """
+        coordinator = self.coordinator
+        if coordinator is None:
+            return ErrorCode.none
+        partition = self.broker.replicas.partitions.get((CONSUMER_OFFSETS, coordinator.partition_for(group_id)))
+        if partition is None:
+            return ErrorCode.not_coordinator
+        error = await partition.wait_for_replication(partition.log_end_offset,
+                                                     self.broker.config.offsets_commit_timeout_ms / 1000)
+        return error if error == ErrorCode.none else _client_error(error, offset_commit=True)
+
     async def _run_timers(self) -> None:
         await run_timers(self.timer, self._wake, self._fire_timers)
 

@@ -198,3 +198,55 @@ def test_a_divergent_tail_is_truncated_by_leader_epoch(cluster: EmbeddedCluster)
     assert batches(cluster, old_leader, "r") == batches(cluster, new_leader, "r")
     values = consume_all(cluster, "r", 23)
     assert b"lost-1" not in values and values[-3:] == [b"new0", b"new1", b"new2"]
+
+
+# ------------------------------------------------------------------ coordinators
+from tests.integration.test_coordinator_failures import FIND_COORDINATOR, commit, committed, init  # noqa: E402
+
+
+def coordinator_of(c: EmbeddedCluster, key: str, key_type: int = 0) -> int:
+    client = RawClient(next(iter(c.brokers.values())).port)
+    deadline = time.monotonic() + 20
+    while True:
+        found = client.request(FIND_COORDINATOR, 3, {"key": key, "key_type": key_type})
+        if found.error_code == 0:
+            return found.node_id
+        assert time.monotonic() < deadline, found
+        time.sleep(0.05)
+
+
+def test_an_offset_commit_waits_for_the_isr_and_survives_its_coordinator(cluster: EmbeddedCluster) -> None:
+    create(cluster, "t")
+    node = coordinator_of(cluster, "g")
+    client = RawClient(cluster.brokers[node].port)
+    assert commit(client, "g", "t", 42) == 0
+    cluster.call(cluster.stop_broker(node))  # the coordinator dies: another replica of its partition leads
+    node = coordinator_of(cluster, "g")
+    client = RawClient(cluster.brokers[node].port)
+    eventually(lambda: committed(client, "g", "t") == 42)
+
+
+def test_a_commit_the_isr_does_not_take_in_time_is_not_acknowledged() -> None:
+    with run_cluster(3, replica_lag_time_max_ms=1500, replica_fetch_backoff_ms=50, replica_fetch_wait_max_ms=50,
+                     offsets_commit_timeout_ms=500) as c:
+        create(c, "t")
+        node = coordinator_of(c, "g")
+        client = RawClient(c.brokers[node].port)
+        eventually(lambda: commit(client, "g", "t", 1) == 0)  # once the followers fetch the new partition
+        follower = next(n for n in c.brokers if n != node)
+        c.call(c.stop_broker(follower, fence=False))  # still in the ISR until replica.lag.time.max.ms
+        assert commit(client, "g", "t", 2) == ErrorCode.coordinator_not_available  # offsets.commit.timeout.ms
+        eventually(lambda: follower not in c.partition("__consumer_offsets").isr)
+        assert commit(client, "g", "t", 3) == 0
+
+
+def test_transactional_state_is_replicated_before_the_answer(cluster: EmbeddedCluster) -> None:
+    node = coordinator_of(cluster, "tid", key_type=1)
+    client = RawClient(cluster.brokers[node].port)
+    first = init(client, "tid")
+    assert first.error_code == 0
+    cluster.call(cluster.stop_broker(node))
+    node = coordinator_of(cluster, "tid", key_type=1)
+    client = RawClient(cluster.brokers[node].port)
+    again = init(client, "tid")  # the new coordinator knows the producer id: it bumps its epoch
+    assert (again.error_code, again.producer_id, again.producer_epoch) == (0, first.producer_id, 1)

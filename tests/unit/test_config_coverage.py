@@ -88,6 +88,10 @@ APPLIED: dict[str, list[str]] = {
     "min.compaction.lag.ms": [f"{EFFECTS}::test_compaction_config_carries_the_topic_cleaner_settings",
                               f"{CLEANER}::test_min_compaction_lag_leaves_young_segments_dirty"],
     "min.insync.replicas": [f"{EFFECTS}::test_min_insync_replicas_refuses_acks_all"],
+    "replica.lag.time.max.ms": [
+        "tests/integration/test_replication.py::test_acks_all_waits_for_the_isr_and_min_insync_replicas_refuses"],
+    "offsets.commit.timeout.ms": [
+        "tests/integration/test_replication.py::test_a_commit_the_isr_does_not_take_in_time_is_not_acknowledged"],
     "retention.bytes": [f"{EFFECTS}::test_log_config_carries_the_topic_storage_settings",
                         f"{RETENTION}::test_size_retention_deletes_oldest_while_the_excess_covers_them"],
     "retention.ms": [f"{EFFECTS}::test_log_config_carries_the_topic_storage_settings",

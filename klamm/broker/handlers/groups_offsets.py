@@ -51,11 +51,21 @@ async def offset_commit(broker: BrokerServices, request: Any) -> dict[str, Any]:
         result = coordinator.commit_offsets(body.group_id, body.generation_id_or_member_epoch, body.member_id,
                                             getattr(body, "group_instance_id", None), offsets, millis(retention))
         errors = broker.group_coordinator.apply(result)
+        errors = await replicated_errors(broker, body.group_id, errors)
     except KafkaError as exc:
         errors = {(o.topic, o.partition): exc.code for o in offsets}
     rows = [(name, index, ErrorCode.unknown_topic_or_partition if (name, index) in unknown else errors[(name, index)])
             for name, index in requested]
     return {"topics": _by_topic(rows)}
+
+
+async def replicated_errors(broker: BrokerServices, group_id: str,
+                      errors: dict[tuple[str, int], ErrorCode]) -> dict[tuple[str, int], ErrorCode]:
+    """The commit's answer once the ISR has it: the replication error for the offsets written."""
+    error = await broker.group_coordinator.replicated(group_id)
+    if error == ErrorCode.none:
+        return errors
+    return {tp: error if code == ErrorCode.none else code for tp, code in errors.items()}
 
 
 # OffsetFetch

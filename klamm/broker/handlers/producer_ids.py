@@ -24,6 +24,8 @@ async def handle(broker: BrokerServices, request: Any) -> dict[str, Any]:
         error, producer_id, epoch = broker.transactions.run_init(
             body.transactional_id, millis(body.transaction_timeout), getattr(body, "producer_id", -1),
             getattr(body, "producer_epoch", -1))
+        if error == ErrorCode.none:
+            error = await broker.transactions.replicated(body.transactional_id)
     except KafkaError as exc:
         error, producer_id, epoch = exc.code, -1, -1
     if error == ErrorCode.producer_fenced and version < 4:

@@ -14,7 +14,7 @@ from typing import Any
 
 from klamm.broker.handlers import Api
 from klamm.broker.services import BrokerServices
-from klamm.broker.handlers.groups_offsets import partition_exists, requested_offsets
+from klamm.broker.handlers.groups_offsets import partition_exists, replicated_errors, requested_offsets
 from klamm.protocol.errors import ErrorCode, KafkaError
 from klamm.protocol.topics import CONSUMER_OFFSETS
 
@@ -36,19 +36,19 @@ def _topic_results(errors: dict[tuple[str, int], ErrorCode]) -> list[dict[str, A
 async def add_partitions_to_txn(broker: BrokerServices, request: Any) -> dict[str, Any]:
     body, version = request.body, request.api_version
     if version <= 3:
-        errors = _add_partitions(broker, body.v3_and_below_transactional_id, body.v3_and_below_producer_id,
+        errors = await _add_partitions(broker, body.v3_and_below_transactional_id, body.v3_and_below_producer_id,
                                  body.v3_and_below_producer_epoch, body.v3_and_below_topics, False)
         errors = {tp: _compat(error, version) for tp, error in errors.items()}
         return {"results_by_topic_v3_and_below": _topic_results(errors)}
     results = []
     for txn in body.transactions:
-        errors = _add_partitions(broker, txn.transactional_id, txn.producer_id, txn.producer_epoch, txn.topics,
+        errors = await _add_partitions(broker, txn.transactional_id, txn.producer_id, txn.producer_epoch, txn.topics,
                                  txn.verify_only)
         results.append({"transactional_id": txn.transactional_id, "topic_results": _topic_results(errors)})
     return {"error_code": ErrorCode.none, "results_by_transaction": results}
 
 
-def _add_partitions(broker: BrokerServices, transactional_id: str, producer_id: int, epoch: int, topics: Any,
+async def _add_partitions(broker: BrokerServices, transactional_id: str, producer_id: int, epoch: int, topics: Any,
                     verify_only: bool) -> dict[tuple[str, int], ErrorCode]:
     wanted = [(t.name, p) for t in topics for p in t.partitions]
     unknown = {tp for tp in wanted if not partition_exists(broker, *tp)}
@@ -60,9 +60,17 @@ def _add_partitions(broker: BrokerServices, transactional_id: str, producer_id: 
         if verify_only:
             return coordinator.verify_partitions(transactional_id, producer_id, epoch, wanted)
         error = broker.transactions.run(coordinator.add_partitions(transactional_id, producer_id, epoch, wanted))
+        error = await _replicated(broker, transactional_id, error)
     except KafkaError as exc:
         error = exc.code
     return {tp: error for tp in wanted}
+
+
+async def _replicated(broker: BrokerServices, transactional_id: str, error: ErrorCode) -> ErrorCode:
+    """A successful write's answer waits until the transaction state is on the ISR."""
+    if error != ErrorCode.none:
+        return error
+    return await broker.transactions.replicated(transactional_id)
 
 
 # AddOffsetsToTxn
@@ -74,6 +82,7 @@ async def add_offsets_to_txn(broker: BrokerServices, request: Any) -> dict[str, 
         coordinator = broker.transactions.ready()
         error = broker.transactions.run(coordinator.add_partitions(
             body.transactional_id, body.producer_id, body.producer_epoch, [(CONSUMER_OFFSETS, offsets_partition)]))
+        error = await _replicated(broker, body.transactional_id, error)
     except KafkaError as exc:
         error = exc.code
     return {"error_code": _compat(error, request.api_version)}
@@ -86,6 +95,7 @@ async def end_txn(broker: BrokerServices, request: Any) -> dict[str, Any]:
         coordinator = broker.transactions.ready()
         error = broker.transactions.run(coordinator.end_txn(body.transactional_id, body.producer_id,
                                                             body.producer_epoch, body.committed))
+        error = await _replicated(broker, body.transactional_id, error)
     except KafkaError as exc:
         error = exc.code
     return {"error_code": _compat(error, request.api_version)}
@@ -101,6 +111,7 @@ async def txn_offset_commit(broker: BrokerServices, request: Any) -> dict[str, A
             body.group_id, body.producer_id, body.producer_epoch, getattr(body, "generation_id", -1),
             getattr(body, "member_id", ""), getattr(body, "group_instance_id", None), offsets)
         errors = broker.group_coordinator.apply(result)
+        errors = await replicated_errors(broker, body.group_id, errors)
     except KafkaError as exc:
         errors = {(o.topic, o.partition): exc.code for o in offsets}
     topics: dict[str, list[dict[str, Any]]] = {}

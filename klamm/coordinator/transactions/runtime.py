@@ -261,6 +261,23 @@ class TransactionCoordinatorRuntime:
         index = self.ready().partition_for(transactional_id)
         return self.broker.replicas.get(TRANSACTION_STATE, index).leader_epoch
 
+    async def replicated(self, transactional_id: str) -> ErrorCode:
+        """Wait until the transactional id's state written so far is on the ISR of its partition.
+
+        A PrepareCommit answered before the followers have it could be lost with its leader, and the
+        next coordinator would abort a transaction the client was told is committing. Waits at most
+        request.timeout.ms; the error a client should see, or NONE.
+        """
+        coordinator = self.coordinator
+        if coordinator is None:
+            return ErrorCode.none
+        partition = self.broker.replicas.partitions.get((TRANSACTION_STATE, coordinator.partition_for(transactional_id)))
+        if partition is None:
+            return ErrorCode.not_coordinator
+        error = await partition.wait_for_replication(partition.log_end_offset,
+                                                     self.broker.config.request_timeout_ms / 1000)
+        return error if error == ErrorCode.none else _APPEND_ERRORS.get(error, ErrorCode.unknown_server_error)
+
     def run_init(self, transactional_id: str, timeout_ms: int, producer_id: int, epoch: int) -> Any:
         """InitProducerId, aborting an ongoing transaction of the previous incarnation first."""
         for _ in range(3):
