@@ -111,13 +111,19 @@ def test_acks_all_replicates_every_batch_byte_for_byte(cluster: EmbeddedCluster)
     assert cluster.partition("r").isr == (1, 2, 3) or set(cluster.partition("r").isr) == {1, 2, 3}
 
 
-def test_a_follower_answers_not_leader(cluster: EmbeddedCluster) -> None:
+def test_a_follower_answers_not_leader_and_names_the_leader(cluster: EmbeddedCluster) -> None:
     create(cluster, "r")
-    follower = next(n for n in cluster.brokers if n != cluster.partition("r").leader)
+    leader = cluster.partition("r")
+    follower = next(n for n in cluster.brokers if n != leader.leader)
     client = RawClient(cluster.brokers[follower].port)
-    response = client.request(PRODUCE, 9, {"acks": -1, "timeout": 5000, "topic_data": [
+    response = client.request(PRODUCE, 11, {"acks": -1, "timeout": 5000, "topic_data": [
         {"name": "r", "partition_data": [{"index": 0, "records": build_batch([(None, b"x")])}]}]})
-    assert response.responses[0].partition_responses[0].error_code == ErrorCode.not_leader_or_follower
+    answer = response.responses[0].partition_responses[0]
+    assert answer.error_code == ErrorCode.not_leader_or_follower
+    # KIP-951: where the leader is, so the client need not ask for metadata
+    assert (answer.current_leader.leader_id, answer.current_leader.leader_epoch) == (leader.leader, leader.leader_epoch)
+    [endpoint] = response.node_endpoints
+    assert (endpoint.node_id, endpoint.port) == (leader.leader, cluster.brokers[leader.leader].port)
     fetched = client.request(FETCH, 12, {"replica_id": -1, "max_wait": 0, "min_bytes": 0, "max_bytes": 1 << 20,
                                          "isolation_level": 0, "session_id": 0, "session_epoch": -1,
                                          "topics": [{"topic": "r", "partitions": [
@@ -126,6 +132,7 @@ def test_a_follower_answers_not_leader(cluster: EmbeddedCluster) -> None:
                                               "log_start_offset": -1}]}],
                                          "forgotten_topics_data": [], "rack_id": ""})
     assert fetched.responses[0].partitions[0].error_code == ErrorCode.not_leader_or_follower
+    assert fetched.responses[0].partitions[0].current_leader.leader_id == leader.leader
 
 
 def test_acks_all_waits_for_the_isr_and_min_insync_replicas_refuses(cluster: EmbeddedCluster) -> None:

@@ -38,6 +38,7 @@ from typing import Any
 
 from klamm.broker.fetch_session import FINAL_EPOCH, INITIAL_EPOCH, FetchSession, FetchSessionCache
 from klamm.broker.handlers import Api
+from klamm.broker.handlers.leader_hints import LeaderHints
 from klamm.broker.replication import diverging_epoch
 from klamm.broker.services import BrokerServices
 from klamm.protocol.errors import ErrorCode, KafkaError
@@ -85,8 +86,17 @@ async def handle(broker: BrokerServices, request: Any) -> dict[str, Any]:
             entry["records"] = FileRegion(read.file.lease(), read.position, read.length)
             if replica_id < 0:  # replication is not a topic's bytes out
                 broker.metrics.fetched(partition.topic, read.length)
+    hints = LeaderHints(broker)
+    for (key, _, _, _), entry in entries:
+        if entry["error_code"] != ErrorCode.none:
+            hints.add(entry, key if isinstance(key, str) else _topic_name(broker, key), entry["partition_index"])
     return {"error_code": ErrorCode.none, "session_id": session.session_id if session else 0,
-            "responses": _by_topic(entries)}
+            "responses": _by_topic(entries), "node_endpoints": hints.node_endpoints()}
+
+
+def _topic_name(broker: BrokerServices, topic_id: uuid.UUID) -> str:
+    topic = broker.controller.image.topics_by_id.get(topic_id)
+    return topic.name if topic is not None else ""
 
 
 def _session(cache: FetchSessionCache, body: Any, requested: list, by_id: bool

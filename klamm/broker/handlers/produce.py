@@ -29,6 +29,7 @@ import asyncio
 from typing import TYPE_CHECKING, Any
 
 from klamm.broker.handlers import Api
+from klamm.broker.handlers.leader_hints import LeaderHints
 from klamm.broker.services import BrokerServices
 from klamm.broker.metrics import batch_records_count
 from klamm.broker.network import CloseConnection
@@ -52,6 +53,7 @@ async def handle(broker: BrokerServices, request: Any) -> dict[str, Any] | None:
                  for topic in body.topic_data]
     responses = []
     failed = False
+    hints = LeaderHints(broker)
     for name, results in submitted:
         partitions = []
         for result in results:
@@ -71,7 +73,10 @@ async def handle(broker: BrokerServices, request: Any) -> dict[str, Any] | None:
         if failed:
             raise CloseConnection()
         return None
-    return {"responses": responses}
+    for topic in responses:
+        for partition in topic["partition_responses"]:
+            hints.add(partition, topic["name"], partition["index"])
+    return {"responses": responses, "node_endpoints": hints.node_endpoints()}
 
 
 def _seconds(value: Any) -> float:
