@@ -12,8 +12,8 @@ so a process can run several brokers. Two kinds of figures:
   partitions this broker leads, read from the metadata image (Kafka's
   UnderReplicatedPartitions, UnderMinIsrPartitionCount, AtMinIsrPartitionCount,
   LeaderCount, and on the active controller OfflinePartitionsCount,
-  ActiveControllerCount, ActiveBrokerCount and FencedBrokerCount). Nothing is
-  updated on append.
+  ActiveControllerCount, ActiveBrokerCount and FencedBrokerCount), and each
+  follower's lag as its leader sees it. Nothing is updated on append.
 
 ISR shrinks and expands (Kafka's IsrShrinksPerSec and IsrExpandsPerSec) are
 counted by the leader when a new image commits its partition's changed ISR.
@@ -218,6 +218,7 @@ class BrokerStateCollector(Collector):
                 at_min_isr += len(partition.isr) == min_isr
         controller = _is_active_controller(self.broker)
         brokers = list(image.brokers.values()) if image is not None and controller else []
+        yield self._follower_lag(hosted)
         yield GaugeMetricFamily("klamm_leader_partitions", "Partitions this broker leads.", value=leaders)
         yield GaugeMetricFamily("klamm_under_replicated_partitions",
                                 "Partitions led here whose ISR is smaller than their replica set.", value=under_replicated)
@@ -264,6 +265,25 @@ class BrokerStateCollector(Collector):
                                   value=_sum_of(cleaners, "bytes_cleaned"))
         yield CounterMetricFamily("klamm_log_cleaner_written_bytes", "Bytes of cleaned segments written.",
                                   value=_sum_of(cleaners, "bytes_written"))
+
+
+    @staticmethod
+    def _follower_lag(hosted: Any) -> Any:
+        """Per follower of a partition led here: records it lacks (leader log end - its fetch offset)."""
+        lag = GaugeMetricFamily("klamm_follower_lag_records",
+                                "Records a follower lacks, as its last fetch showed the leader.",
+                                labels=["topic", "partition", "replica"])
+        for partition in list(hosted.values()):
+            state = getattr(partition, "leader", None)
+            if state is None or not hasattr(state, "follower_log_end_offset"):
+                continue
+            for replica in state.replicas:
+                if replica == state.local_id:
+                    continue
+                end = state.follower_log_end_offset(replica)
+                behind = partition.log_end_offset - end if end >= 0 else partition.log_end_offset
+                lag.add_metric([partition.topic, str(partition.index), str(replica)], max(0, behind))
+        return lag
 
 
 def _image(broker: Any) -> Any:

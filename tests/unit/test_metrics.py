@@ -262,3 +262,16 @@ def test_isr_changes_are_counted_by_the_leader():
     text = metrics.exposition().decode()
     assert value(text, "klamm_isr_shrinks_total") == 1
     assert value(text, "klamm_isr_expands_total") == 1
+
+
+def test_follower_lag_is_read_from_the_leader_state():
+    from klamm.broker.replication import LeaderState
+    state = LeaderState(1, 0, 0, (1, 2, 3), (1, 2, 3), 0, 100, 0, 0, 30_000)
+    state.on_follower_fetch(2, 90, 100, 1)  # replica 3 has not fetched yet: it lacks everything
+    partition = SimpleNamespace(topic="t", index=0, leader=state, log_end_offset=100, log_start_offset=0,
+                                high_watermark=90, log=SimpleNamespace(size_in_bytes=lambda: 0), replicas=[1, 2, 3],
+                                isr=[1, 2, 3], config=SimpleNamespace(min_insync_replicas=1))
+    broker = SimpleNamespace(node_id=1, replicas=SimpleNamespace(partitions={("t", 0): partition}))
+    text = BrokerMetrics(broker).exposition().decode()
+    assert value(text, "klamm_follower_lag_records", topic="t", partition="0", replica="2") == 10
+    assert value(text, "klamm_follower_lag_records", topic="t", partition="0", replica="3") == 100
