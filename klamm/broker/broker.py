@@ -38,6 +38,7 @@ from klamm.broker.network import (
 from klamm.broker.partition import log_config
 from klamm.broker.replica_fetcher import FetchSettings, ReplicaFetcherManager
 from klamm.broker.replica_manager import ReplicaManager
+from klamm.broker.txn_marker_channel import TxnMarkerChannel
 from klamm.broker.services import ControllerClient, LocalControllerClient
 from klamm.config.broker import BrokerConfig
 from klamm.config.topic import TopicConfig
@@ -80,6 +81,8 @@ class Broker:
         self._unsubscribe: list[Callable[[], None]] = []
         self._requests_in_flight: set[asyncio.Task[None]] = set()  # AlterPartition requests
         self.fetchers: ReplicaFetcherManager | None = None
+        # WriteTxnMarkers to partitions led elsewhere (used from start-up: loading finishes prepared transactions)
+        self.txn_markers = TxnMarkerChannel(self.node_id, self._endpoint_of, config.request_timeout_ms)
         self.controller_client: ControllerClient = None  # type: ignore[assignment]
         self.replicas: ReplicaManager = None  # type: ignore[assignment]
         self.group_coordinator: GroupCoordinatorRuntime = None  # type: ignore[assignment]  # group coordinator
@@ -226,6 +229,7 @@ class Broker:
         self._unsubscribe.clear()
         if self.fetchers is not None:
             await self.fetchers.stop()
+        self.txn_markers.close()
         if self._acceptor is not None:
             await self._acceptor.stop()
         if self._metrics_server is not None:

@@ -257,3 +257,35 @@ def test_transactional_state_is_replicated_before_the_answer(cluster: EmbeddedCl
     client = RawClient(cluster.brokers[node].port)
     again = init(client, "tid")  # the new coordinator knows the producer id: it bumps its epoch
     assert (again.error_code, again.producer_id, again.producer_epoch) == (0, first.producer_id, 1)
+
+
+def test_transactions_span_partitions_led_by_other_brokers(cluster: EmbeddedCluster) -> None:
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    admin.create_topics([NewTopic("tx", 3, 3)])["tx"].result(15)
+    leaders = {cluster.partition("tx", i).leader for i in range(3)}
+    assert len(leaders) == 3  # one partition led by each broker, so two are not the coordinator's
+    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "transactional.id": "spread",
+                         "acks": "all"})
+    producer.init_transactions(30)
+    for commit_ in (True, False, True):
+        producer.begin_transaction()
+        for partition in range(3):
+            producer.produce("tx", value=b"committed" if commit_ else b"aborted", partition=partition)
+        producer.commit_transaction(30) if commit_ else producer.abort_transaction(30)
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": "tx-check",
+                         "isolation.level": "read_committed", "auto.offset.reset": "earliest",
+                         "enable.auto.commit": False})
+    consumer.assign([TopicPartition("tx", p, 0) for p in range(3)])
+    seen: list[bytes] = []
+    deadline = time.monotonic() + 30
+    while len(seen) < 6 and time.monotonic() < deadline:
+        message = consumer.poll(0.2)
+        if message is not None and message.error() is None:
+            seen.append(message.value())
+    consumer.close()
+    assert seen == [b"committed"] * 6
+    # no transaction left open anywhere: every partition's last stable offset is its log end
+    for partition in range(3):
+        leader = cluster.brokers[cluster.partition("tx", partition).leader]
+        stable = leader.replicas.partitions[("tx", partition)]
+        eventually(lambda: stable.last_stable_offset == stable.log_end_offset >= 4)

@@ -63,6 +63,10 @@ class TransactionCoordinatorRuntime:
         self._unsubscribe: Callable[[], None] | None = None
         self._retries: dict[str, Completion] = {}  # prepared transactions whose markers are due again
         self._failures: dict[str, int] = {}  # transactional id -> writes failed in a row (for the backoff)
+        # (transactional id, producer id, epoch, topic, partition) -> sending / written / failed: markers
+        # of partitions led by other brokers, sent with WriteTxnMarkers
+        self._remote_markers: dict[tuple, str] = {}
+        self._sending: set[asyncio.Task[None]] = set()
 
     # lifecycle
     async def start(self) -> None:
@@ -75,7 +79,7 @@ class TransactionCoordinatorRuntime:
         if self._unsubscribe is not None:
             self._unsubscribe()
             self._unsubscribe = None
-        for task in [*self._tasks, *self._loads.values()]:
+        for task in [*self._tasks, *self._loads.values(), *self._sending]:
             task.cancel()
         self._tasks.clear()
         self._loads.clear()
@@ -224,6 +228,11 @@ class TransactionCoordinatorRuntime:
         coordinator_epoch = self._coordinator_epoch(completion.transactional_id)
         failed = set()
         for topic, index in sorted(completion.partitions):
+            leader = self._leader_of(topic, index)
+            if leader is not None and leader != self.broker.node_id:
+                if not self._remote_marker_done(completion, topic, index, leader, coordinator_epoch):
+                    failed.add((topic, index))
+                continue
             try:
                 self.append_marker(topic, index, completion.producer_id, completion.producer_epoch,
                                    coordinator_epoch, completion.commit)
@@ -236,6 +245,41 @@ class TransactionCoordinatorRuntime:
                                 index, completion.producer_id, exc)
                     failed.add((topic, index))
         return frozenset(failed)
+
+    def _leader_of(self, topic: str, index: int) -> int | None:
+        """The partition's leader in the image; None when the partition is gone (or has none)."""
+        topic_image = self.broker.controller.image.topics_by_name.get(topic)
+        partition = topic_image.partitions.get(index) if topic_image is not None else None
+        return partition.leader if partition is not None and partition.leader >= 0 else None
+
+    def _remote_marker_done(self, completion: Completion, topic: str, index: int, leader: int,
+                            coordinator_epoch: int) -> bool:
+        """A marker another broker writes (WriteTxnMarkers): True once written; else it is (being) sent."""
+        key = (completion.transactional_id, completion.producer_id, completion.producer_epoch, topic, index)
+        state = self._remote_markers.get(key)
+        if state == "written":
+            del self._remote_markers[key]
+            return True
+        if state != "sending":
+            self._remote_markers[key] = "sending"
+            task = asyncio.ensure_future(self._send_marker(key, leader, coordinator_epoch, completion.commit))
+            self._sending.add(task)
+            task.add_done_callback(self._sending.discard)
+        return False
+
+    async def _send_marker(self, key: tuple, leader: int, coordinator_epoch: int, commit: bool) -> None:
+        transactional_id, producer_id, producer_epoch, topic, index = key
+        error = await self.broker.txn_markers.write(leader, topic, index, producer_id, producer_epoch,
+                                                    coordinator_epoch, commit)
+        if error == ErrorCode.none or error in _MARKER_GIVE_UP:
+            if error != ErrorCode.none:
+                log.warning("no marker for %s-%d (producer %d) on broker %d: %s", topic, index, producer_id, leader,
+                            error.name)
+            self._remote_markers[key] = "written"
+            if transactional_id in self._retries:  # finish the transaction now rather than at its backoff
+                self.timer.schedule(("txn-retry", transactional_id), 0, lambda: None)
+        else:
+            self._remote_markers[key] = "failed"  # sent again at the transaction's next retry
 
     def append_marker(self, topic: str, index: int, producer_id: int, producer_epoch: int, coordinator_epoch: int,
                       commit: bool) -> None:
@@ -288,9 +332,16 @@ class TransactionCoordinatorRuntime:
         return ErrorCode.concurrent_transactions, -1, -1
 
     def check_produce(self, transactional_id: str, producer_id: int, epoch: int, tp: tuple[str, int]) -> None:
+        """Verify a transactional batch against the coordinator, when that coordinator is this broker.
+
+        A transactional id coordinated by another broker is not verified here (Kafka asks that
+        coordinator with AddPartitionsToTxn verify_only, which klamm does not do yet).
+        """
         coordinator = self.coordinator
         if coordinator is None:
             raise KafkaError(ErrorCode.invalid_producer_id_mapping)
+        if coordinator.partition_for(transactional_id) not in coordinator.owned:
+            return
         coordinator.check_produce(transactional_id, producer_id, epoch, tp)
 
     async def _run_timers(self) -> None:
