@@ -362,6 +362,8 @@ class Partition:
         if self.leader is not None:
             if self.leader.on_local_append(self._committable_end(), self._time_ms()):
                 self._high_watermark_moved()
+            else:
+                self._wake_waiters()  # followers' long polls take what was appended (consumers park again)
             self._check_replication_waiters()
             return
         if self.leader_id is not None:

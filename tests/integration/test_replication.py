@@ -289,3 +289,34 @@ def test_transactions_span_partitions_led_by_other_brokers(cluster: EmbeddedClus
         leader = cluster.brokers[cluster.partition("tx", partition).leader]
         stable = leader.replicas.partitions[("tx", partition)]
         eventually(lambda: stable.last_stable_offset == stable.log_end_offset >= 4)
+
+
+def test_an_append_answers_a_follower_long_poll_at_once() -> None:
+    # A follower's fetch parked at the log end must be answered by the next append, not by its
+    # max_wait: acks=all completes only when the followers fetch again. Every follower here parks
+    # for a minute, so only the append can answer them before the client's socket timeout.
+    with run_cluster(3, replica_fetch_wait_max_ms=60_000) as cluster:
+        _long_poll_answered(cluster)
+
+
+def _long_poll_answered(cluster: EmbeddedCluster) -> None:
+    create(cluster, "r")
+    assert len(produce(cluster, "r", 3, acks="1")) == 3
+    partition = cluster.partition("r")
+    follower = next(n for n in cluster.brokers if n != partition.leader)
+    leader_port = cluster.brokers[partition.leader].port
+    fetcher = RawClient(leader_port)  # its socket timeout (10 s) is far below the fetch's max_wait
+    fetcher.send(FETCH, 12, {"replica_id": follower, "max_wait": 120_000, "min_bytes": 1, "max_bytes": 1 << 20,
+                             "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+                             "topics": [{"topic": "r", "partitions": [
+                                 {"partition": 0, "fetch_offset": 3, "partition_max_bytes": 1 << 20,
+                                  "current_leader_epoch": partition.leader_epoch,
+                                  "last_fetched_epoch": partition.leader_epoch, "log_start_offset": 0}]}],
+                             "forgotten_topics_data": [], "rack_id": ""})
+    time.sleep(0.2)  # parked
+    response = RawClient(leader_port).request(PRODUCE, 9, {"acks": 1, "timeout": 5000, "topic_data": [
+        {"name": "r", "partition_data": [{"index": 0, "records": build_batch([(None, b"wake")])}]}]})
+    assert response.responses[0].partition_responses[0].error_code == ErrorCode.none
+    _, fetched = fetcher.receive()
+    answer = fetched.responses[0].partitions[0]
+    assert answer.error_code == ErrorCode.none and split_batches(bytearray(answer.records))[0].base_offset == 3
