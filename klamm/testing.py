@@ -15,7 +15,7 @@ The pytest fixture `klamm_broker` (klamm.pytest_plugin) wraps `run_broker`.
 
     with klamm.testing.run_cluster(3) as c:        # three brokers replicating, in this process
         Producer({"bootstrap.servers": c.bootstrap_servers, "acks": "all"})
-        c.call(c.stop_broker(2))                   # as kill -9 then the controller's session timeout
+        c.call(c.kill_broker(2))                   # as kill -9 then the controller's session timeout
 
 The brokers of a cluster share one in-process controller (the networked
 controller is the `process.roles` start-up); each has its own log directory and
@@ -144,9 +144,18 @@ class EmbeddedCluster:
         return self.controller.image.topics_by_name[topic].partitions[index]
 
     async def stop_broker(self, node_id: int, *, fence: bool = True) -> None:
-        """Stop a broker; with `fence`, the controller then fences it, as its session timeout would."""
+        """Stop a broker as SIGTERM does (its leaderships move first); with `fence` the controller then
+        fences it, as its session timeout would."""
         broker = self.brokers.pop(node_id)
         await broker.stop()
+        if fence:
+            self.controller.fence_broker(node_id)
+
+    async def kill_broker(self, node_id: int, *, fence: bool = True) -> None:
+        """Stop a broker as kill -9 would: no controlled shutdown, it still leads and is in the ISR until
+        the controller fences it (with `fence`, at once, as its session timeout would)."""
+        broker = self.brokers.pop(node_id)
+        await broker.stop(controlled=False)
         if fence:
             self.controller.fence_broker(node_id)
 

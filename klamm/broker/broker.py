@@ -180,6 +180,14 @@ class Broker:
         self.replicas.send_isr_proposal = self._send_isr_proposal
         self.fetchers.update(self.replicas.followers())
         self._tasks.append(asyncio.ensure_future(self.replicas.check_isr_periodically()))
+        if config.auto_leader_rebalance_enable and self.controller.node_id == self.node_id:
+            self._tasks.append(asyncio.ensure_future(self._balance_leaders_periodically()))
+
+    async def _balance_leaders_periodically(self) -> None:
+        """The controller's leader balancing, every leader.imbalance.check.interval.seconds."""
+        while True:
+            await asyncio.sleep(self.config.leader_imbalance_check_interval_seconds)
+            self.controller.balance_leaders()
 
     def _endpoint_of(self, node_id: int) -> tuple[str, int] | None:
         registration = self.controller.image.brokers.get(node_id)
@@ -221,7 +229,11 @@ class Broker:
             self.controller.maybe_snapshot()  # the time trigger, when no commit comes to check it
             self.controller.clean()
 
-    async def stop(self) -> None:
+    async def stop(self, *, controlled: bool = True) -> None:
+        """Stop serving; `controlled` (SIGTERM) moves this broker's leaderships away first."""
+        if controlled and self._shared_controller and self.controller.image.brokers.get(self.node_id) is not None:
+            # Controlled shutdown: leaderships move to other ISR members before this broker goes.
+            self.controller.controlled_shutdown(self.node_id)
         for task in [*self._tasks, *self._requests_in_flight]:
             task.cancel()
         for unsubscribe in self._unsubscribe:

@@ -54,7 +54,6 @@ def _k(name: str, type_: T, default: object, importance: I, doc: str, validator=
 
 # Reasons shared by several keys.
 _NO_FOLLOWERS = "follower replication; a single node has no followers, so Kafka with one broker ignores it too"
-_ONE_LEADER = "a single node leads every partition; there is no leadership to rebalance"
 _TIERED = "tiered storage is not implemented"
 _NO_POLICY = "klamm loads no policy plugins"
 _LOAD_BUFFER = "coordinators load their partitions batch by batch, with no fixed read buffer"
@@ -227,12 +226,10 @@ _REPLICATION = [
        cluster=_NO_FOLLOWERS),
     _k("replica.high.watermark.checkpoint.interval.ms", T.LONG, 5000, H, "How often high watermarks are saved.",
        cluster="the high watermark of a single replica is its log end offset, recovered from the log"),
-    _k("auto.leader.rebalance.enable", T.BOOLEAN, True, H, "Move leadership back to preferred replicas.",
-       cluster=_ONE_LEADER),
-    _k("leader.imbalance.check.interval.seconds", T.LONG, 300, H, "How often leader balance is checked.", Range(1),
-       cluster=_ONE_LEADER),
+    _k("auto.leader.rebalance.enable", T.BOOLEAN, True, H, "Move leadership back to preferred replicas."),
+    _k("leader.imbalance.check.interval.seconds", T.LONG, 300, H, "How often leader balance is checked.", Range(1)),
     _k("leader.imbalance.per.broker.percentage", T.INT, 10, H, "Tolerated leader imbalance per broker, in percent.",
-       cluster=_ONE_LEADER),
+       cluster="Kafka's KRaft controller does not use it: it balances every partition whose preferred replica can lead"),
 ]
 
 _GROUPS = [

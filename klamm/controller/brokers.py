@@ -43,7 +43,7 @@ def decide_register_broker(
 
 def _same_registration(current: BrokerRegistration, host: str, port: int, listener: str, rack: str | None,
                        security_protocol: int) -> bool:
-    return (not current.fenced and current.host == host and current.port == port and current.listener == listener
+    return (not current.fenced and not current.in_controlled_shutdown and current.host == host and current.port == port and current.listener == listener
             and current.rack == rack and current.security_protocol == security_protocol)
 
 

@@ -38,7 +38,8 @@ from dataclasses import dataclass
 from klamm.controller.brokers import decide_register_broker, decide_unregister_broker
 from klamm.controller.configs import ConfigValidator, decide_alter_broker_configs, decide_alter_topic_configs
 from klamm.controller.elections import ElectionOutcome, decide_elect_leaders
-from klamm.controller.partition_changes import (decide_alter_partition, decide_controlled_shutdown,
+from klamm.controller.partition_changes import (decide_alter_partition, decide_balance_leaders,
+                                                decide_controlled_shutdown,
                                                 decide_fence_broker, decide_leaderless_elections,
                                                 decide_unfence_broker)
 from klamm.controller.image import BrokerRegistration, ImageBuilder, MetadataImage, PartitionImage, empty_image
@@ -254,6 +255,10 @@ class Controller:
     def controlled_shutdown(self, node_id: int) -> None:
         """The broker is shutting down: its leaderships move away while it still serves."""
         self._commit_if_any(decide_controlled_shutdown(self._image, node_id))
+
+    def balance_leaders(self) -> None:
+        """Leadership back to preferred replicas (auto.leader.rebalance.enable)."""
+        self._commit_if_any(decide_balance_leaders(self._image))
 
     def _commit_if_any(self, records: list[MetadataRecord]) -> None:
         if records:

@@ -30,6 +30,7 @@ __all__ = [
     "RECOVERED",
     "RECOVERING",
     "decide_alter_partition",
+    "decide_balance_leaders",
     "decide_controlled_shutdown",
     "decide_fence_broker",
     "decide_leaderless_elections",
@@ -123,8 +124,8 @@ def decide_controlled_shutdown(image: MetadataImage, broker_id: int, *,
 def decide_unfence_broker(image: MetadataImage, broker_id: int, *, unclean_default: bool = False) -> list[MetadataRecord]:
     """Unfence a caught-up broker, and elect leaders for the partitions that had none."""
     broker = image.brokers.get(broker_id)
-    if broker is None or not broker.fenced:
-        return []
+    if broker is None or not broker.fenced or broker.in_controlled_shutdown:
+        return []  # a broker that shut down comes back by registering again
     records = [MetadataRecord("BrokerRegistrationChangeRecord",
                               {"broker_id": broker_id, "broker_epoch": broker.epoch, "fenced": -1})]
     return records + decide_leaderless_elections(image, broker_id, unclean_default=unclean_default)
@@ -151,6 +152,21 @@ def _updates(image: MetadataImage, selected: Callable[[PartitionImage], bool], *
             record = partition_change(topic, partition, target_isr, acceptable,
                                       unclean=unclean_allowed(topic, unclean_default))
             if record is not None:
+                records.append(record)
+    return records
+
+
+def decide_balance_leaders(image: MetadataImage) -> list[MetadataRecord]:
+    """auto.leader.rebalance.enable: leadership back to each partition's preferred replica where it can lead
+    (Kafka's KRaft controller balances every such partition; leader.imbalance.per.broker.percentage is not used)."""
+    records = []
+    for topic in image.topics_by_name.values():
+        for partition in topic.partitions.values():
+            if not partition.replicas or partition.leader == partition.replicas[0]:
+                continue
+            record = partition_change(topic, partition, list(partition.isr),
+                                      lambda replica: is_acceptable_leader(image, replica), preferred=True)
+            if record is not None and record.data.get("leader") == partition.replicas[0]:
                 records.append(record)
     return records
 

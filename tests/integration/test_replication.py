@@ -140,7 +140,7 @@ def test_acks_all_waits_for_the_isr_and_min_insync_replicas_refuses(cluster: Emb
     assert len(produce(cluster, "r", 10)) == 10
     leader = cluster.partition("r").leader
     follower = next(n for n in cluster.brokers if n != leader)
-    cluster.call(cluster.stop_broker(follower, fence=False))  # gone, but still in the ISR
+    cluster.call(cluster.kill_broker(follower, fence=False))  # gone, but still in the ISR
     client = RawClient(cluster.brokers[leader].port)
     started = time.monotonic()
     response = client.request(PRODUCE, 9, {"acks": -1, "timeout": 30_000, "topic_data": [
@@ -165,7 +165,7 @@ def test_fail_over_keeps_every_acknowledged_record_in_order(cluster: EmbeddedClu
     create(cluster, "r", **{"min.insync.replicas": "2"})
     acked = produce(cluster, "r", 300, prefix="a", **{"enable.idempotence": True})
     old_leader = cluster.partition("r").leader
-    cluster.call(cluster.stop_broker(old_leader))
+    cluster.call(cluster.kill_broker(old_leader))
     assert cluster.partition("r").leader not in (old_leader, -1)
     acked.update(produce(cluster, "r", 300, prefix="b", **{"enable.idempotence": True}))
     cluster.call(cluster.start_broker(old_leader))
@@ -185,7 +185,7 @@ def test_a_divergent_tail_is_truncated_by_leader_epoch(cluster: EmbeddedCluster)
     followers = [n for n in cluster.brokers if n != old_leader]
     eventually(lambda: all(replica(cluster, n, "r").log_end_offset == 20 for n in followers))
     for node in followers:
-        cluster.call(cluster.stop_broker(node, fence=False))
+        cluster.call(cluster.kill_broker(node, fence=False))
     client = RawClient(cluster.brokers[old_leader].port)
     for value in (b"lost-1", b"lost-2"):  # acks=1: written on the leader only
         response = client.request(PRODUCE, 9, {"acks": 1, "timeout": 5000, "topic_data": [
@@ -193,7 +193,7 @@ def test_a_divergent_tail_is_truncated_by_leader_epoch(cluster: EmbeddedCluster)
         assert response.responses[0].partition_responses[0].error_code == ErrorCode.none
     assert replica(cluster, old_leader, "r").log_end_offset == 22
     assert replica(cluster, old_leader, "r").high_watermark == 20  # consumers cannot see them
-    cluster.call(cluster.stop_broker(old_leader))  # fenced: a follower (still registered) is elected
+    cluster.call(cluster.kill_broker(old_leader))  # fenced: a follower (still registered) is elected
     new_leader = cluster.partition("r").leader
     assert new_leader in followers
     for node in followers:
@@ -227,7 +227,7 @@ def test_an_offset_commit_waits_for_the_isr_and_survives_its_coordinator(cluster
     node = coordinator_of(cluster, "g")
     client = RawClient(cluster.brokers[node].port)
     assert commit(client, "g", "t", 42) == 0
-    cluster.call(cluster.stop_broker(node))  # the coordinator dies: another replica of its partition leads
+    cluster.call(cluster.kill_broker(node))  # the coordinator dies: another replica of its partition leads
     node = coordinator_of(cluster, "g")
     client = RawClient(cluster.brokers[node].port)
     eventually(lambda: committed(client, "g", "t") == 42)
@@ -241,7 +241,7 @@ def test_a_commit_the_isr_does_not_take_in_time_is_not_acknowledged() -> None:
         client = RawClient(c.brokers[node].port)
         eventually(lambda: commit(client, "g", "t", 1) == 0)  # once the followers fetch the new partition
         follower = next(n for n in c.brokers if n != node)
-        c.call(c.stop_broker(follower, fence=False))  # still in the ISR until replica.lag.time.max.ms
+        c.call(c.kill_broker(follower, fence=False))  # still in the ISR until replica.lag.time.max.ms
         assert commit(client, "g", "t", 2) == ErrorCode.coordinator_not_available  # offsets.commit.timeout.ms
         eventually(lambda: follower not in c.partition("__consumer_offsets").isr)
         assert commit(client, "g", "t", 3) == 0
@@ -252,7 +252,7 @@ def test_transactional_state_is_replicated_before_the_answer(cluster: EmbeddedCl
     client = RawClient(cluster.brokers[node].port)
     first = init(client, "tid")
     assert first.error_code == 0
-    cluster.call(cluster.stop_broker(node))
+    cluster.call(cluster.kill_broker(node))
     node = coordinator_of(cluster, "tid", key_type=1)
     client = RawClient(cluster.brokers[node].port)
     again = init(client, "tid")  # the new coordinator knows the producer id: it bumps its epoch
@@ -320,3 +320,29 @@ def _long_poll_answered(cluster: EmbeddedCluster) -> None:
     _, fetched = fetcher.receive()
     answer = fetched.responses[0].partitions[0]
     assert answer.error_code == ErrorCode.none and split_batches(bytearray(answer.records))[0].base_offset == 3
+
+
+def test_a_stopping_broker_hands_over_its_leaderships_first(cluster: EmbeddedCluster) -> None:
+    create(cluster, "r", **{"min.insync.replicas": "2"})
+    assert len(produce(cluster, "r", 50)) == 50
+    before = cluster.partition("r")
+    cluster.call(cluster.stop_broker(before.leader, fence=False))  # no fencing: only the controlled shutdown
+    after = cluster.partition("r")
+    assert after.leader not in (before.leader, -1) and before.leader not in after.isr
+    assert after.leader_epoch == before.leader_epoch + 1
+    assert len(produce(cluster, "r", 50, prefix="after")) == 50
+    cluster.call(cluster.start_broker(before.leader))
+    eventually(lambda: set(cluster.partition("r").isr) == {1, 2, 3})
+
+
+def test_leadership_returns_to_the_preferred_replica() -> None:
+    with run_cluster(3, replica_lag_time_max_ms=1000, replica_fetch_backoff_ms=50, replica_fetch_wait_max_ms=200,
+                     leader_imbalance_check_interval_seconds=1) as cluster:
+        create(cluster, "r")
+        preferred = cluster.partition("r").replicas[0]
+        assert cluster.partition("r").leader == preferred
+        cluster.call(cluster.stop_broker(preferred))
+        assert cluster.partition("r").leader != preferred
+        cluster.call(cluster.start_broker(preferred))
+        eventually(lambda: cluster.partition("r").leader == preferred)  # once back in the ISR
+        assert len(produce(cluster, "r", 10)) == 10

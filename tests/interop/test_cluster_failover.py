@@ -51,7 +51,7 @@ def fail_over_repeatedly(c: EmbeddedCluster, topic: str, keep_going: Any) -> lis
         if not keep_going():
             break
         leader = c.partition(topic).leader
-        c.call(c.stop_broker(leader))
+        c.call(c.kill_broker(leader))
         if stopped:
             c.call(c.start_broker(stopped[-1]))
         stopped.append(leader)

@@ -90,6 +90,10 @@ APPLIED: dict[str, list[str]] = {
     "min.insync.replicas": [f"{EFFECTS}::test_min_insync_replicas_refuses_acks_all"],
     "replica.lag.time.max.ms": [
         "tests/integration/test_replication.py::test_acks_all_waits_for_the_isr_and_min_insync_replicas_refuses"],
+    "auto.leader.rebalance.enable": [
+        "tests/integration/test_replication.py::test_leadership_returns_to_the_preferred_replica"],
+    "leader.imbalance.check.interval.seconds": [
+        "tests/integration/test_replication.py::test_leadership_returns_to_the_preferred_replica"],
     "offsets.commit.timeout.ms": [
         "tests/integration/test_replication.py::test_a_commit_the_isr_does_not_take_in_time_is_not_acknowledged"],
     "retention.bytes": [f"{EFFECTS}::test_log_config_carries_the_topic_storage_settings",
