@@ -104,10 +104,16 @@ async def broker(properties: Mapping[str, Any] | None = None, **overrides: Any) 
 @contextmanager
 def run_broker(properties: Mapping[str, Any] | None = None, **overrides: Any) -> Iterator[EmbeddedBroker]:
     """Run a broker on its own event loop in a background thread, for synchronous or threaded tests."""
+    with _in_thread(broker(properties, **overrides), "klamm-broker") as running:
+        yield running
+
+
+@contextmanager
+def _in_thread(context: Any, name: str) -> Iterator[Any]:
+    """Enter an async context manager on a new event loop in a daemon thread; leave it and close the loop."""
     loop = asyncio.new_event_loop()
-    thread = threading.Thread(target=loop.run_forever, name="klamm-broker", daemon=True)
+    thread = threading.Thread(target=loop.run_forever, name=name, daemon=True)
     thread.start()
-    context = broker(properties, **overrides)
     try:
         running = asyncio.run_coroutine_threadsafe(context.__aenter__(), loop).result()
         try:
@@ -198,21 +204,8 @@ async def inprocess_cluster(size: int = 3, properties: Mapping[str, Any] | None 
 def run_cluster(size: int = 3, properties: Mapping[str, Any] | None = None,
                 **overrides: Any) -> Iterator[EmbeddedCluster]:
     """`inprocess_cluster` on its own event loop in a background thread, for synchronous tests."""
-    loop = asyncio.new_event_loop()
-    thread = threading.Thread(target=loop.run_forever, name="klamm-cluster", daemon=True)
-    thread.start()
-    context = inprocess_cluster(size, properties, **overrides)
-    try:
-        running = asyncio.run_coroutine_threadsafe(context.__aenter__(), loop).result()
-        try:
-            yield running
-        finally:
-            asyncio.run_coroutine_threadsafe(context.__aexit__(None, None, None), loop).result()
-    finally:
-        asyncio.run_coroutine_threadsafe(_cancel_remaining_tasks(), loop).result()
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join()
-        loop.close()
+    with _in_thread(inprocess_cluster(size, properties, **overrides), "klamm-cluster") as running:
+        yield running
 
 
 async def _cancel_remaining_tasks() -> None:

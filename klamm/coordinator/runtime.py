@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from klamm.coordinator.coordinator import CoordinatorConfig, GroupCoordinator, Result
-from klamm.coordinator.loading import read_batches
+from klamm.coordinator.loading import PartitionLoads, read_batches
 from klamm.coordinator.records import CoordinatorRecord
 from klamm.coordinator.timer import Timer
 from klamm.coordinator.timer_loop import run_timers
@@ -79,7 +79,10 @@ class GroupCoordinatorRuntime:
         self.timer = Timer(wall_clock_ms, on_change=self._wake.set)
         self.coordinator: GroupCoordinator | None = None
         self._tasks: list[asyncio.Task[None]] = []
-        self._loads: dict[int, asyncio.Task[None]] = {}  # partitions of __consumer_offsets being loaded
+        # the partitions of __consumer_offsets this broker leads are loaded and served
+        self._loads = PartitionLoads(CONSUMER_OFFSETS, broker.node_id,
+                                     lambda index: self.coordinator.begin_loading(index), self._load,
+                                     lambda index: self.coordinator.unload(index))
         self._unsubscribe: Callable[[], None] | None = None
 
     # lifecycle
@@ -92,10 +95,10 @@ class GroupCoordinatorRuntime:
         if self._unsubscribe is not None:
             self._unsubscribe()
             self._unsubscribe = None
-        for task in [*self._tasks, *self._loads.values()]:
+        self._loads.stop()
+        for task in self._tasks:
             task.cancel()
         self._tasks.clear()
-        self._loads.clear()
 
     def _topic(self) -> Any:
         return self.broker.controller.image.topics_by_name.get(CONSUMER_OFFSETS)
@@ -107,7 +110,7 @@ class GroupCoordinatorRuntime:
             self.broker.create_internal_topic(
                 CONSUMER_OFFSETS, config.offsets_topic_num_partitions, config.offsets_topic_replication_factor,
                 {"compression.type": "producer", "segment.bytes": str(config.offsets_topic_segment_bytes)})
-            self._load_pending_now()  # the new partitions are empty: serve them at once
+            self._loads.load_now()  # the new partitions are empty: serve them at once
 
     # loading: a partition is served while this broker leads it
     def follow_leadership(self, image: Any) -> None:
@@ -115,38 +118,19 @@ class GroupCoordinatorRuntime:
         topic = image.topics_by_name.get(CONSUMER_OFFSETS)
         if topic is None:
             return
-        coordinator = self.coordinator
-        if coordinator is None:
-            coordinator = self.coordinator = GroupCoordinator(
-                coordinator_config(self.broker.config, len(topic.partitions)), self.timer)
-        led = {index for index, partition in topic.partitions.items() if partition.leader == self.broker.node_id}
-        for index in sorted(coordinator.owned - led):
-            load = self._loads.pop(index, None)
-            if load is not None:
-                load.cancel()
-            coordinator.unload(index)
-            log.info("no longer coordinating the groups of %s-%d", CONSUMER_OFFSETS, index)
-        for index in sorted(led - coordinator.owned):
-            # Loading runs in its own task, after the image change: requests meanwhile get LOAD_IN_PROGRESS.
-            coordinator.begin_loading(index)
-            self._loads[index] = asyncio.ensure_future(self._load_soon(coordinator, index))
+        if self.coordinator is None:
+            self.coordinator = GroupCoordinator(coordinator_config(self.broker.config, len(topic.partitions)),
+                                                self.timer)
+        self._loads.follow(image, self.coordinator.owned)
 
-    async def _load_soon(self, coordinator: GroupCoordinator, index: int) -> None:
-        await asyncio.sleep(0)
-        del self._loads[index]
+    def _load(self, index: int) -> None:
+        coordinator = self.coordinator
+        assert coordinator is not None
         started = time.monotonic()
         before = len(coordinator.groups)
         self._load_partition(coordinator, index)
         log.info("loaded %d groups from %s-%d in %.0f ms", len(coordinator.groups) - before, CONSUMER_OFFSETS,
                  index, (time.monotonic() - started) * 1000)
-
-    def _load_pending_now(self) -> None:
-        coordinator = self.coordinator
-        for index, load in sorted(self._loads.items()):
-            load.cancel()
-            if coordinator is not None:
-                self._load_partition(coordinator, index)
-        self._loads.clear()
 
     def _load_partition(self, coordinator: GroupCoordinator, index: int) -> None:
         for record in self._read_partition(index):

@@ -23,7 +23,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from klamm.coordinator.loading import read_batches
+from klamm.coordinator.loading import PartitionLoads, read_batches
 from klamm.coordinator.records import CoordinatorRecord
 from klamm.coordinator.runtime import append_error, wall_clock_ms
 from klamm.coordinator.timer import Timer
@@ -59,7 +59,9 @@ class TransactionCoordinatorRuntime:
         self.timer = Timer(wall_clock_ms, on_change=self._wake.set)
         self.coordinator: TransactionCoordinator | None = None
         self._tasks: list[asyncio.Task[None]] = []
-        self._loads: dict[int, asyncio.Task[None]] = {}  # partitions of __transaction_state being loaded
+        # the partitions of __transaction_state this broker leads are loaded and served
+        self._loads = PartitionLoads(TRANSACTION_STATE, broker.node_id,
+                                     lambda index: self.coordinator.begin_loading(index), self._load, self._unload)
         self._unsubscribe: Callable[[], None] | None = None
         self._retries: dict[str, Completion] = {}  # prepared transactions whose markers are due again
         self._failures: dict[str, int] = {}  # transactional id -> writes failed in a row (for the backoff)
@@ -73,16 +75,16 @@ class TransactionCoordinatorRuntime:
         self._tasks.append(asyncio.ensure_future(self._run_timers()))
         self._unsubscribe = self.broker.controller.on_change(lambda _old, new: self.follow_leadership(new))
         self.follow_leadership(self.broker.controller.image)
-        self._load_pending_now()  # as at every start: prepared transactions are finished before serving
+        self._loads.load_now()  # as at every start: prepared transactions are finished before serving
 
     async def stop(self) -> None:
         if self._unsubscribe is not None:
             self._unsubscribe()
             self._unsubscribe = None
-        for task in [*self._tasks, *self._loads.values(), *self._sending]:
+        self._loads.stop()
+        for task in [*self._tasks, *self._sending]:
             task.cancel()
         self._tasks.clear()
-        self._loads.clear()
 
     def _topic(self) -> Any:
         return self.broker.controller.image.topics_by_name.get(TRANSACTION_STATE)
@@ -95,7 +97,7 @@ class TransactionCoordinatorRuntime:
                 TRANSACTION_STATE, config.transaction_state_log_num_partitions,
                 config.transaction_state_log_replication_factor,
                 {"compression.type": "uncompressed", "segment.bytes": str(config.transaction_state_log_segment_bytes)})
-            self._load_pending_now()
+            self._loads.load_now()
 
     # loading: a partition is served while this broker leads it
     def follow_leadership(self, image: Any) -> None:
@@ -103,22 +105,16 @@ class TransactionCoordinatorRuntime:
         topic = image.topics_by_name.get(TRANSACTION_STATE)
         if topic is None:
             return
-        coordinator = self.coordinator
-        if coordinator is None:
-            coordinator = self.coordinator = self._new_coordinator(len(topic.partitions))
-        led = {index for index, partition in topic.partitions.items() if partition.leader == self.broker.node_id}
-        for index in sorted(coordinator.owned - led):
-            load = self._loads.pop(index, None)
-            if load is not None:
-                load.cancel()
-            for transactional_id in coordinator.unload(index):
-                self._retries.pop(transactional_id, None)
-                self._failures.pop(transactional_id, None)
-                self.timer.cancel(("txn-retry", transactional_id))
-            log.info("no longer coordinating the transactions of %s-%d", TRANSACTION_STATE, index)
-        for index in sorted(led - coordinator.owned):
-            coordinator.begin_loading(index)
-            self._loads[index] = asyncio.ensure_future(self._load_soon(coordinator, index))
+        if self.coordinator is None:
+            self.coordinator = self._new_coordinator(len(topic.partitions))
+        self._loads.follow(image, self.coordinator.owned)
+
+    def _unload(self, index: int) -> None:
+        assert self.coordinator is not None
+        for transactional_id in self.coordinator.unload(index):
+            self._retries.pop(transactional_id, None)
+            self._failures.pop(transactional_id, None)
+            self.timer.cancel(("txn-retry", transactional_id))
 
     def _new_coordinator(self, partitions: int) -> TransactionCoordinator:
         broker_config = self.broker.config
@@ -128,18 +124,9 @@ class TransactionCoordinatorRuntime:
             id_expiration_check_interval_ms=broker_config.transaction_remove_expired_transaction_cleanup_interval_ms)
         return TransactionCoordinator(config, self.timer, self.broker.allocate_producer_id)
 
-    async def _load_soon(self, coordinator: TransactionCoordinator, index: int) -> None:
-        await asyncio.sleep(0)
-        del self._loads[index]
-        self._load_partition(coordinator, index)
-
-    def _load_pending_now(self) -> None:
-        coordinator = self.coordinator
-        for index, load in sorted(self._loads.items()):
-            load.cancel()
-            if coordinator is not None:
-                self._load_partition(coordinator, index)
-        self._loads.clear()
+    def _load(self, index: int) -> None:
+        assert self.coordinator is not None
+        self._load_partition(self.coordinator, index)
 
     def _load_partition(self, coordinator: TransactionCoordinator, index: int) -> None:
         """Replay the partition, then finish the transactions a crash or a leader change left prepared."""
@@ -315,7 +302,8 @@ class TransactionCoordinatorRuntime:
         coordinator = self.coordinator
         if coordinator is None:
             return ErrorCode.none
-        partition = self.broker.replicas.partitions.get((TRANSACTION_STATE, coordinator.partition_for(transactional_id)))
+        index = coordinator.partition_for(transactional_id)
+        partition = self.broker.replicas.partitions.get((TRANSACTION_STATE, index))
         if partition is None:
             return ErrorCode.not_coordinator
         error = await partition.wait_for_replication(partition.log_end_offset,
