@@ -9,6 +9,7 @@ Each tool lives in its own module with `add_arguments(parser)` and `run(args) ->
     configs           kafka-configs.sh           (ConfigCommand)
     leader-election   kafka-leader-election.sh   (LeaderElectionCommand)
     dump-log          kafka-dump-log.sh          (DumpLogSegments), offline
+    storage           kafka-storage.sh           (StorageTool: random-uuid, format, info), offline
 
 The network tools are built on confluent-kafka (librdkafka), so they work against
 any Kafka-compatible broker; none of them imports klamm.broker. dump-log reads
@@ -31,6 +32,7 @@ TOOLS: tuple[tuple[str, str, str], ...] = (
     ("consumer-groups", "klamm.cli.tools.consumer_groups", "list, describe, reset and delete consumer groups (kafka-consumer-groups.sh)"),
     ("configs", "klamm.cli.tools.configs", "describe and alter topic and broker configs (kafka-configs.sh)"),
     ("leader-election", "klamm.cli.tools.leader_election", "elect preferred or unclean partition leaders (kafka-leader-election.sh)"),
+    ("storage", "klamm.cli.tools.storage", "format log directories for a cluster (kafka-storage.sh)"),
     ("dump-log", "klamm.cli.tools.dump_log", "print segment, index and time index files offline (kafka-dump-log.sh)"),
 )
 
