@@ -60,6 +60,9 @@ class ControllerClient(Protocol):
     async def alter_partition(self, broker_id: int, broker_epoch: int, topic_id: uuid.UUID, partition: int,
                               leader_epoch: int, partition_epoch: int, isr: Sequence[int]) -> ErrorCode: ...
 
+    async def alter_partition_reassignments(self, targets: Mapping[str, Mapping[int, Sequence[int] | None]]
+                                            ) -> dict[str, dict[int, tuple[ErrorCode, str | None]]]: ...
+
     async def alter_topic_configs(self, topic: str, set_configs: Mapping[str, str], delete_configs: Iterable[str],
                                   *, replace: bool, validate_only: bool,
                                   validate_config: ConfigValidator | None) -> dict[str, str]: ...
@@ -138,6 +141,10 @@ class LocalControllerClient:
         error, _ = self._controller.alter_partition(broker_id, broker_epoch, topic_id, partition, leader_epoch,
                                                     partition_epoch, isr)
         return error
+
+    async def alter_partition_reassignments(self, targets: Mapping[str, Mapping[int, Sequence[int] | None]]
+                                            ) -> dict[str, dict[int, tuple[ErrorCode, str | None]]]:
+        return self._controller.alter_partition_reassignments(targets)
 
     async def alter_topic_configs(self, topic: str, set_configs: Mapping[str, str], delete_configs: Iterable[str],
                                   *, replace: bool, validate_only: bool,

@@ -39,7 +39,7 @@ from klamm.controller.brokers import decide_register_broker, decide_unregister_b
 from klamm.controller.configs import ConfigValidator, decide_alter_broker_configs, decide_alter_topic_configs
 from klamm.controller.elections import ElectionOutcome, decide_elect_leaders
 from klamm.controller.partition_changes import (decide_alter_partition, decide_balance_leaders,
-                                                decide_controlled_shutdown,
+                                                decide_controlled_shutdown, decide_reassignments,
                                                 decide_fence_broker, decide_leaderless_elections,
                                                 decide_unfence_broker)
 from klamm.controller.image import BrokerRegistration, ImageBuilder, MetadataImage, PartitionImage, empty_image
@@ -255,6 +255,13 @@ class Controller:
     def controlled_shutdown(self, node_id: int) -> None:
         """The broker is shutting down: its leaderships move away while it still serves."""
         self._commit_if_any(decide_controlled_shutdown(self._image, node_id))
+
+    def alter_partition_reassignments(self, targets: Mapping[str, Mapping[int, Sequence[int] | None]]
+                                      ) -> dict[str, dict[int, tuple[ErrorCode, str | None]]]:
+        """Start (or cancel, with None) reassignments; they complete when the new replicas join the ISR."""
+        results, records = decide_reassignments(self._image, targets)
+        self._commit_if_any(records)
+        return results
 
     def balance_leaders(self) -> None:
         """Leadership back to preferred replicas (auto.leader.rebalance.enable)."""

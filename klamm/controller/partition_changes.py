@@ -20,7 +20,8 @@ leader replicas (KIP-966 is off by default in Kafka 3.9):
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import replace
 
 from klamm.controller.image import MetadataImage, PartitionImage, TopicImage
 from klamm.controller.records import MetadataRecord
@@ -31,6 +32,7 @@ __all__ = [
     "RECOVERING",
     "decide_alter_partition",
     "decide_balance_leaders",
+    "decide_reassignments",
     "decide_controlled_shutdown",
     "decide_fence_broker",
     "decide_leaderless_elections",
@@ -78,12 +80,26 @@ def elect_leader(partition: PartitionImage, target_isr: Sequence[int], acceptabl
 
 def partition_change(topic: TopicImage, partition: PartitionImage, target_isr: Sequence[int],
                      acceptable: Callable[[int], bool], *, preferred: bool = False, unclean: bool = False,
-                     recovery_state: int | None = None) -> MetadataRecord | None:
-    """The PartitionChangeRecord moving `partition` to the target ISR and the leader it elects; None if no change."""
-    leader, was_unclean = elect_leader(partition, target_isr, acceptable, preferred=preferred, unclean=unclean)
-    fields: dict = {"topic_id": topic.topic_id, "partition_id": partition.partition}
+                     recovery_state: int | None = None, target_replicas: Sequence[int] | None = None,
+                     target_adding: Sequence[int] | None = None,
+                     target_removing: Sequence[int] | None = None) -> MetadataRecord | None:
+    """The PartitionChangeRecord moving `partition` to the target state; None if nothing changes.
+
+    As Kafka's PartitionChangeBuilder: a reassignment completes as soon as the target ISR holds every
+    target replica (the removed ones leave replicas and ISR), then the leader is elected among the
+    result; a change that drops replicas bumps the leader epoch even when the leader stays.
+    """
+    replicas = list(partition.replicas if target_replicas is None else target_replicas)
+    adding = list(partition.adding_replicas if target_adding is None else target_adding)
+    removing = list(partition.removing_replicas if target_removing is None else target_removing)
     isr = list(target_isr)
-    if leader != partition.leader:
+    completed = _complete_reassignment(replicas, adding, removing, isr)
+    if completed is not None:
+        (replicas, isr), adding, removing = completed, [], []
+    target = replace(partition, replicas=tuple(replicas))
+    leader, was_unclean = elect_leader(target, isr, acceptable, preferred=preferred, unclean=unclean)
+    fields: dict = {"topic_id": topic.topic_id, "partition_id": partition.partition}
+    if leader != partition.leader or not set(partition.replicas) <= set(replicas):
         fields["leader"] = leader
         if was_unclean:
             isr = [leader]
@@ -91,11 +107,28 @@ def partition_change(topic: TopicImage, partition: PartitionImage, target_isr: S
                 fields["leader_recovery_state"] = RECOVERING
     if isr and tuple(isr) != partition.isr:
         fields["isr"] = isr
+    for key, value, current in (("replicas", replicas, partition.replicas),
+                                ("adding_replicas", adding, partition.adding_replicas),
+                                ("removing_replicas", removing, partition.removing_replicas)):
+        if tuple(value) != current:
+            fields[key] = value
     if recovery_state is not None and recovery_state != partition.leader_recovery_state:
         fields["leader_recovery_state"] = recovery_state
     if len(fields) == 2:
         return None
     return MetadataRecord("PartitionChangeRecord", fields)
+
+
+def _complete_reassignment(replicas: list[int], adding: list[int], removing: list[int],
+                           isr: list[int]) -> tuple[list[int], list[int]] | None:
+    """(replicas, ISR) once a reassignment can finish (Kafka's maybeCompleteReassignment), else None."""
+    if not adding and not removing:
+        return None
+    new_isr = [r for r in isr if r not in removing]
+    new_replicas = [r for r in replicas if r not in removing]
+    if not new_isr or not new_replicas or not set(new_replicas) <= set(new_isr):
+        return None
+    return new_replicas, new_isr
 
 
 def decide_fence_broker(image: MetadataImage, broker_id: int, *, unclean_default: bool = False) -> list[MetadataRecord]:
@@ -189,13 +222,77 @@ def decide_alter_partition(image: MetadataImage, broker_id: int, broker_epoch: i
                                    leader_recovery_state)
     if error != ErrorCode.none:
         return error, []
-    fields: dict = {"topic_id": topic_id, "partition_id": partition_id}
-    if tuple(isr) != partition.isr:
-        fields["isr"] = isr
-    if leader_recovery_state != partition.leader_recovery_state:
-        fields["leader_recovery_state"] = leader_recovery_state
+    record = partition_change(topic, partition, isr, lambda replica: is_acceptable_leader(image, replica),
+                              recovery_state=leader_recovery_state)
     # Even an unchanged ISR is written: the leader waits for the new partition epoch to settle its proposal.
-    return ErrorCode.none, [MetadataRecord("PartitionChangeRecord", fields)]
+    return ErrorCode.none, [record or MetadataRecord("PartitionChangeRecord",
+                                                     {"topic_id": topic_id, "partition_id": partition_id})]
+
+
+def decide_reassignments(image: MetadataImage, targets: Mapping[str, Mapping[int, Sequence[int] | None]]
+                         ) -> tuple[dict[str, dict[int, tuple[ErrorCode, str | None]]], list[MetadataRecord]]:
+    """AlterPartitionReassignments: per partition (error, message), and the records (KIP-455)."""
+    results: dict[str, dict[int, tuple[ErrorCode, str | None]]] = {}
+    records: list[MetadataRecord] = []
+    for name, partitions in targets.items():
+        answers = results.setdefault(name, {})
+        for index, target in partitions.items():
+            try:
+                record = _reassign(image, name, index, target)
+            except _Refused as refused:
+                answers[index] = (refused.code, refused.message)
+                continue
+            if record is not None:
+                records.append(record)
+            answers[index] = (ErrorCode.none, None)
+    return results, records
+
+
+class _Refused(Exception):
+    def __init__(self, code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.code, self.message = code, message
+
+
+def _reassign(image: MetadataImage, name: str, index: int, target: Sequence[int] | None) -> MetadataRecord | None:
+    topic = image.topics_by_name.get(name)
+    if topic is None:
+        raise _Refused(ErrorCode.unknown_topic_or_partition, f"Unable to find a topic named {name}.")
+    partition = topic.partitions.get(index)
+    if partition is None:
+        raise _Refused(ErrorCode.unknown_topic_or_partition, f"Unable to find partition {name}:{index}.")
+    def acceptable(replica: int) -> bool:
+        return is_acceptable_leader(image, replica)
+    in_progress = bool(partition.adding_replicas or partition.removing_replicas)
+    if target is None:  # cancel: back to the replicas before the reassignment
+        if not in_progress:
+            raise _Refused(ErrorCode.no_reassignment_in_progress, "No partition reassignment is in progress.")
+        original = [r for r in partition.replicas if r not in partition.adding_replicas]
+        isr = [r for r in partition.isr if r in original] or list(partition.isr)
+        return partition_change(topic, partition, isr, acceptable, unclean=unclean_allowed(topic),
+                                target_replicas=original, target_adding=[], target_removing=[])
+    _check_assignment(image, list(target))
+    current = [r for r in partition.replicas if r not in partition.adding_replicas] if in_progress \
+        else list(partition.replicas)
+    removing = sorted(set(current) - set(target))
+    adding = sorted(set(target) - set(current))
+    return partition_change(topic, partition, list(partition.isr), acceptable,
+                            target_replicas=list(target) + removing, target_adding=adding,
+                            target_removing=removing)
+
+
+def _check_assignment(image: MetadataImage, replicas: list[int]) -> None:
+    if not replicas:
+        raise _Refused(ErrorCode.invalid_replica_assignment,
+                       "The manual partition assignment includes an empty replica list.")
+    for broker_id in sorted(replicas):
+        if broker_id not in image.brokers:
+            raise _Refused(ErrorCode.invalid_replica_assignment, f"The manual partition assignment includes "
+                           f"broker {broker_id}, but no such broker is registered.")
+    if len(set(replicas)) != len(replicas):
+        duplicate = next(r for r in sorted(replicas) if replicas.count(r) > 1)
+        raise _Refused(ErrorCode.invalid_replica_assignment,
+                       f"The manual partition assignment includes the broker {duplicate} more than once.")
 
 
 def _check_alter_partition(image: MetadataImage, partition: PartitionImage, broker_id: int, leader_epoch: int,

@@ -20,7 +20,7 @@ from klamm.protocol.errors import ErrorCode
 from klamm.protocol.records import build_batch
 from klamm.testing import EmbeddedCluster, run_cluster
 
-from tests.integration.conftest import FETCH, PRODUCE, RawClient
+from tests.integration.conftest import CREATE_TOPICS, FETCH, PRODUCE, RawClient
 
 pytestmark = [pytest.mark.timeout(120)]
 
@@ -346,3 +346,56 @@ def test_leadership_returns_to_the_preferred_replica() -> None:
         cluster.call(cluster.start_broker(preferred))
         eventually(lambda: cluster.partition("r").leader == preferred)  # once back in the ISR
         assert len(produce(cluster, "r", 10)) == 10
+
+
+# ------------------------------------------------------------------ reassignment
+ALTER_REASSIGNMENTS, LIST_REASSIGNMENTS = 45, 46
+
+
+def create_assigned(client: RawClient, topic: str, replicas: list[int]) -> None:
+    response = client.request(CREATE_TOPICS, 7, {"timeout": 10_000, "topics": [
+        {"name": topic, "num_partitions": -1, "replication_factor": -1, "configs": [],
+         "assignments": [{"partition_index": 0, "broker_ids": replicas}]}]})
+    assert response.topics[0].error_code == 0, response.topics[0]
+
+
+def reassign(client: RawClient, topic: str, replicas: list[int] | None) -> Any:
+    response = client.request(ALTER_REASSIGNMENTS, 0, {"timeout": 30_000, "topics": [
+        {"name": topic, "partitions": [{"partition_index": 0, "replicas": replicas}]}]})
+    return response.responses[0].partitions[0]
+
+
+def test_a_reassignment_moves_the_replicas_and_completes_when_the_new_ones_caught_up() -> None:
+    with run_cluster(4, replica_lag_time_max_ms=1000, replica_fetch_backoff_ms=50,
+                     replica_fetch_wait_max_ms=100) as c:
+        client = RawClient(c.brokers[2].port)
+        create_assigned(client, "m", [1, 2, 3])
+        assert len(produce(c, "m", 200)) == 200
+        assert reassign(client, "m", [9, 2, 3]).error_code == ErrorCode.invalid_replica_assignment
+        assert reassign(client, "m", [2, 2, 3]).error_code == ErrorCode.invalid_replica_assignment
+        assert reassign(client, "m", None).error_code == ErrorCode.no_reassignment_in_progress
+        c.call(c.kill_broker(4, fence=False))  # the new replica cannot catch up yet: the move stays in progress
+        assert reassign(client, "m", [2, 3, 4]).error_code == ErrorCode.none
+        listed = client.request(LIST_REASSIGNMENTS, 0, {"timeout": 30_000, "topics": None}).topics
+        [moving] = listed[0].partitions
+        assert (list(moving.replicas), list(moving.adding_replicas), list(moving.removing_replicas)) == \
+            ([2, 3, 4, 1], [4], [1])
+        c.call(c.start_broker(4))
+        eventually(lambda: c.partition("m").replicas == (2, 3, 4) and not c.partition("m").adding_replicas)
+        assert set(c.partition("m").isr) == {2, 3, 4} and c.partition("m").leader in (2, 3, 4)
+        eventually(lambda: ("m", 0) not in c.brokers[1].replicas.partitions)  # the removed replica's log goes
+        leader = c.partition("m").leader
+        eventually(lambda: batches(c, 4, "m") == batches(c, leader, "m"))
+        assert client.request(LIST_REASSIGNMENTS, 0, {"timeout": 30_000, "topics": None}).topics == ()
+        assert len(produce(c, "m", 10, prefix="after")) == 10
+
+
+def test_a_reassignment_in_progress_can_be_cancelled(cluster: EmbeddedCluster) -> None:
+    client = RawClient(cluster.brokers[1].port)
+    create_assigned(client, "m", [1, 2])
+    cluster.call(cluster.kill_broker(3, fence=False))
+    assert reassign(client, "m", [1, 3]).error_code == ErrorCode.none
+    assert cluster.partition("m").adding_replicas == (3,)
+    assert reassign(client, "m", None).error_code == ErrorCode.none
+    partition = cluster.partition("m")
+    assert (partition.replicas, partition.adding_replicas, partition.removing_replicas) == ((1, 2), (), ())

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from klamm.controller.elections import PREFERRED, UNCLEAN, decide_elect_leaders
 from klamm.controller.image import MetadataImage, apply_batch, empty_image
 from klamm.controller.partition_changes import (RECOVERING, decide_alter_partition, decide_controlled_shutdown,
-                                                decide_fence_broker, decide_unfence_broker)
+                                                decide_fence_broker, decide_reassignments, decide_unfence_broker)
 from klamm.controller.records import MetadataRecord, decode_record, encode_record
 from klamm.protocol.errors import ErrorCode
 
@@ -121,7 +121,8 @@ def test_preferred_and_unclean_elections():
     assert (part(replay(image, records)).leader, part(replay(image, records)).isr) == (2, (2,))
 
 
-events = st.lists(st.tuples(st.sampled_from(["fence", "unfence", "shutdown", "alter", "preferred", "unclean"]),
+events = st.lists(st.tuples(st.sampled_from(["fence", "unfence", "shutdown", "alter", "preferred", "unclean",
+                                              "reassign", "cancel"]),
                             st.integers(1, 4), st.lists(st.integers(1, 4), max_size=4)), max_size=30)
 
 
@@ -141,10 +142,14 @@ def test_any_sequence_of_decisions_keeps_the_partition_well_formed(sequence, unc
             reg = image.brokers[broker]
             records = decide_alter_partition(image, broker, reg.epoch, TOPIC_ID, 0, before.leader_epoch,
                                              before.partition_epoch, sorted(set(isr)))[1]
+        elif kind in ("reassign", "cancel"):
+            target = list(dict.fromkeys(isr)) if kind == "reassign" else None
+            records = decide_reassignments(image, {"t": {0: target}})[1]
         else:
             records = decide_elect_leaders(image, PREFERRED if kind == "preferred" else UNCLEAN, {"t": [0]})[1]
         image = replay(image, records)
         after = part(image)
+        assert set(after.adding_replicas) <= set(after.replicas) and set(after.removing_replicas) <= set(after.replicas)
         assert after.leader == -1 or after.leader in after.isr
         assert after.isr and set(after.isr) <= set(after.replicas)
         assert after.leader_epoch >= before.leader_epoch and after.partition_epoch >= before.partition_epoch
@@ -153,5 +158,5 @@ def test_any_sequence_of_decisions_keeps_the_partition_well_formed(sequence, unc
         if after.leader >= 0 and after.leader != before.leader:
             broker_state = image.brokers[after.leader]
             assert not broker_state.fenced and not broker_state.in_controlled_shutdown
-        if not unclean and kind != "unclean" and after.leader >= 0 and after.leader != before.leader:
+        if not unclean and kind not in ("unclean", "cancel") and after.leader >= 0 and after.leader != before.leader:
             assert after.leader in before.isr  # clean: only an explicit unclean ElectLeaders leaves the ISR
