@@ -399,3 +399,40 @@ def test_a_reassignment_in_progress_can_be_cancelled(cluster: EmbeddedCluster) -
     assert reassign(client, "m", None).error_code == ErrorCode.none
     partition = cluster.partition("m")
     assert (partition.replicas, partition.adding_replicas, partition.removing_replicas) == ((1, 2), (), ())
+
+
+def test_the_reassign_partitions_tool(tmp_path: Any, capsys: Any) -> None:
+    from klamm.cli.main import main
+
+    with run_cluster(4, replica_lag_time_max_ms=1000, replica_fetch_backoff_ms=50,
+                     replica_fetch_wait_max_ms=100) as c:
+        create_assigned(RawClient(c.brokers[1].port), "m", [1, 2, 3])
+        plan = tmp_path / "plan.json"
+        plan.write_text('{"version": 1, "partitions": [{"topic": "m", "partition": 0, "replicas": [2, 3, 4]}]}')
+        b = c.bootstrap_servers
+        assert main(["reassign-partitions", "--bootstrap-server", b, "--list"]) == 0
+        assert capsys.readouterr().out == "No partition reassignments found.\n"
+        c.call(c.kill_broker(4, fence=False))  # keeps the move in progress until it is back
+        assert main(["reassign-partitions", "--bootstrap-server", b, "--reassignment-json-file", str(plan),
+                     "--execute"]) == 0
+        out = capsys.readouterr().out
+        assert out.startswith("Current partition replica assignment\n\n"
+                              '{"version":1,"partitions":[{"topic":"m","partition":0,"replicas":[1,2,3],'
+                              '"log_dirs":["any","any","any"]}]}\n')
+        assert out.endswith("Successfully started partition reassignment for m-0\n")
+        assert main(["reassign-partitions", "--bootstrap-server", b, "--list"]) == 0
+        assert capsys.readouterr().out == ("Current partition reassignments:\n"
+                                           "m-0: replicas: 2,3,4,1. adding: 4. removing: 1.\n")
+        assert main(["reassign-partitions", "--bootstrap-server", b, "--reassignment-json-file", str(plan),
+                     "--verify"]) == 0
+        assert capsys.readouterr().out.endswith("Reassignment of partition m-0 is still in progress.\n")
+        c.call(c.start_broker(4))
+        eventually(lambda: c.partition("m").replicas == (2, 3, 4))
+        assert main(["reassign-partitions", "--bootstrap-server", b, "--reassignment-json-file", str(plan),
+                     "--verify"]) == 0
+        assert capsys.readouterr().out == ("Status of partition reassignment:\n"
+                                           "Reassignment of partition m-0 is completed.\n")
+        assert main(["reassign-partitions", "--bootstrap-server", b, "--reassignment-json-file", str(plan),
+                     "--cancel"]) == 0
+        assert capsys.readouterr().out == "None of the specified partition reassignments are active.\n"
+        assert main(["reassign-partitions", "--bootstrap-server", b, "--verify"]) == 1

@@ -8,6 +8,7 @@ Each tool lives in its own module with `add_arguments(parser)` and `run(args) ->
     consumer-groups   kafka-consumer-groups.sh   (ConsumerGroupCommand)
     configs           kafka-configs.sh           (ConfigCommand)
     leader-election   kafka-leader-election.sh   (LeaderElectionCommand)
+    reassign-partitions kafka-reassign-partitions.sh (ReassignPartitionsCommand: execute, verify, cancel, list)
     dump-log          kafka-dump-log.sh          (DumpLogSegments), offline
     storage           kafka-storage.sh           (StorageTool: random-uuid, format, info), offline
 
@@ -33,6 +34,8 @@ TOOLS: tuple[tuple[str, str, str], ...] = (
     ("configs", "klamm.cli.tools.configs", "describe and alter topic and broker configs (kafka-configs.sh)"),
     ("leader-election", "klamm.cli.tools.leader_election", "elect preferred or unclean partition leaders (kafka-leader-election.sh)"),
     ("storage", "klamm.cli.tools.storage", "format log directories for a cluster (kafka-storage.sh)"),
+    ("reassign-partitions", "klamm.cli.tools.reassign_partitions",
+     "move partition replicas between brokers (kafka-reassign-partitions.sh)"),
     ("dump-log", "klamm.cli.tools.dump_log", "print segment, index and time index files offline (kafka-dump-log.sh)"),
 )
 
