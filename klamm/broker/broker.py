@@ -36,6 +36,9 @@ from klamm.broker.network import (
     check_socket_server_config,
 )
 from klamm.broker.partition import log_config
+from klamm.broker.client import BrokerConnection
+from klamm.broker.controller_server import ControllerServer
+from klamm.broker.metadata_follower import BrokerLifecycle, MetadataFollower, ProducerIdBlocks, RemoteControllerClient
 from klamm.broker.replica_fetcher import FetchSettings, ReplicaFetcherManager
 from klamm.broker.replica_manager import ReplicaManager
 from klamm.broker.txn_marker_channel import TxnMarkerChannel
@@ -43,7 +46,7 @@ from klamm.broker.services import ControllerClient, LocalControllerClient
 from klamm.config.broker import BrokerConfig
 from klamm.config.topic import TopicConfig
 from klamm.controller.controller import Controller, CreateTopicSpec, SnapshotPolicy
-from klamm.controller.meta_properties import ensure_meta_properties
+from klamm.controller.meta_properties import MetaPropertiesError, ensure_meta_properties, read_meta_properties
 from klamm.controller.metadata_log import FileMetadataLog
 from klamm.coordinator.runtime import GroupCoordinatorRuntime
 from klamm.coordinator.transactions.runtime import TransactionCoordinatorRuntime
@@ -81,6 +84,10 @@ class Broker:
         self._unsubscribe: list[Callable[[], None]] = []
         self._requests_in_flight: set[asyncio.Task[None]] = set()  # AlterPartition requests
         self.fetchers: ReplicaFetcherManager | None = None
+        self.broker_only = sorted(set(config.process_roles)) == ["broker"]  # a controller elsewhere
+        self.lifecycle: BrokerLifecycle | None = None
+        self.controller_server: ControllerServer | None = None
+        self._internal_topics_requested: set[str] = set()
         # WriteTxnMarkers to partitions led elsewhere (used from start-up: loading finishes prepared transactions)
         self.txn_markers = TxnMarkerChannel(self.node_id, self._endpoint_of, config.request_timeout_ms)
         self.controller_client: ControllerClient = None  # type: ignore[assignment]
@@ -105,18 +112,25 @@ class Broker:
     async def start(self) -> None:
         for directory in self.log_dirs:
             directory.mkdir(parents=True, exist_ok=True)
+        if self.broker_only and any(read_meta_properties(d) is None for d in self.log_dirs):
+            raise MetaPropertiesError(f"a broker of a cluster needs formatted log directories: run "
+                                      f"klamm storage format --cluster-id <id> --config <its server.properties> "
+                                      f"({', '.join(str(d) for d in self.log_dirs)})")
         cluster_id = ensure_meta_properties(self.log_dirs, self.node_id, self.config.cluster_id or (
             self.controller.cluster_id if self._shared_controller else None))
         self.logs = LogManager(self.log_dirs, log_config(TopicConfig.resolve(self.config, {})))
         self.replicas = ReplicaManager(self.node_id, self.config, self.logs, self.delayed_deletes.schedule)
         self.logs.startup(lambda topic: log_config(self.replicas.topic_config(topic)))
-        if not self._shared_controller:
-            self._snapshot_writer = ThreadPoolExecutor(1, thread_name_prefix="klamm-metadata-snapshot")
-            self.controller = Controller(
-                FileMetadataLog(self.logs, segment_bytes=self.config.metadata_log_segment_bytes), self.node_id,
-                cluster_id, snapshots=snapshot_policy(self.config), executor=self._snapshot_writer)
-            self.controller.load()
-        self.controller_client = LocalControllerClient(self.controller, self)
+        if self.broker_only:
+            self._follow_the_controller(cluster_id)
+        else:
+            if not self._shared_controller:
+                self._snapshot_writer = ThreadPoolExecutor(1, thread_name_prefix="klamm-metadata-snapshot")
+                self.controller = Controller(
+                    FileMetadataLog(self.logs, segment_bytes=self.config.metadata_log_segment_bytes), self.node_id,
+                    cluster_id, snapshots=snapshot_policy(self.config), executor=self._snapshot_writer)
+                self.controller.load()
+            self.controller_client = LocalControllerClient(self.controller, self)
         apply_dynamic_broker_configs(self, self.controller.image)
         self.replicas.apply_image(self.controller.image)
         self._listen(lambda _old, new: self.replicas.apply_image(new))
@@ -132,8 +146,12 @@ class Broker:
         await self._start_network()
         await self._start_metrics()
         self._start_replication()
-        self.controller.register_broker(self.node_id, self.advertised_host, self.advertised_port, self.listener_name,
-                                        rack=self.static_config.broker_rack)
+        if self.broker_only:
+            await self._join_the_cluster()
+        else:
+            self.controller.register_broker(self.node_id, self.advertised_host, self.advertised_port,
+                                            self.listener_name, rack=self.static_config.broker_rack)
+            await self._start_controller_listener()
         self._tasks.append(asyncio.ensure_future(self._checkpoint_periodically()))
         self._tasks.append(asyncio.ensure_future(expire_producers_periodically(self)))
         self.retention.start()
@@ -165,6 +183,47 @@ class Broker:
         self.advertised_host = host or socket.gethostname()
         self.advertised_port = port or self.port
 
+    # a broker of a cluster (process.roles=broker): metadata, lifecycle and writes through the controller
+    def _follow_the_controller(self, cluster_id: str) -> None:
+        voter_id, address = self.config.controller_quorum_voters[0].split("@", 1)
+        host, _, port = address.rpartition(":")
+        timeout_s = self.config.request_timeout_ms / 1000
+
+        def connect() -> BrokerConnection:
+            return BrokerConnection(host, int(port), f"klamm-broker-{self.node_id}", timeout_s)
+
+        follower = MetadataFollower(self.node_id, cluster_id, int(voter_id), connect)
+        self.controller = follower  # type: ignore[assignment]  # what handlers read: the image
+        self.lifecycle = BrokerLifecycle(self.node_id, cluster_id, follower, connect,
+                                         self.config.broker_heartbeat_interval_ms)
+        self.controller_client = RemoteControllerClient(connect, self.lifecycle)  # type: ignore[assignment]
+        self._producer_ids = ProducerIdBlocks(self.controller_client)  # type: ignore[arg-type]
+        self._tasks.append(asyncio.ensure_future(follower.run()))
+
+    async def _join_the_cluster(self) -> None:
+        """Register, catch up with the metadata, get unfenced: then the broker serves (Kafka's start-up)."""
+        assert self.lifecycle is not None
+        await self.lifecycle.register(self.advertised_host, self.advertised_port, self.listener_name,
+                                      self.static_config.broker_rack)
+        self._tasks.append(asyncio.ensure_future(self.lifecycle.heartbeat_periodically()))
+        await self.controller.caught_up.wait()  # type: ignore[attr-defined]
+        await self.lifecycle.unfenced.wait()
+        await self._producer_ids.prime()
+
+    async def _start_controller_listener(self) -> None:
+        """A combined node whose quorum has voters serves the brokers of other processes."""
+        names = {n.strip().upper() for n in (self.config.controller_listener_names or "").split(",") if n.strip()}
+        for listener in self.config.listeners:
+            name, host, port = parse_listener(listener)
+            if name in names and self.config.controller_quorum_voters:
+                self.controller_server = ControllerServer(self, host, port)
+                await self.controller_server.start()
+                return
+
+    async def handle_as_controller(self, request: Request) -> Any:
+        """A request the controller listener passes on to this node's own handler (CreateTopics)."""
+        return await self._apis[request.api_key].handle(self, request)
+
     def _listen(self, listener: Callable[[Any, Any], None]) -> None:
         """Follow metadata changes until stop (a shared controller outlives this broker)."""
         self._unsubscribe.append(self.controller.on_change(listener))
@@ -180,7 +239,8 @@ class Broker:
         self.replicas.send_isr_proposal = self._send_isr_proposal
         self.fetchers.update(self.replicas.followers())
         self._tasks.append(asyncio.ensure_future(self.replicas.check_isr_periodically()))
-        if config.auto_leader_rebalance_enable and self.controller.node_id == self.node_id:
+        if config.auto_leader_rebalance_enable and isinstance(self.controller, Controller) and \
+                self.controller.node_id == self.node_id:
             self._tasks.append(asyncio.ensure_future(self._balance_leaders_periodically()))
 
     async def _balance_leaders_periodically(self) -> None:
@@ -226,14 +286,19 @@ class Broker:
             await asyncio.sleep(interval)
             assert self.logs is not None
             self.logs.checkpoint()
-            self.controller.maybe_snapshot()  # the time trigger, when no commit comes to check it
-            self.controller.clean()
+            if isinstance(self.controller, Controller):
+                self.controller.maybe_snapshot()  # the time trigger, when no commit comes to check it
+                self.controller.clean()
 
     async def stop(self, *, controlled: bool = True) -> None:
         """Stop serving; `controlled` (SIGTERM) moves this broker's leaderships away first."""
         if controlled and self._shared_controller and self.controller.image.brokers.get(self.node_id) is not None:
             # Controlled shutdown: leaderships move to other ISR members before this broker goes.
             self.controller.controlled_shutdown(self.node_id)
+        if controlled and self.lifecycle is not None and self.lifecycle.broker_epoch >= 0:
+            await self.lifecycle.controlled_shutdown(self.config.request_timeout_ms / 1000)
+        if self.controller_server is not None:
+            await self.controller_server.stop()
         for task in [*self._tasks, *self._requests_in_flight]:
             task.cancel()
         for unsubscribe in self._unsubscribe:
@@ -242,6 +307,9 @@ class Broker:
         if self.fetchers is not None:
             await self.fetchers.stop()
         self.txn_markers.close()
+        for closing in (self.lifecycle, self.controller_client):
+            if hasattr(closing, "close") and not isinstance(closing, Controller):
+                closing.close()
         if self._acceptor is not None:
             await self._acceptor.stop()
         if self._metrics_server is not None:
@@ -252,7 +320,7 @@ class Broker:
             await self.transactions.stop()
         if self.group_coordinator is not None:  # group coordinator
             await self.group_coordinator.stop()
-        if self.controller is not None and not self._shared_controller:
+        if isinstance(self.controller, Controller) and not self._shared_controller:
             self.controller.close()
         if self._snapshot_writer is not None:
             self._snapshot_writer.shutdown(wait=True)
@@ -302,8 +370,10 @@ class Broker:
         live = max(1, len(self.broker_endpoints()))
         spec = CreateTopicSpec(name=name, num_partitions=partitions, replication_factor=min(replication_factor, live),
                                assignments=None, configs={"cleanup.policy": "compact", **configs})
+        if self.broker_only:  # asked of the controller; meanwhile the coordinator is not available
+            self._create_internal_topic_later(spec)
+            raise KafkaError(ErrorCode.coordinator_not_available, f"{name} is being created")
         # Synchronous: coordinators create their topic inside a request's synchronous part.
-        # The cluster work routes this through controller_client too.
         [result] = self.controller.create_topics(
             [spec], default_partitions=self.config.num_partitions,
             default_replication_factor=self.config.default_replication_factor,
@@ -312,7 +382,27 @@ class Broker:
             raise KafkaError(ErrorCode.coordinator_not_available, result.message)
         log.info("created %s with %d partitions", name, partitions)
 
+    def _create_internal_topic_later(self, spec: CreateTopicSpec) -> None:
+        if spec.name in self._internal_topics_requested:
+            return
+        self._internal_topics_requested.add(spec.name)
+
+        async def create() -> None:
+            try:
+                [result] = await self.controller_client.create_topics([spec], validate_only=False)
+                if result.error not in (ErrorCode.none, ErrorCode.topic_already_exists):
+                    log.warning("creating %s: %s", spec.name, result.error.name)
+            except KafkaError as exc:
+                log.warning("creating %s: %s", spec.name, exc)
+            finally:
+                self._internal_topics_requested.discard(spec.name)
+        task = asyncio.ensure_future(create())
+        self._requests_in_flight.add(task)
+        task.add_done_callback(self._requests_in_flight.discard)
+
     def allocate_producer_id(self) -> int:
+        if self.broker_only:
+            return self._producer_ids.take()
         return self.controller.allocate_producer_id()
 
 

@@ -150,35 +150,63 @@ def _apply_fallbacks(values: dict[str, Any], explicit: Mapping[str, Any]) -> Non
 
 
 def _check_single_node(values: Mapping[str, Any]) -> None:
-    """Refuse listener and quorum settings a single PLAINTEXT node cannot honour."""
-    _check_listeners(values["listeners"], values["controller.listener.names"], values["listener.security.protocol.map"])
+    """Refuse roles, quorums and listeners klamm cannot honour (KRaft's rules, one controller)."""
+    roles = sorted(set(values["process.roles"]))
     node_id = values["node.id"]
-    for voter in values["controller.quorum.voters"]:
-        voter_id, at, _ = voter.partition("@")
-        if not at or not voter_id.strip().isdigit():
-            raise ConfigError("controller.quorum.voters", voter, "Expected an entry of the form id@host:port")
-        if int(voter_id) != node_id:
+    voters = [_voter(v) for v in values["controller.quorum.voters"]]
+    controllers = {n.strip().upper() for n in (values["controller.listener.names"] or "").split(",") if n.strip()}
+    if roles not in (["broker"], ["broker", "controller"]):
+        raise ConfigError("process.roles", ",".join(values["process.roles"]),
+                          "klamm runs process.roles=broker or broker,controller; a dedicated controller is not "
+                          "supported yet")
+    if len(voters) > 1:
+        raise ConfigError("controller.quorum.voters", ",".join(values["controller.quorum.voters"]),
+                          "klamm's controller quorum has one voter (a replicated quorum is not supported yet)")
+    if roles == ["broker"]:
+        if not voters:
+            raise ConfigError("controller.quorum.voters", "",
+                              "process.roles=broker needs controller.quorum.voters naming the controller")
+        if voters[0][0] == node_id:
             raise ConfigError("controller.quorum.voters", ",".join(values["controller.quorum.voters"]),
-                              f"klamm runs a single node, which is its own controller quorum: only node {node_id} "
-                              "may be a voter")
+                              f"If process.roles contains just the 'broker' role, the node id {node_id} must not "
+                              "be included in the set of voters controller.quorum.voters")
+        if not controllers:
+            raise ConfigError("controller.listener.names", "",
+                              "controller.listener.names must contain at least one value when running in KRaft mode")
+    elif voters and voters[0][0] != node_id:
+        raise ConfigError("controller.quorum.voters", ",".join(values["controller.quorum.voters"]),
+                          f"the controller's voter must be this node: only node {node_id} may be a voter")
+    _check_listeners(values["listeners"], controllers, values["listener.security.protocol.map"],
+                     broker_only=roles == ["broker"])
 
 
-def _check_listeners(listeners: list[str], controller_names: str | None, protocol_map: str) -> None:
-    """The first listener is the one klamm serves; it must be PLAINTEXT, and any other must be a controller one."""
+def _voter(entry: str) -> tuple[int, str]:
+    voter_id, at, address = entry.partition("@")
+    if not at or not voter_id.strip().isdigit() or ":" not in address:
+        raise ConfigError("controller.quorum.voters", entry, "Expected an entry of the form id@host:port")
+    return int(voter_id), address.strip()
+
+
+def _check_listeners(listeners: list[str], controllers: set[str], protocol_map: str, *, broker_only: bool) -> None:
+    """The first listener is the broker's (PLAINTEXT); a controller's own listeners may follow it."""
     names = [listener.partition("://")[0].strip().upper() for listener in listeners if "://" in listener]
     if not names:
         return  # the broker reports a malformed listener when it parses it
     protocols = _protocol_map(protocol_map)
-    controllers = {n.strip().upper() for n in (controller_names or "").split(",") if n.strip()}
     if names[0] in controllers:
         raise ConfigError("listeners", ",".join(listeners),
                           f"the first listener is the one klamm serves, but {names[0]} is a controller listener")
     for name in names:
         if name not in protocols:
             raise ConfigError("listeners", ",".join(listeners), f"No security protocol defined for listener {name}")
-    if protocols[names[0]] != "PLAINTEXT":
-        raise ConfigError("listeners", ",".join(listeners),
-                          f"listener {names[0]} uses {protocols[names[0]]}, but klamm serves PLAINTEXT only")
+    for name in [names[0], *(n for n in names[1:] if n in controllers)]:
+        if protocols[name] != "PLAINTEXT":
+            raise ConfigError("listeners", ",".join(listeners),
+                              f"listener {name} uses {protocols[name]}, but klamm serves PLAINTEXT only")
+    if broker_only and any(n in controllers for n in names):
+        raise ConfigError("controller.listener.names", ",".join(sorted(controllers)),
+                          "controller.listener.names must not contain a value appearing in the 'listeners' "
+                          "configuration when running KRaft with just the broker role")
     extra = [n for n in names[1:] if n not in controllers]
     if extra:
         raise ConfigError("listeners", ",".join(listeners),

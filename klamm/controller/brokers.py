@@ -22,12 +22,18 @@ SECURITY_PROTOCOLS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL":
 def decide_register_broker(
     image: MetadataImage, node_id: int, host: str, port: int, listener: str = "PLAINTEXT",
     rack: str | None = None, *, security_protocol: int | None = None, incarnation_id: uuid.UUID | None = None,
+    fenced: bool = False,
 ) -> list[MetadataRecord]:
-    """Records registering the broker unfenced, or [] when the image already says exactly that."""
+    """Records registering the broker, or [] when the image already says exactly that.
+
+    A broker of another process registers fenced (Kafka's rule): its heartbeats unfence it once it has
+    caught up with the metadata. The combined node's own broker registers unfenced.
+    """
     if security_protocol is None:
         security_protocol = SECURITY_PROTOCOLS.get(listener.upper(), 0)
     current = image.brokers.get(node_id)
-    if current is not None and _same_registration(current, host, port, listener, rack, security_protocol):
+    if not fenced and current is not None and _same_registration(current, host, port, listener, rack,
+                                                                 security_protocol):
         return []
     return [MetadataRecord("RegisterBrokerRecord", {
         "broker_id": node_id,
@@ -36,8 +42,7 @@ def decide_register_broker(
         "end_points": [{"name": listener, "host": host, "port": port, "security_protocol": security_protocol}],
         "features": [],
         "rack": rack,
-        # A single-node quorum has no heartbeats to unfence the broker later.
-        "fenced": False,
+        "fenced": fenced,
     })]
 
 

@@ -232,17 +232,23 @@ class Controller:
     # -- brokers ---------------------------------------------------------------------
 
     def register_broker(self, node_id: int, host: str, port: int, listener: str = "PLAINTEXT",
-                        rack: str | None = None) -> BrokerRegistration:
-        """Register (unfenced) the broker's endpoint; writes only when it is new or changed.
+                        rack: str | None = None, *, fenced: bool = False,
+                        incarnation_id: uuid.UUID | None = None) -> BrokerRegistration:
+        """Register the broker's endpoint; writes only when it is new or changed (or `fenced`, always).
 
-        A broker back after being fenced leads again the partitions that waited for it.
+        Unfenced, a broker back after being fenced leads again the partitions that waited for it.
+        Fenced (a broker of another process), a live earlier registration is fenced first, so its
+        leaderships move, as for a broker that restarted without a clean shutdown.
         """
-        records = decide_register_broker(self._image, node_id, host, port, listener, rack)
+        current = self._image.brokers.get(node_id)
+        if fenced and current is not None and not current.fenced:
+            self.fence_broker(node_id)
+        records = decide_register_broker(self._image, node_id, host, port, listener, rack, fenced=fenced,
+                                         incarnation_id=incarnation_id)
         if records:
             self._commit(records)
-            elections = decide_leaderless_elections(self._image, node_id)
-            if elections:
-                self._commit(elections)
+            if not fenced:
+                self._commit_if_any(decide_leaderless_elections(self._image, node_id))
         return self._image.brokers[node_id]
 
     def fence_broker(self, node_id: int) -> None:

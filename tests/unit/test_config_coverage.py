@@ -90,6 +90,17 @@ APPLIED: dict[str, list[str]] = {
     "min.insync.replicas": [f"{EFFECTS}::test_min_insync_replicas_refuses_acks_all"],
     "replica.lag.time.max.ms": [
         "tests/integration/test_replication.py::test_acks_all_waits_for_the_isr_and_min_insync_replicas_refuses"],
+    "process.roles": ["tests/interop/test_cluster_processes.py::test_three_processes_replicate_and_fail_over",
+                      "tests/unit/test_config_coverage.py::test_kraft_roles_and_quorum_are_checked"],
+    "controller.listener.names": [
+        "tests/interop/test_cluster_processes.py::test_three_processes_replicate_and_fail_over"],
+    "controller.quorum.voters": [
+        "tests/interop/test_cluster_processes.py::test_three_processes_replicate_and_fail_over",
+        "tests/unit/test_config_coverage.py::test_kraft_roles_and_quorum_are_checked"],
+    "broker.session.timeout.ms": [
+        "tests/interop/test_cluster_processes.py::test_three_processes_replicate_and_fail_over"],
+    "broker.heartbeat.interval.ms": [
+        "tests/interop/test_cluster_processes.py::test_three_processes_replicate_and_fail_over"],
     "auto.leader.rebalance.enable": [
         "tests/integration/test_replication.py::test_leadership_returns_to_the_preferred_replica"],
     "leader.imbalance.check.interval.seconds": [
@@ -407,7 +418,7 @@ def test_unsupported_broker_key_is_refused_by_alter_configs(key: ConfigKey, clie
 
 # -- CLUSTER keys: accepted as Kafka with one broker accepts them, unless a node cannot honour them ---
 
-CHECKED_AT_START_UP = {"controller.quorum.voters"}
+CHECKED_AT_START_UP: set[str] = set()
 
 
 @pytest.mark.parametrize("key", [k for k in BROKER_CONFIG_DEF if k.support is Support.CLUSTER
@@ -423,12 +434,28 @@ def test_cluster_topic_key_is_accepted_on_a_single_node(key: ConfigKey) -> None:
     assert TopicConfig.validate(BrokerConfig.from_properties({}), {key.name: raw}).value_of(key.name) == key.parse(raw)
 
 
-def test_controller_quorum_may_list_only_this_node() -> None:
+def test_kraft_roles_and_quorum_are_checked() -> None:
     assert BrokerConfig.from_properties({"node.id": "3", "controller.quorum.voters": "3@localhost:9093"})
-    with pytest.raises(ConfigError, match="only node 3 may be a voter"):
+    with pytest.raises(ConfigError, match="one voter"):
         BrokerConfig.from_properties({"node.id": "3", "controller.quorum.voters": "3@a:9093,4@b:9093"})
+    with pytest.raises(ConfigError, match="only node 3 may be a voter"):
+        BrokerConfig.from_properties({"node.id": "3", "controller.quorum.voters": "4@b:9093"})
     with pytest.raises(ConfigError, match="id@host:port"):
         BrokerConfig.from_properties({"controller.quorum.voters": "localhost:9093"})
+    broker = {"process.roles": "broker", "node.id": "2", "controller.quorum.voters": "1@localhost:9093",
+              "controller.listener.names": "CONTROLLER"}
+    assert BrokerConfig.from_properties(broker).process_roles == ["broker"]
+    with pytest.raises(ConfigError, match="needs controller.quorum.voters"):
+        BrokerConfig.from_properties({**broker, "controller.quorum.voters": ""})
+    with pytest.raises(ConfigError, match="the node id 1 must not be included"):
+        BrokerConfig.from_properties({**broker, "node.id": "1"})
+    with pytest.raises(ConfigError, match="controller.listener.names must contain at least one value"):
+        BrokerConfig.from_properties({**broker, "controller.listener.names": ""})
+    with pytest.raises(ConfigError, match="a dedicated controller is not supported yet"):
+        BrokerConfig.from_properties({**broker, "process.roles": "controller"})
+    with pytest.raises(ConfigError, match="must not contain a value appearing in the 'listeners'"):
+        BrokerConfig.from_properties({**broker, "listeners": "PLAINTEXT://:9092,CONTROLLER://:9093",
+                                      "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT"})
 
 
 def test_listeners_klamm_cannot_serve_are_refused() -> None:

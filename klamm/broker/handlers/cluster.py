@@ -25,7 +25,7 @@ async def handle(broker: BrokerServices, request: Any) -> dict[str, Any]:
         "error_code": ErrorCode.none,
         "endpoint_type": endpoint_type,
         "cluster_id": image.cluster_id,
-        "controller_id": broker.node_id,
+        "controller_id": broker.controller.image.controller_id,
         "brokers": [{"broker_id": b["node_id"], "host": b["host"], "port": b["port"], "rack": b["rack"]}
                     for b in broker.broker_endpoints()],
         "cluster_authorized_operations": operations,

@@ -38,7 +38,7 @@ async def handle(broker: BrokerServices, request: Any) -> dict[str, Any]:
     return {
         "brokers": broker.broker_endpoints(),
         "cluster_id": image.cluster_id,
-        "controller_id": broker.node_id,
+        "controller_id": image.controller_id,  # where clients send admin requests
         "topics": topics,
         "cluster_authorized_operations": CLUSTER_OPERATIONS if include_cluster else NOT_INCLUDED,
     }

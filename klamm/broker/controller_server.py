@@ -1,0 +1,190 @@
+"""The controller's listener: how brokers of other processes reach the controller of a combined node.
+
+Bound on the listener named by `controller.listener.names` when `process.roles`
+includes `controller` and the quorum has voters. It serves, against this node's
+`Controller`:
+
+- ApiVersions;
+- BrokerRegistration (62): a broker of the cluster (cluster id checked:
+  INCONSISTENT_CLUSTER_ID) is registered fenced, with a new broker epoch (the
+  registration record's offset);
+- BrokerHeartbeat (63): the broker's session is renewed; it is unfenced once its
+  metadata has caught up with its registration (Kafka's rule) and it does not
+  ask to stay fenced; `want_shut_down` is a controlled shutdown, answered
+  `should_shut_down` once the broker leads nothing (it is then fenced). A
+  broker silent for `broker.session.timeout.ms` is fenced: its leaderships move;
+- Fetch (1) of `__cluster_metadata` partition 0: the metadata log's batches from
+  the fetch offset, as a KRaft observer fetches them (long poll until the next
+  commit); the high watermark is the log end, a single controller commits on append;
+- AlterPartition (56), AllocateProducerIds (67), and CreateTopics (19) for the
+  internal topics brokers create on first use.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+
+from klamm.broker.handlers import api_versions
+from klamm.broker.network import Acceptor, Processor
+from klamm.controller.metadata_log import METADATA_PARTITION, METADATA_TOPIC
+from klamm.protocol.errors import ErrorCode, KafkaError
+
+if TYPE_CHECKING:
+    from klamm.broker.broker import Broker
+
+log = logging.getLogger("klamm.controller_server")
+
+FETCH, METADATA_FETCH_BYTES = 1, 8 * 1024 * 1024
+SUPPORTED = {1: (12, 12), 18: (0, 4), 19: (2, 7), 56: (3, 3), 62: (3, 3), 63: (1, 1), 67: (0, 0)}
+
+
+class ControllerServer:
+    def __init__(self, broker: Broker, host: str, port: int) -> None:
+        self.broker = broker
+        self.controller = broker.controller
+        self.host, self.port = host, port
+        self.sessions: dict[int, float] = {}  # broker id -> monotonic time of its last heartbeat
+        self._committed = asyncio.Event()
+        self._acceptor: Acceptor | None = None
+        self._processor: Processor | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self._unsubscribe = self.controller.on_change(lambda _old, _new: self._committed.set())
+        self._apis = {1: self.fetch, 18: self.api_versions, 19: self.create_topics, 56: self.alter_partition,
+                      62: self.register, 63: self.heartbeat, 67: self.allocate_producer_ids}
+
+    async def start(self) -> None:
+        config = self.broker.config
+        self._processor = Processor(0, self.handle, self.supported_versions, config.socket_request_max_bytes,
+                                    config.connections_max_idle_ms, False)
+        self._processor.start()
+        self._acceptor = Acceptor(self.host, self.port, [self._processor])
+        await self._acceptor.start()
+        self.port = self._acceptor.port
+        self._tasks.append(asyncio.ensure_future(self._fence_expired_sessions()))
+        log.info("controller listening on %s:%d", self.host or "0.0.0.0", self.port)
+
+    async def stop(self) -> None:
+        self._unsubscribe()
+        for task in self._tasks:
+            task.cancel()
+        if self._acceptor is not None:
+            await self._acceptor.stop()
+        if self._processor is not None:
+            self._processor.close_all()
+
+    def supported_versions(self) -> dict[int, tuple[int, int]]:
+        return dict(SUPPORTED)
+
+    async def handle(self, request: Any, connection: Any) -> Any:
+        return await self._apis[request.api_key](request)
+
+    async def api_versions(self, request: Any) -> dict[str, Any]:
+        return await api_versions.handle(self, request)  # type: ignore[arg-type]
+
+    # ------------------------------------------------------------ brokers
+    async def register(self, request: Any) -> dict[str, Any]:
+        body = request.body
+        if body.cluster_id != self.controller.cluster_id:
+            return {"error_code": ErrorCode.inconsistent_cluster_id, "broker_epoch": -1}
+        listener = body.listeners[0] if body.listeners else None
+        if listener is None:
+            return {"error_code": ErrorCode.invalid_request, "broker_epoch": -1}
+        registration = self.controller.register_broker(body.broker_id, listener.host, listener.port, listener.name,
+                                                       rack=body.rack, fenced=True, incarnation_id=body.incarnation_id)
+        self.sessions[body.broker_id] = time.monotonic()
+        log.info("broker %d registered at %s:%d (epoch %d)", body.broker_id, listener.host, listener.port,
+                 registration.epoch)
+        return {"error_code": ErrorCode.none, "broker_epoch": registration.epoch}
+
+    async def heartbeat(self, request: Any) -> dict[str, Any]:
+        body = request.body
+        registration = self.controller.image.brokers.get(body.broker_id)
+        if registration is None or registration.epoch != body.broker_epoch:
+            return {"error_code": ErrorCode.stale_broker_epoch, "is_caught_up": False, "is_fenced": True,
+                    "should_shut_down": False}
+        self.sessions[body.broker_id] = time.monotonic()
+        caught_up = body.current_metadata_offset >= registration.epoch
+        if registration.fenced and caught_up and not body.want_fence and not body.want_shut_down:
+            self.controller.unfence_broker(body.broker_id)
+        should_shut_down = False
+        if body.want_shut_down:
+            self.controller.controlled_shutdown(body.broker_id)
+            should_shut_down = not self._leads_anything(body.broker_id)
+            if should_shut_down:
+                self.controller.fence_broker(body.broker_id)
+                self.sessions.pop(body.broker_id, None)
+        registration = self.controller.image.brokers[body.broker_id]
+        return {"error_code": ErrorCode.none, "is_caught_up": caught_up, "is_fenced": registration.fenced,
+                "should_shut_down": should_shut_down}
+
+    def _leads_anything(self, broker_id: int) -> bool:
+        return any(p.leader == broker_id for t in self.controller.image.topics_by_name.values()
+                   for p in t.partitions.values())
+
+    async def _fence_expired_sessions(self) -> None:
+        timeout = self.broker.config.broker_session_timeout_ms / 1000
+        while True:
+            await asyncio.sleep(min(timeout / 4, 1.0))
+            now = time.monotonic()
+            for broker_id, last in list(self.sessions.items()):
+                registration = self.controller.image.brokers.get(broker_id)
+                if now - last > timeout and registration is not None and not registration.fenced:
+                    log.info("broker %d missed its heartbeats for %.1f s: fenced", broker_id, now - last)
+                    self.controller.fence_broker(broker_id)
+                    self.sessions.pop(broker_id, None)
+
+    # ------------------------------------------------------------ metadata for brokers
+    async def fetch(self, request: Any) -> dict[str, Any]:
+        body = request.body
+        [topic] = body.topics
+        [position] = topic.partitions
+        if topic.topic != METADATA_TOPIC or position.partition != METADATA_PARTITION:
+            raise KafkaError(ErrorCode.invalid_request, "the controller serves only __cluster_metadata")
+        metadata_log = self.controller.log.log  # the Log under FileMetadataLog
+        deadline = time.monotonic() + body.max_wait.total_seconds()
+        while position.fetch_offset >= metadata_log.log_end_offset and time.monotonic() < deadline:
+            self._committed.clear()
+            try:
+                async with asyncio.timeout(max(0.0, deadline - time.monotonic())):
+                    await self._committed.wait()
+            except TimeoutError:
+                break
+        entry = {"partition_index": METADATA_PARTITION, "error_code": ErrorCode.none,
+                 "high_watermark": metadata_log.log_end_offset, "last_stable_offset": metadata_log.log_end_offset,
+                 "log_start_offset": metadata_log.log_start_offset, "preferred_read_replica": -1, "records": b""}
+        if position.fetch_offset < metadata_log.log_start_offset:
+            entry["error_code"] = ErrorCode.offset_out_of_range  # behind a snapshot: FetchSnapshot is not served yet
+        elif position.fetch_offset < metadata_log.log_end_offset:
+            entry["records"] = metadata_log.read_bytes(position.fetch_offset, METADATA_FETCH_BYTES)
+        return {"error_code": ErrorCode.none, "session_id": 0,
+                "responses": [{"topic": METADATA_TOPIC, "partitions": [entry]}]}
+
+    # ------------------------------------------------------------ writes brokers ask for
+    async def alter_partition(self, request: Any) -> dict[str, Any]:
+        body = request.body
+        topics = []
+        for topic in body.topics:
+            answers = []
+            for data in topic.partitions:
+                isr = [state.broker_id for state in data.new_isr_with_epochs]
+                error, partition = self.controller.alter_partition(
+                    body.broker_id, body.broker_epoch, topic.topic_id, data.partition_index, data.leader_epoch,
+                    data.partition_epoch, isr, data.leader_recovery_state)
+                answer: dict[str, Any] = {"partition_index": data.partition_index, "error_code": error}
+                if partition is not None:
+                    answer.update(leader_id=partition.leader, leader_epoch=partition.leader_epoch,
+                                  isr=list(partition.isr), leader_recovery_state=partition.leader_recovery_state,
+                                  partition_epoch=partition.partition_epoch)
+                answers.append(answer)
+            topics.append({"topic_id": topic.topic_id, "partitions": answers})
+        return {"error_code": ErrorCode.none, "topics": topics}
+
+    async def allocate_producer_ids(self, request: Any) -> dict[str, Any]:
+        block = self.controller.allocate_producer_ids(request.body.broker_id)
+        return {"error_code": ErrorCode.none, "producer_id_start": block.start, "producer_id_len": len(block)}
+
+    async def create_topics(self, request: Any) -> Any:
+        return await self.broker.handle_as_controller(request)

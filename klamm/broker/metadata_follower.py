@@ -1,0 +1,272 @@
+"""A broker-only node (process.roles=broker) and its controller: metadata, lifecycle and writes.
+
+`MetadataFollower` stands where a combined node has its `Controller`: it holds
+the metadata image, built by fetching `__cluster_metadata` from the controller
+as a KRaft observer does (long polls from the next offset, the batches decoded
+and replayed with klamm.controller.image), and calls the change listeners
+with each new image, so the replica manager, the coordinators and the metrics
+follow it exactly as on a combined node. The image is kept in memory: a
+restarted broker fetches the log again from its start.
+
+`BrokerLifecycle` registers the broker (BrokerRegistration: it starts fenced),
+heartbeats every `broker.heartbeat.interval.ms` with how far its metadata has
+come (the controller unfences it once that reaches its registration), and at
+shutdown asks for a controlled shutdown and waits until the controller has
+moved its leaderships away.
+
+`RemoteControllerClient` sends the writes a broker-only node makes itself —
+AlterPartition, AllocateProducerIds, CreateTopics (internal and auto-created
+topics) — to the controller. Other admin writes are answered NOT_CONTROLLER:
+Metadata names the controller, where clients send them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+from klamm.broker.client import BrokerConnection, BrokerUnavailable
+from klamm.controller.image import MetadataImage, apply_batch, empty_image
+from klamm.controller.metadata_log import METADATA_PARTITION, METADATA_TOPIC
+from klamm.controller.records import decode_record
+from klamm.controller.topics import CreateTopicSpec, TopicResult
+from klamm.protocol.batch import split_batches
+from klamm.protocol.errors import ErrorCode, KafkaError
+from klamm.protocol.records import decode_batch
+
+log = logging.getLogger("klamm.metadata_follower")
+
+FETCH, CREATE_TOPICS, ALTER_PARTITION, BROKER_REGISTRATION, BROKER_HEARTBEAT, ALLOCATE_PRODUCER_IDS = \
+    1, 19, 56, 62, 63, 67
+RETRY_S = 0.2
+
+
+class MetadataFollower:
+    def __init__(self, node_id: int, cluster_id: str, controller_id: int, connect: Callable[[], BrokerConnection],
+                 max_wait_ms: int = 500) -> None:
+        self.node_id = node_id
+        self.cluster_id = cluster_id
+        self._image = empty_image(cluster_id, controller_id)
+        self._connect = connect
+        self._max_wait_ms = max_wait_ms
+        self._listeners: list[Callable[[MetadataImage, MetadataImage], None]] = []
+        self.caught_up = asyncio.Event()  # set once a fetch has reached the controller's log end
+        self.high_watermark = 0
+
+    @property
+    def image(self) -> MetadataImage:
+        return self._image
+
+    def on_change(self, listener: Callable[[MetadataImage, MetadataImage], None]) -> Callable[[], None]:
+        self._listeners.append(listener)
+        return lambda: self._listeners.remove(listener) if listener in self._listeners else None
+
+    async def run(self) -> None:
+        connection = self._connect()
+        while True:
+            try:
+                response = await connection.request(FETCH, 12, self._request(), self._max_wait_ms / 1000 + 30)
+            except BrokerUnavailable as exc:
+                log.info("metadata fetch from the controller: %s", exc)
+                await asyncio.sleep(RETRY_S)
+                continue
+            entry = response.responses[0].partitions[0] if response.responses else None
+            if entry is None or entry.error_code != ErrorCode.none:
+                log.warning("metadata fetch from the controller: %s", entry.error_code.name if entry else "no answer")
+                await asyncio.sleep(RETRY_S)
+                continue
+            self.high_watermark = entry.high_watermark
+            if entry.records:
+                self._apply(bytearray(entry.records))
+            if self._image.offset + 1 >= self.high_watermark:
+                self.caught_up.set()
+
+    def _request(self) -> dict[str, Any]:
+        return {"replica_id": -1, "max_wait": self._max_wait_ms, "min_bytes": 1, "max_bytes": 8 << 20,
+                "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+                "topics": [{"topic": METADATA_TOPIC, "partitions": [{
+                    "partition": METADATA_PARTITION, "current_leader_epoch": -1, "fetch_offset": self._image.offset + 1,
+                    "last_fetched_epoch": -1, "log_start_offset": -1, "partition_max_bytes": 8 << 20}]}],
+                "forgotten_topics_data": [], "rack_id": ""}
+
+    def _apply(self, buf: bytearray) -> None:
+        records = []
+        for header in split_batches(buf):
+            if header.is_control:
+                continue
+            for record in decode_batch(buf, header.position)[1]:
+                if record.offset > self._image.offset and record.value is not None:
+                    records.append((record.offset, decode_record(record.value)))
+        if not records:
+            return
+        old, self._image = self._image, apply_batch(self._image, records)
+        for listener in list(self._listeners):
+            listener(old, self._image)
+
+
+class BrokerLifecycle:
+    """Registration, heartbeats and controlled shutdown of a broker-only node (Kafka's BrokerLifecycleManager)."""
+
+    def __init__(self, node_id: int, cluster_id: str, follower: MetadataFollower,
+                 connect: Callable[[], BrokerConnection], interval_ms: int) -> None:
+        self.node_id, self.cluster_id, self.follower = node_id, cluster_id, follower
+        self._connection = connect()
+        self.interval_s = interval_ms / 1000
+        self.incarnation_id = uuid.uuid4()
+        self.broker_epoch = -1
+        self.unfenced = asyncio.Event()
+        self._shutting_down = False
+
+    async def register(self, host: str, port: int, listener: str, rack: str | None) -> None:
+        while True:
+            try:
+                response = await self._connection.request(BROKER_REGISTRATION, 3, {
+                    "broker_id": self.node_id, "cluster_id": self.cluster_id, "incarnation_id": self.incarnation_id,
+                    "listeners": [{"name": listener, "host": host, "port": port, "security_protocol": 0}],
+                    "features": [], "rack": rack})
+            except BrokerUnavailable as exc:
+                log.info("registering with the controller: %s", exc)
+                await asyncio.sleep(RETRY_S)
+                continue
+            if response.error_code == ErrorCode.inconsistent_cluster_id:
+                raise KafkaError(ErrorCode.inconsistent_cluster_id,
+                                 f"the controller's cluster is not {self.cluster_id} (see meta.properties)")
+            if response.error_code == ErrorCode.none:
+                self.broker_epoch = response.broker_epoch
+                return
+            log.warning("registration refused: %s", response.error_code.name)
+            await asyncio.sleep(RETRY_S)
+
+    async def heartbeat_periodically(self) -> None:
+        while not self._shutting_down:
+            await self._heartbeat(want_shut_down=False)
+            await asyncio.sleep(self.interval_s)
+
+    async def _heartbeat(self, *, want_shut_down: bool) -> Any:
+        try:
+            response = await self._connection.request(BROKER_HEARTBEAT, 1, {
+                "broker_id": self.node_id, "broker_epoch": self.broker_epoch,
+                "current_metadata_offset": self.follower.image.offset, "want_fence": False,
+                "want_shut_down": want_shut_down, "offline_log_dirs": []})
+        except BrokerUnavailable as exc:
+            log.info("heartbeat to the controller: %s", exc)
+            return None
+        if response.error_code == ErrorCode.none and not response.is_fenced:
+            self.unfenced.set()
+        return response
+
+    async def controlled_shutdown(self, timeout_s: float) -> None:
+        """Ask the controller to move this broker's leaderships away; return once it has (or at the timeout)."""
+        self._shutting_down = True
+        deadline = asyncio.get_running_loop().time() + timeout_s
+        while asyncio.get_running_loop().time() < deadline:
+            response = await self._heartbeat(want_shut_down=True)
+            if response is not None and response.should_shut_down:
+                return
+            await asyncio.sleep(0.1)
+
+    def close(self) -> None:
+        self._connection.close()
+
+
+class RemoteControllerClient:
+    """The writes of a broker-only node, sent to the controller (see the module docstring)."""
+
+    def __init__(self, connect: Callable[[], BrokerConnection], lifecycle: BrokerLifecycle) -> None:
+        self._connection = connect()
+        self._lifecycle = lifecycle
+
+    async def create_topics(self, specs: Sequence[CreateTopicSpec], *, validate_only: bool) -> list[TopicResult]:
+        response = await self._request(CREATE_TOPICS, 7, {"timeout": 30_000, "validate_only": validate_only, "topics": [
+            {"name": s.name, "num_partitions": s.num_partitions, "replication_factor": s.replication_factor,
+             "assignments": [{"partition_index": i, "broker_ids": list(b)} for i, b in (s.assignments or {}).items()],
+             "configs": [{"name": k, "value": v} for k, v in s.configs.items()]} for s in specs]})
+        return [TopicResult(name=t.name, error=t.error_code, message=t.error_message, topic_id=t.topic_id,
+                            num_partitions=t.num_partitions, replication_factor=t.replication_factor)
+                for t in response.topics]
+
+    async def alter_partition(self, broker_id: int, broker_epoch: int, topic_id: uuid.UUID, partition: int,
+                              leader_epoch: int, partition_epoch: int, isr: Sequence[int]) -> ErrorCode:
+        response = await self._request(ALTER_PARTITION, 3, {"broker_id": broker_id, "broker_epoch": broker_epoch,
+                                                            "topics": [{"topic_id": topic_id, "partitions": [{
+                                                                "partition_index": partition,
+                                                                "leader_epoch": leader_epoch,
+                                                                "new_isr_with_epochs": [{"broker_id": b,
+                                                                                         "broker_epoch": -1}
+                                                                                        for b in isr],
+                                                                "leader_recovery_state": 0,
+                                                                "partition_epoch": partition_epoch}]}]})
+        if response.error_code != ErrorCode.none:
+            return response.error_code
+        return response.topics[0].partitions[0].error_code
+
+    async def allocate_producer_ids(self) -> range:
+        response = await self._request(ALLOCATE_PRODUCER_IDS, 0, {"broker_id": self._lifecycle.node_id,
+                                                                  "broker_epoch": self._lifecycle.broker_epoch})
+        if response.error_code != ErrorCode.none:
+            raise KafkaError(response.error_code)
+        return range(response.producer_id_start, response.producer_id_start + response.producer_id_len)
+
+    async def _request(self, api_key: int, version: int, body: dict[str, Any]) -> Any:
+        try:
+            return await self._connection.request(api_key, version, body)
+        except BrokerUnavailable as exc:
+            raise KafkaError(ErrorCode.not_controller, str(exc)) from None
+
+    # Admin writes go to the controller's own listener for clients: Metadata names it.
+    async def delete_topics(self, topics: Sequence[Any]) -> list[Any]:
+        raise KafkaError(ErrorCode.not_controller)
+
+    async def create_partitions(self, specs: Sequence[Any], *, validate_only: bool) -> list[Any]:
+        raise KafkaError(ErrorCode.not_controller)
+
+    async def elect_leaders(self, election: int, partitions: Mapping[str, Sequence[int]] | None) -> Any:
+        raise KafkaError(ErrorCode.not_controller)
+
+    async def alter_topic_configs(self, topic: str, set_configs: Mapping[str, str], delete_configs: Iterable[str],
+                                  *, replace: bool, validate_only: bool, **kwargs: Any) -> Any:
+        raise KafkaError(ErrorCode.not_controller)
+
+    async def alter_broker_configs(self, node_id: int | None, set_configs: Mapping[str, str],
+                                   delete_configs: Iterable[str], *, replace: bool, validate_only: bool,
+                                   **kwargs: Any) -> Any:
+        raise KafkaError(ErrorCode.not_controller)
+
+    async def alter_partition_reassignments(self, targets: Any) -> Any:
+        raise KafkaError(ErrorCode.not_controller)
+
+    def close(self) -> None:
+        self._connection.close()
+
+
+class ProducerIdBlocks:
+    """Producer ids for a broker-only node: blocks from the controller, the next one fetched ahead."""
+
+    def __init__(self, client: RemoteControllerClient) -> None:
+        self._client = client
+        self._current: range = range(0)
+        self._position = 0
+        self._next: asyncio.Task[range] | None = None
+
+    async def prime(self) -> None:
+        self._current, self._position = await self._client.allocate_producer_ids(), 0
+
+    def take(self) -> int:
+        if self._position >= len(self._current):
+            if self._next is not None and self._next.done() and not self._next.exception():
+                self._current, self._position, self._next = self._next.result(), 0, None
+            else:
+                self._fetch_next()
+                raise KafkaError(ErrorCode.coordinator_load_in_progress, "waiting for a producer id block")
+        producer_id = self._current[self._position]
+        self._position += 1
+        if self._position * 10 >= len(self._current) * 9:
+            self._fetch_next()
+        return producer_id
+
+    def _fetch_next(self) -> None:
+        if self._next is None or (self._next.done() and self._next.exception() is not None):
+            self._next = asyncio.ensure_future(self._client.allocate_producer_ids())

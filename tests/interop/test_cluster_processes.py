@@ -1,0 +1,143 @@
+"""Three `klamm serve` processes with Kafka's KRaft property names: node 1 broker,controller, nodes 2 and 3 brokers.
+
+The storage is formatted with `klamm storage format` and one cluster id; nodes
+2 and 3 register with node 1's controller listener, heartbeat, and follow its
+metadata log. A topic with replication.factor=3 and min.insync.replicas=2 is led
+by node 2; an idempotent acks=all producer streams while node 2 is killed with
+SIGKILL: the controller fences it after broker.session.timeout.ms, node 3 leads,
+the producer carries on, and node 2 restarted catches up and rejoins the ISR.
+Nothing acknowledged is lost, duplicated or reordered.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Producer, TopicCollection, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from tests.conftest import BrokerProcess, free_port, klamm_command
+from tests.integration.conftest import RawClient
+
+from .helpers import confluent_consume, confluent_consumer, wait_for
+
+pytestmark = [pytest.mark.timeout(240)]
+
+FAST = {"broker.session.timeout.ms": "3000", "broker.heartbeat.interval.ms": "300",
+        "replica.lag.time.max.ms": "2000", "replica.fetch.backoff.ms": "100", "replica.fetch.wait.max.ms": "200",
+        "group.initial.rebalance.delay.ms": "0", "offsets.topic.num.partitions": "1"}
+
+
+def storage(*args: str) -> str:
+    command = [str(Path(klamm_command()[0])), "storage", *args]
+    return subprocess.run(command, capture_output=True, text=True, check=True).stdout.strip()
+
+
+@pytest.fixture
+def nodes(tmp_path: Path):
+    controller_port = free_port()
+    voters = f"1@127.0.0.1:{controller_port}"
+    cluster_id = storage("random-uuid")
+    made: list[BrokerProcess] = []
+    for node_id in (1, 2, 3):
+        port = free_port()
+        config = {"node.id": str(node_id), "controller.quorum.voters": voters,
+                  "controller.listener.names": "CONTROLLER", **FAST}
+        if node_id == 1:
+            config.update({"process.roles": "broker,controller",
+                           "listeners": f"PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}",
+                           "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT"})
+        else:
+            config["process.roles"] = "broker"
+        node = BrokerProcess(port, tmp_path / f"node{node_id}", tmp_path / f"node{node_id}.log", config)
+        properties = tmp_path / f"node{node_id}.properties"
+        properties.write_text("".join(f"{k}={v}\n" for k, v in
+                                      {**config, "log.dirs": str(node.log_dir)}.items() if k != "listeners"))
+        storage("format", "--cluster-id", cluster_id, "--config", str(properties))
+        made.append(node)
+    try:
+        for node in made:
+            node.start()
+        yield made
+    finally:
+        for node in reversed(made):
+            node.kill()
+
+
+def brokers_seen(bootstrap: str) -> set[int]:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    return {n.id for n in admin.describe_cluster(request_timeout=10).result(15).nodes}
+
+
+def describe(bootstrap: str, topic: str) -> Any:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    return admin.describe_topics(TopicCollection([topic]))[topic].result(15)
+
+
+def test_three_processes_replicate_and_fail_over(nodes: list[BrokerProcess]) -> None:
+    bootstrap = ",".join(n.bootstrap for n in nodes)
+    for node in nodes:  # every node knows the whole cluster from the controller's metadata
+        wait_for(lambda node=node: brokers_seen(node.bootstrap) == {1, 2, 3}, timeout=30, what="three brokers")
+    created = RawClient(nodes[0].port).request(19, 7, {"timeout": 30_000, "topics": [{
+        "name": "orders", "num_partitions": -1, "replication_factor": -1,
+        "assignments": [{"partition_index": 0, "broker_ids": [2, 3, 1]}],  # node 2 leads
+        "configs": [{"name": "min.insync.replicas", "value": "2"}]}]})
+    assert created.topics[0].error_code == 0, created.topics[0]
+    wait_for(lambda: len(describe(nodes[2].bootstrap, "orders").partitions[0].isr) == 3, timeout=30,
+             what="the ISR of three")
+
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all",
+                         "linger.ms": 5, "message.timeout.ms": 120_000, "retry.backoff.ms": 50,
+                         "reconnect.backoff.max.ms": 500, "topic.metadata.refresh.interval.ms": 1000})
+    acked: dict[int, int] = {}
+    errors: list[str] = []
+    sending = threading.Event()
+    sending.set()
+
+    def delivered(err: Any, msg: Any) -> None:
+        if err is None:
+            acked[int(msg.value())] = msg.offset()
+        else:
+            errors.append(str(err))
+
+    def stream() -> None:
+        seq = 0
+        while sending.is_set():
+            try:
+                producer.produce("orders", value=b"%d" % seq, partition=0, on_delivery=delivered)
+                seq += 1
+            except BufferError:
+                pass
+            producer.poll(0.005)
+        producer.flush(120)
+
+    thread = threading.Thread(target=stream, daemon=True)
+    thread.start()
+    try:
+        wait_for(lambda: len(acked) > 300, timeout=30, what="records acknowledged before the kill")
+        nodes[1].kill()  # node 2, the leader: kill -9
+        wait_for(lambda: describe(nodes[2].bootstrap, "orders").partitions[0].leader.id == 3, timeout=30,
+                 what="node 3 leading after the controller fenced node 2")
+        count = len(acked)
+        wait_for(lambda: len(acked) > count + 300, timeout=60, what="records acknowledged by the new leader")
+        nodes[1].start()
+        wait_for(lambda: len(describe(nodes[0].bootstrap, "orders").partitions[0].isr) == 3, timeout=60,
+                 what="node 2 back in the ISR")
+    finally:
+        sending.clear()
+        thread.join(150)
+    assert not errors, errors[:3]
+
+    consumer = confluent_consumer(bootstrap)
+    try:
+        _, high = consumer.get_watermark_offsets(TopicPartition("orders", 0), timeout=10, cached=False)
+    finally:
+        consumer.close()
+    log = [int(m.value()) for m in confluent_consume(bootstrap, "orders", 0, 0, high, timeout=60)]
+    assert log == list(range(len(log))), "the log is the stream in order, without gap or duplicate"
+    assert all(log[offset] == seq for seq, offset in acked.items())
+    assert len(acked) == len(log)
