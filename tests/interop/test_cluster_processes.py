@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import subprocess
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ from confluent_kafka.admin import AdminClient
 from tests.conftest import BrokerProcess, free_port, klamm_command
 from tests.integration.conftest import RawClient
 
+from .conftest import _json_lines
 from .helpers import confluent_consume, confluent_consumer, wait_for
 
 pytestmark = [pytest.mark.timeout(240)]
@@ -141,3 +143,30 @@ def test_three_processes_replicate_and_fail_over(nodes: list[BrokerProcess]) -> 
     assert log == list(range(len(log))), "the log is the stream in order, without gap or duplicate"
     assert all(log[offset] == seq for seq, offset in acked.items())
     assert len(acked) == len(log)
+
+
+def test_the_java_client_through_a_kill_of_the_leader(nodes: list[BrokerProcess], java_client: Any) -> None:
+    bootstrap = ",".join(n.bootstrap for n in nodes)
+    wait_for(lambda: brokers_seen(nodes[0].bootstrap) == {1, 2, 3}, timeout=30, what="three brokers")
+    created = RawClient(nodes[0].port).request(19, 7, {"timeout": 30_000, "topics": [{
+        "name": "jorders", "num_partitions": -1, "replication_factor": -1,
+        "assignments": [{"partition_index": 0, "broker_ids": [2, 3, 1]}],
+        "configs": [{"name": "min.insync.replicas", "value": "2"}]}]})
+    assert created.topics[0].error_code == 0
+    wait_for(lambda: len(describe(nodes[2].bootstrap, "jorders").partitions[0].isr) == 3, timeout=30,
+             what="the ISR of three")
+    command = ["java", "-Xshare:auto", "-XX:TieredStopAtLevel=1", "-Xmx256m", "-cp", java_client.classpath,
+               "KlammClient", "produce", bootstrap, "jorders", "3000", "none", "0", "acks=all", "idempotence=true",
+               "delivery=120000", "rate=400", "partition=0", "prefix=j"]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        time.sleep(3)  # the JVM starts, node 2 acknowledges a part of the 7.5 s stream
+        nodes[1].kill()
+        stdout, stderr = process.communicate(timeout=180)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 0, stderr[-3000:]
+    acked = {line["i"]: line["offset"] for line in _json_lines(stdout) if "offset" in line}
+    assert acked == {i: i for i in range(3000)}  # every record once, in order, none lost
+    assert describe(nodes[0].bootstrap, "jorders").partitions[0].leader.id == 3
