@@ -69,3 +69,18 @@ def test_dashboard_parses_and_uses_the_provisioned_datasource():
             assert panel["targets"] and all(t["expr"] for t in panel["targets"])
     provider = (DOCKER / "grafana" / "provisioning" / "dashboards" / "klamm.yml").read_text()
     assert "path: /var/lib/grafana/dashboards" in provider
+
+
+def test_cluster_compose_nodes_are_valid_configurations() -> None:
+    compose = (DOCKER / "docker-compose.cluster.yml").read_text()
+    cluster_id = re.search(r'CLUSTER_ID: "([^"]+)"', compose).group(1)
+    from klamm.cli.tools.storage import check_cluster_id
+    check_cluster_id(cluster_id)
+    for source in re.findall(r"^\s+- (\./[^:]+):", compose, re.MULTILINE):
+        assert (DOCKER / source).exists(), source
+    configs = {n: load_config(DOCKER / "cluster" / f"node{n}.properties", []) for n in (1, 2, 3)}
+    assert configs[1].process_roles == ["broker", "controller"]
+    assert all(configs[n].process_roles == ["broker"] for n in (2, 3))
+    assert {c.controller_quorum_voters[0] for c in configs.values()} == {"1@klamm1:9093"}
+    for n, config in configs.items():
+        assert f"node{n}.properties" in compose and config.node_id == n
