@@ -143,6 +143,9 @@ def test_three_processes_replicate_and_fail_over(nodes: list[BrokerProcess]) -> 
     assert log == list(range(len(log))), "the log is the stream in order, without gap or duplicate"
     assert all(log[offset] == seq for seq, offset in acked.items())
     assert len(acked) == len(log)
+    # SIGTERM: a controlled shutdown hands node 3's leadership over before the process exits
+    assert nodes[2].stop() == 0
+    assert describe(nodes[0].bootstrap, "orders").partitions[0].leader.id in (1, 2)
 
 
 def test_the_java_client_through_a_kill_of_the_leader(nodes: list[BrokerProcess], java_client: Any) -> None:
