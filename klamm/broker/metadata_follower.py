@@ -164,8 +164,8 @@ class BrokerLifecycle:
         deadline = asyncio.get_running_loop().time() + timeout_s
         while asyncio.get_running_loop().time() < deadline:
             response = await self._heartbeat(want_shut_down=True)
-            if response is not None and response.should_shut_down:
-                return
+            if response is None or response.should_shut_down:
+                return  # done, or no controller to move anything: stop now
             await asyncio.sleep(0.1)
 
     def close(self) -> None:
