@@ -2,9 +2,17 @@
 
 Nothing here is global, so a process (a test) can run several brokers. Start-up
 order: load the logs (recovering after an unclean stop), replay the metadata
-log into the image, host the partitions it assigns to this node, bind the
-listener, register the endpoint, then serve. Shutdown reverses it and ends with
-the log manager's checkpoints and clean-shutdown marker.
+log into the image, host the partitions it assigns to this node (as leader or
+follower), bind the listener, register the endpoint, then serve. Shutdown moves
+this broker's leaderships away first (controlled shutdown), then reverses the
+rest and ends with the log manager's checkpoints and clean-shutdown marker.
+
+Where the metadata comes from depends on the node's roles: a combined node
+(process.roles=broker,controller, the default) runs the Controller on its own
+metadata log and, with a quorum configured, serves other brokers on its
+controller listener (klamm.broker.controller_server); a broker-only node follows
+that controller over the network (klamm.broker.metadata_follower); brokers of an
+in-process cluster share one Controller object (klamm.testing.run_cluster).
 """
 
 from __future__ import annotations
