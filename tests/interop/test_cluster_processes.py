@@ -144,3 +144,19 @@ def test_the_java_client_through_a_kill_of_the_leader(nodes: list[BrokerProcess]
     acked = {line["i"]: line["offset"] for line in _json_lines(stdout) if "offset" in line}
     assert acked == {i: i for i in range(3000)}  # every record once, in order, none lost
     assert describe(nodes[0].bootstrap, "jorders").partitions[0].leader.id == 3
+
+
+def test_brokers_carry_on_across_a_restart_of_the_controller(nodes: list[BrokerProcess]) -> None:
+    bootstrap = ",".join(n.bootstrap for n in nodes)
+    wait_for(lambda: brokers_seen(nodes[1].bootstrap) == {1, 2, 3}, timeout=30, what="three brokers")
+    nodes[0].kill()  # the controller (and broker 1): kill -9, then back on the same data
+    nodes[0].start()
+    created = RawClient(nodes[0].port).request(19, 7, {"timeout": 30_000, "topics": [{
+        "name": "later", "num_partitions": 1, "replication_factor": 3, "configs": [], "assignments": []}]})
+    assert created.topics[0].error_code == 0, created.topics[0]
+    # the brokers follow the restarted controller: they see the new topic and replicate it
+    wait_for(lambda: len(describe(nodes[1].bootstrap, "later").partitions[0].isr) == 3, timeout=30,
+             what="the new topic replicated by all three")
+    with SequenceStream(bootstrap, "later") as stream:
+        wait_for(lambda: len(stream.acked) >= 100, timeout=30, what="records acknowledged")
+    assert not stream.failed and brokers_seen(nodes[2].bootstrap) == {1, 2, 3}
