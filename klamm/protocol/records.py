@@ -430,6 +430,9 @@ def _decode_records(data: bytes, header: BatchHeader) -> list[Record]:
     return records
 
 
+_KNOWN_CODECS = frozenset(int(codec) for codec in Compression)
+
+
 def decode_batch(
     buf: bytes | bytearray | memoryview, position: int = 0, *, check_crc: bool = False
 ) -> tuple[BatchHeader, list[Record]]:
@@ -441,6 +444,8 @@ def decode_batch(
     header = _header_at(buf, position)
     if check_crc and not crc_ok(buf, header):
         raise _corrupt("batch CRC mismatch")
+    if header.compression not in _KNOWN_CODECS:  # attribute bits 5-7: not a batch any client writes
+        raise _corrupt(f"unknown compression codec {header.compression}")
     data = _records_section(buf, header)
     try:
         return header, _decode_records(data, header)

@@ -491,3 +491,16 @@ def test_negative_header_count_and_key_size() -> None:
         decode_batch(batch_with_record(valid[:-1] + b"\x02\x01\x00"))  # header key size -1
     with pytest.raises(KafkaError):
         decode_batch(batch_with_record(valid + b"\x00"))  # trailing byte inside the record
+
+
+def test_an_unknown_codec_in_a_batch_is_a_corrupt_batch() -> None:
+    # Attribute bits 0-2 hold the codec; 5-7 name none. Found by the mutation test above, which
+    # once flipped them to 5 and got UNSUPPORTED_COMPRESSION_TYPE from deep in decompression.
+    buf = bytearray(build_batch(_text_records(2), timestamp_ms=NOW))
+    assert read_batch_header(buf).compression == 0
+    for codec in (5, 6, 7):
+        buf[22] = (buf[22] & ~7) | codec  # the low byte of the int16 attributes at offset 21
+        assert read_batch_header(buf).compression == codec
+        with pytest.raises(KafkaError) as info:
+            decode_batch(buf)
+        assert info.value.code == ErrorCode.corrupt_message
