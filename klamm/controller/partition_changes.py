@@ -268,12 +268,15 @@ def _reassign(image: MetadataImage, name: str, index: int, target: Sequence[int]
         if not in_progress:
             raise _Refused(ErrorCode.no_reassignment_in_progress, "No partition reassignment is in progress.")
         original = [r for r in partition.replicas if r not in partition.adding_replicas]
-        isr = [r for r in partition.isr if r in original] or list(partition.isr)
+        isr = [r for r in partition.isr if r in original]
+        if not isr and (not unclean_allowed(topic) or not any(acceptable(r) for r in original)):
+            # Only added replicas are in sync: going back means electing one that is not (Kafka refuses).
+            raise _Refused(ErrorCode.invalid_replica_assignment, f"Unable to revert partition assignment for "
+                           f"{name}:{index} because it would require an unclean leader election.")
         return partition_change(topic, partition, isr, acceptable, unclean=unclean_allowed(topic),
                                 target_replicas=original, target_adding=[], target_removing=[])
     _check_assignment(image, list(target))
-    current = [r for r in partition.replicas if r not in partition.adding_replicas] if in_progress \
-        else list(partition.replicas)
+    current = list(partition.replicas)  # as Kafka: a new target replaces one in progress, from all replicas now
     removing = sorted(set(current) - set(target))
     adding = sorted(set(target) - set(current))
     return partition_change(topic, partition, list(partition.isr), acceptable,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from klamm.controller.elections import PREFERRED, UNCLEAN, decide_elect_leaders
@@ -128,6 +128,8 @@ events = st.lists(st.tuples(st.sampled_from(["fence", "unfence", "shutdown", "al
 
 @settings(max_examples=150, deadline=None)
 @given(events, st.booleans())
+@example([("fence", 1, []), ("fence", 2, []), ("reassign", 1, [4]), ("fence", 3, []), ("cancel", 1, [])], True)
+@example([("reassign", 1, [1]), ("reassign", 1, [2]), ("fence", 1, []), ("reassign", 1, [1])], True)
 def test_any_sequence_of_decisions_keeps_the_partition_well_formed(sequence, unclean):
     image = cluster(replicas=(1, 2, 3), isr=(1, 2, 3), brokers=(1, 2, 3, 4), unclean=unclean)
     for kind, broker, isr in sequence:
