@@ -25,6 +25,7 @@ from tests.integration.conftest import RawClient
 
 from .conftest import _json_lines
 from .helpers import SequenceStream, confluent_consume, confluent_consumer, wait_for
+from .test_kafkajs import node_bin, run_js  # noqa: F401  (node_bin is a fixture)
 
 pytestmark = [pytest.mark.timeout(240)]
 
@@ -160,3 +161,53 @@ def test_brokers_carry_on_across_a_restart_of_the_controller(nodes: list[BrokerP
     with SequenceStream(bootstrap, "later") as stream:
         wait_for(lambda: len(stream.acked) >= 100, timeout=30, what="records acknowledged")
     assert not stream.failed and brokers_seen(nodes[2].bootstrap) == {1, 2, 3}
+
+
+def test_kafka_python_aiokafka_and_kafkajs_on_the_cluster(nodes: list[BrokerProcess],
+                                                          node_bin: str) -> None:  # noqa: F811
+    """Bootstrapped from a broker-only node: admin requests reach the controller Metadata names."""
+    import asyncio
+
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+    from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
+    from kafka.admin import NewTopic as KafkaPythonTopic
+
+    bootstrap = ",".join(n.bootstrap for n in nodes)
+    wait_for(lambda: brokers_seen(nodes[1].bootstrap) == {1, 2, 3}, timeout=30, what="three brokers")
+    admin = KafkaAdminClient(bootstrap_servers=nodes[1].bootstrap)
+    admin.create_topics([KafkaPythonTopic("kp", 3, 3)])
+    admin.close()
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    for i in range(100):
+        producer.send("kp", b"v%d" % i)
+    producer.flush()
+    producer.close()
+    consumer = KafkaConsumer("kp", bootstrap_servers=bootstrap, group_id="kpg", auto_offset_reset="earliest",
+                             consumer_timeout_ms=15_000)
+    assert sorted(m.value for m in consumer) == sorted(b"v%d" % i for i in range(100))
+    consumer.close()
+
+    async def transaction_then_read_committed() -> int:
+        producer = AIOKafkaProducer(bootstrap_servers=bootstrap, transactional_id="tx-aio")
+        await producer.start()
+        async with producer.transaction():
+            for i in range(9):
+                await producer.send("kp", b"t%d" % i, partition=i % 3)
+        await producer.stop()
+        consumer = AIOKafkaConsumer("kp", bootstrap_servers=bootstrap, group_id="aiog",
+                                    auto_offset_reset="earliest", isolation_level="read_committed")
+        await consumer.start()
+        got = 0
+        for _ in range(30):
+            got += sum(len(v) for v in (await consumer.getmany(timeout_ms=500)).values())
+            if got >= 109:
+                break
+        await consumer.stop()
+        return got
+    assert asyncio.run(transaction_then_read_committed()) == 109
+
+    result = run_js(node_bin, "produce_consume.js", {
+        "bootstrap": nodes[2].bootstrap, "topic": "kjs", "partitions": 2, "create": True, "group": "kjsg",
+        "records": [{"k": "a", "v": "1", "p": 0}, {"k": "b", "v": "2", "p": 1}, {"k": "c", "v": "3", "p": 0}],
+        "sends": [{"acks": -1, "compression": "none", "from": 0, "to": 3}], "consumeTimeoutMs": 20_000}).ok()
+    assert result.one("consumed") == 3
