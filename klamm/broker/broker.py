@@ -271,9 +271,16 @@ class Broker:
         if registration is None:
             partition.on_proposal_failed(ErrorCode.stale_broker_epoch)
             return
-        error = await self.controller_client.alter_partition(
-            self.node_id, registration.epoch, partition.topic_id, partition.index, proposal.leader_epoch,
-            proposal.partition_epoch, proposal.isr)
+        try:
+            error = await self.controller_client.alter_partition(
+                self.node_id, registration.epoch, partition.topic_id, partition.index, proposal.leader_epoch,
+                proposal.partition_epoch, proposal.isr)
+        except KafkaError as exc:
+            # The controller could not be reached, so the outcome is unknown: the proposal stays in flight
+            # (in the HW's maximal ISR) and the periodic ISR check sends it again.
+            log.info("AlterPartition of %s-%d to ISR %s: %s", partition.topic, partition.index, list(proposal.isr),
+                     exc)
+            return
         if error != ErrorCode.none:
             log.info("AlterPartition of %s-%d to ISR %s: %s", partition.topic, partition.index, list(proposal.isr),
                      error.name)

@@ -6,7 +6,7 @@ import asyncio
 import json
 import threading
 import time
-from typing import Callable, Iterable
+from typing import Any, Callable, Iterable
 
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -253,12 +253,13 @@ class SequenceStream:
     `acked` maps each acknowledged sequence number to its offset; `failed` holds delivery errors.
     """
 
-    def __init__(self, bootstrap: str, topic: str) -> None:
+    def __init__(self, bootstrap: str, topic: str, config: dict[str, Any] | None = None) -> None:
         self.topic = topic
         self.producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all",
                                   "linger.ms": 5, "message.timeout.ms": 120_000, "retry.backoff.ms": 50,
                                   "retry.backoff.max.ms": 500, "reconnect.backoff.ms": 50,
-                                  "reconnect.backoff.max.ms": 500, "topic.metadata.refresh.interval.ms": 1000})
+                                  "reconnect.backoff.max.ms": 500, "topic.metadata.refresh.interval.ms": 1000,
+                                  **(config or {})})
         self.acked: dict[int, int] = {}
         self.failed: list[str] = []
         self._sending = threading.Event()
