@@ -310,6 +310,11 @@ class Broker:
         if controlled and self._shared_controller and self.controller.image.brokers.get(self.node_id) is not None:
             # Controlled shutdown: leaderships move to other ISR members before this broker goes.
             self.controller.controlled_shutdown(self.node_id)
+        if controlled and self.controller_server is not None and self.node_id in self.controller.image.brokers:
+            # The combined node of a cluster: its broker shuts down as any other, and the brokers learn of it
+            # before its controller goes, since they could not learn anything while it is down.
+            self.controller.controlled_shutdown(self.node_id)
+            await self.controller_server.wait_for_brokers_to_catch_up(self.config.broker_session_timeout_ms / 1000)
         if controlled and self.lifecycle is not None and self.lifecycle.broker_epoch >= 0:
             await self.lifecycle.controlled_shutdown(self.config.request_timeout_ms / 1000)
         if self.controller_server is not None:

@@ -17,7 +17,12 @@ includes `controller` and the quorum has voters. It serves, against this node's
   the fetch offset, as a KRaft observer fetches them (long poll until the next
   commit); the high watermark is the log end, a single controller commits on append;
 - AlterPartition (56), AllocateProducerIds (67), and CreateTopics (19) for the
-  internal topics brokers create on first use.
+  internal topics brokers create on first use;
+- the admin writes brokers forward for their clients (KIP-590): CreateTopics,
+  DeleteTopics (20), CreatePartitions (37), ElectLeaders (43) and
+  AlterPartitionReassignments (45), answered by this node's own handlers, and
+  AlterConfigs (33) / IncrementalAlterConfigs (44) of topics and brokers, already
+  validated by the forwarding broker (a broker's configs name that broker, not this one).
 """
 
 from __future__ import annotations
@@ -29,6 +34,8 @@ from typing import TYPE_CHECKING, Any
 
 from klamm.broker.handlers import api_versions
 from klamm.broker.network import Acceptor, Processor
+from klamm.config.topic import TopicConfig
+from klamm.controller.image import BROKER_RESOURCE, TOPIC_RESOURCE
 from klamm.controller.metadata_log import METADATA_PARTITION, METADATA_TOPIC
 from klamm.protocol.errors import ErrorCode, KafkaError
 
@@ -37,8 +44,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("klamm.controller_server")
 
-FETCH, METADATA_FETCH_BYTES = 1, 8 * 1024 * 1024
-SUPPORTED = {1: (12, 12), 18: (0, 4), 19: (2, 7), 56: (3, 3), 62: (3, 3), 63: (1, 1), 67: (0, 0)}
+FETCH, ALTER_CONFIGS, METADATA_FETCH_BYTES = 1, 33, 8 * 1024 * 1024
+SUPPORTED = {1: (12, 12), 18: (0, 4), 19: (2, 7), 20: (6, 6), 33: (2, 2), 37: (3, 3), 43: (2, 2), 44: (1, 1),
+             45: (0, 0), 56: (3, 3), 62: (3, 3), 63: (1, 1), 67: (0, 0)}
+SET, DELETE = 0, 1  # IncrementalAlterConfigs operations
 
 
 class ControllerServer:
@@ -47,12 +56,15 @@ class ControllerServer:
         self.controller = broker.controller
         self.host, self.port = host, port
         self.sessions: dict[int, float] = {}  # broker id -> monotonic time of its last heartbeat
+        self.metadata_offsets: dict[int, int] = {}  # broker id -> the metadata offset its last heartbeat reported
         self._committed = asyncio.Event()
         self._acceptor: Acceptor | None = None
         self._processor: Processor | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._unsubscribe = self.controller.on_change(lambda _old, _new: self._committed.set())
-        self._apis = {1: self.fetch, 18: self.api_versions, 19: self.create_topics, 56: self.alter_partition,
+        forwarded = broker.handle_as_controller
+        self._apis = {1: self.fetch, 18: self.api_versions, 19: forwarded, 20: forwarded, 33: self.alter_configs,
+                      37: forwarded, 43: forwarded, 44: self.alter_configs, 45: forwarded, 56: self.alter_partition,
                       62: self.register, 63: self.heartbeat, 67: self.allocate_producer_ids}
 
     async def start(self) -> None:
@@ -106,6 +118,7 @@ class ControllerServer:
             return {"error_code": ErrorCode.stale_broker_epoch, "is_caught_up": False, "is_fenced": True,
                     "should_shut_down": False}
         self.sessions[body.broker_id] = time.monotonic()
+        self.metadata_offsets[body.broker_id] = body.current_metadata_offset
         caught_up = body.current_metadata_offset >= registration.epoch
         if registration.fenced and caught_up and not body.want_fence and not body.want_shut_down:
             self.controller.unfence_broker(body.broker_id)
@@ -119,6 +132,17 @@ class ControllerServer:
         registration = self.controller.image.brokers[body.broker_id]
         return {"error_code": ErrorCode.none, "is_caught_up": caught_up, "is_fenced": registration.fenced,
                 "should_shut_down": should_shut_down}
+
+    async def wait_for_brokers_to_catch_up(self, timeout_s: float) -> None:
+        """Until every broker with a live session reports the metadata committed so far (or the timeout)."""
+        target = self.controller.image.offset
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if all(self.metadata_offsets.get(b, -1) >= target for b in self.sessions):
+                return
+            await asyncio.sleep(0.05)
+        behind = sorted(b for b in self.sessions if self.metadata_offsets.get(b, -1) < target)
+        log.warning("brokers %s did not catch up with the metadata in %.1f s", behind, timeout_s)
 
     def _leads_anything(self, broker_id: int) -> bool:
         return any(p.leader == broker_id for t in self.controller.image.topics_by_name.values()
@@ -186,5 +210,27 @@ class ControllerServer:
         block = self.controller.allocate_producer_ids(request.body.broker_id)
         return {"error_code": ErrorCode.none, "producer_id_start": block.start, "producer_id_len": len(block)}
 
-    async def create_topics(self, request: Any) -> Any:
-        return await self.broker.handle_as_controller(request)
+    async def alter_configs(self, request: Any) -> dict[str, Any]:
+        """AlterConfigs (every override replaced) or IncrementalAlterConfigs (SET and DELETE) a broker forwards."""
+        replace = request.api_key == ALTER_CONFIGS
+        results = []
+        for resource in request.body.resources:
+            set_configs = {c.name: c.value for c in resource.configs if replace or c.config_operation == SET}
+            deletes = [c.name for c in resource.configs if not replace and c.config_operation == DELETE]
+            try:
+                if resource.resource_type == TOPIC_RESOURCE:
+                    self.controller.alter_topic_configs(
+                        resource.resource_name, set_configs, deletes, replace=replace,
+                        validate_config=lambda configs: TopicConfig.validate(self.broker.config, configs))
+                elif resource.resource_type == BROKER_RESOURCE:
+                    name = resource.resource_name
+                    self.controller.alter_broker_configs(int(name) if name else None, set_configs, deletes,
+                                                         replace=replace)
+                else:
+                    raise KafkaError(ErrorCode.invalid_request, f"Unexpected resource type {resource.resource_type}")
+                error, message = ErrorCode.none, None
+            except KafkaError as exc:
+                error, message = exc.code, exc.message
+            results.append({"error_code": error, "error_message": message, "resource_type": resource.resource_type,
+                            "resource_name": resource.resource_name})
+        return {"responses": results}

@@ -16,8 +16,11 @@ moved its leaderships away.
 
 `RemoteControllerClient` sends the writes a broker-only node makes itself —
 AlterPartition, AllocateProducerIds, CreateTopics (internal and auto-created
-topics) — to the controller. Other admin writes are answered NOT_CONTROLLER:
-Metadata names the controller, where clients send them.
+topics) — to the controller, and forwards the admin writes clients send to
+this broker (as Kafka's brokers forward them, KIP-590): CreateTopics,
+DeleteTopics, CreatePartitions, ElectLeaders, AlterPartitionReassignments and
+config changes. A config change is validated here first, against this broker's
+configuration and image, as Kafka's broker does before it forwards.
 """
 
 from __future__ import annotations
@@ -29,10 +32,13 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from klamm.broker.client import BrokerConnection, BrokerUnavailable
-from klamm.controller.image import MetadataImage, apply_batch, empty_image
+from klamm.controller.image import BROKER_RESOURCE, TOPIC_RESOURCE, MetadataImage, apply_batch, empty_image
 from klamm.controller.metadata_log import METADATA_PARTITION, METADATA_TOPIC
 from klamm.controller.records import decode_record
-from klamm.controller.topics import CreateTopicSpec, TopicResult
+from klamm.controller.configs import ConfigValidator, decide_alter_broker_configs, decide_alter_topic_configs
+from klamm.controller.elections import ElectionOutcome
+from klamm.controller.topics import (CreatePartitionsResult, CreatePartitionsSpec, CreateTopicSpec, DeleteTopicResult,
+                                     TopicResult)
 from klamm.protocol.batch import split_batches
 from klamm.protocol.errors import ErrorCode, KafkaError
 from klamm.protocol.records import decode_batch
@@ -41,6 +47,10 @@ log = logging.getLogger("klamm.metadata_follower")
 
 FETCH, CREATE_TOPICS, ALTER_PARTITION, BROKER_REGISTRATION, BROKER_HEARTBEAT, ALLOCATE_PRODUCER_IDS = \
     1, 19, 56, 62, 63, 67
+DELETE_TOPICS, ALTER_CONFIGS, CREATE_PARTITIONS, ELECT_LEADERS, INCREMENTAL_ALTER_CONFIGS = 20, 33, 37, 43, 44
+ALTER_PARTITION_REASSIGNMENTS = 45
+SET, DELETE = 0, 1  # IncrementalAlterConfigs operations
+ZERO_UUID = uuid.UUID(int=0)
 RETRY_S = 0.2
 
 
@@ -216,27 +226,83 @@ class RemoteControllerClient:
         except BrokerUnavailable as exc:
             raise KafkaError(ErrorCode.not_controller, str(exc)) from None
 
-    # Admin writes go to the controller's own listener for clients: Metadata names it.
-    async def delete_topics(self, topics: Sequence[Any]) -> list[Any]:
-        raise KafkaError(ErrorCode.not_controller)
+    # Admin writes a client sent to this broker: forwarded to the controller, as Kafka's brokers forward them.
+    async def delete_topics(self, topics: Sequence[str | uuid.UUID]) -> list[DeleteTopicResult]:
+        response = await self._request(DELETE_TOPICS, 6, {"timeout_ms": 30_000, "topics": [
+            {"name": t, "topic_id": ZERO_UUID} if isinstance(t, str) else {"name": None, "topic_id": t}
+            for t in topics]})
+        return [DeleteTopicResult(name=r.name, topic_id=r.topic_id, error=ErrorCode(r.error_code),
+                                  message=r.error_message) for r in response.responses]
 
-    async def create_partitions(self, specs: Sequence[Any], *, validate_only: bool) -> list[Any]:
-        raise KafkaError(ErrorCode.not_controller)
+    async def create_partitions(self, specs: Sequence[CreatePartitionsSpec], *,
+                                validate_only: bool) -> list[CreatePartitionsResult]:
+        response = await self._request(CREATE_PARTITIONS, 3, {"timeout_ms": 30_000, "validate_only": validate_only,
+                                                              "topics": [{
+            "name": s.topic, "count": s.count,
+            "assignments": None if s.assignments is None else [{"broker_ids": list(a)} for a in s.assignments]}
+            for s in specs]})
+        return [CreatePartitionsResult(topic=r.name, error=ErrorCode(r.error_code), message=r.error_message)
+                for r in response.results]
 
-    async def elect_leaders(self, election: int, partitions: Mapping[str, Sequence[int]] | None) -> Any:
-        raise KafkaError(ErrorCode.not_controller)
+    async def elect_leaders(self, election: int, partitions: Mapping[str, Sequence[int]] | None
+                            ) -> dict[str, list[tuple[int, ElectionOutcome]]]:
+        wanted = None if partitions is None else [{"topic": t, "partitions": list(p)} for t, p in partitions.items()]
+        response = await self._request(ELECT_LEADERS, 2, {"election_type": election, "topic_partitions": wanted,
+                                                          "timeout_ms": 30_000})
+        if response.error_code != ErrorCode.none:
+            raise KafkaError(response.error_code)
+        return {r.topic: [(p.partition_id, (ErrorCode(p.error_code), p.error_message)) for p in r.partition_result]
+                for r in response.replica_election_results}
+
+    async def alter_partition_reassignments(self, targets: Mapping[str, Mapping[int, Sequence[int] | None]]
+                                            ) -> dict[str, dict[int, tuple[ErrorCode, str | None]]]:
+        response = await self._request(ALTER_PARTITION_REASSIGNMENTS, 0, {"timeout_ms": 30_000, "topics": [
+            {"name": name, "partitions": [{"partition_index": index,
+                                           "replicas": None if replicas is None else list(replicas)}
+                                          for index, replicas in partitions.items()]}
+            for name, partitions in targets.items()]})
+        if response.error_code != ErrorCode.none:
+            raise KafkaError(response.error_code, response.error_message)
+        return {r.name: {p.partition_index: (ErrorCode(p.error_code), p.error_message) for p in r.partitions}
+                for r in response.responses}
 
     async def alter_topic_configs(self, topic: str, set_configs: Mapping[str, str], delete_configs: Iterable[str],
-                                  *, replace: bool, validate_only: bool, **kwargs: Any) -> Any:
-        raise KafkaError(ErrorCode.not_controller)
+                                  *, replace: bool, validate_only: bool,
+                                  validate_config: ConfigValidator | None) -> dict[str, str]:
+        # Validated here against this broker's view (its configs, its image), then committed by the controller.
+        delete_configs = list(delete_configs)
+        configs, _ = decide_alter_topic_configs(self._lifecycle.follower.image, topic, set_configs, delete_configs,
+                                                replace=replace, validate_config=validate_config)
+        if not validate_only:
+            await self._alter_configs(TOPIC_RESOURCE, topic, set_configs, delete_configs, replace)
+        return configs
 
     async def alter_broker_configs(self, node_id: int | None, set_configs: Mapping[str, str],
                                    delete_configs: Iterable[str], *, replace: bool, validate_only: bool,
-                                   **kwargs: Any) -> Any:
-        raise KafkaError(ErrorCode.not_controller)
+                                   validate_config: ConfigValidator | None) -> dict[str, str]:
+        delete_configs = list(delete_configs)
+        configs, _ = decide_alter_broker_configs(self._lifecycle.follower.image, node_id, set_configs,
+                                                 delete_configs, replace=replace, validate_config=validate_config)
+        if not validate_only:
+            name = "" if node_id is None else str(node_id)
+            await self._alter_configs(BROKER_RESOURCE, name, set_configs, delete_configs, replace)
+        return configs
 
-    async def alter_partition_reassignments(self, targets: Any) -> Any:
-        raise KafkaError(ErrorCode.not_controller)
+    async def _alter_configs(self, resource_type: int, name: str, set_configs: Mapping[str, str],
+                             delete_configs: Sequence[str], replace: bool) -> None:
+        """AlterConfigs (replacing every override) or IncrementalAlterConfigs (SET and DELETE) at the controller."""
+        if replace:
+            response = await self._request(ALTER_CONFIGS, 2, {"validate_only": False, "resources": [{
+                "resource_type": resource_type, "resource_name": name,
+                "configs": [{"name": k, "value": v} for k, v in set_configs.items()]}]})
+        else:
+            configs = [{"name": k, "config_operation": SET, "value": v} for k, v in set_configs.items()]
+            configs += [{"name": k, "config_operation": DELETE, "value": None} for k in delete_configs]
+            response = await self._request(INCREMENTAL_ALTER_CONFIGS, 1, {"validate_only": False, "resources": [{
+                "resource_type": resource_type, "resource_name": name, "configs": configs}]})
+        result = response.responses[0]
+        if result.error_code != ErrorCode.none:
+            raise KafkaError(result.error_code, result.error_message)
 
     def close(self) -> None:
         self._connection.close()
