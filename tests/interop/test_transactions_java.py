@@ -38,10 +38,12 @@ def txn_java():
                             "-d", str(BUILD), str(SRC)], capture_output=True, text=True, timeout=180)
         assert p.returncode == 0, f"javac failed:\n{p.stdout}\n{p.stderr}"
 
+    def command(*args: object) -> list[str]:
+        return ["java", "-Xshare:auto", "-XX:TieredStopAtLevel=1", "-Xmx256m", "-cp", classpath, "TxnClient",
+                *(str(a) for a in args)]
+
     def run(*args: object, timeout: float = 120) -> dict:
-        cmd = ["java", "-Xshare:auto", "-XX:TieredStopAtLevel=1", "-Xmx256m", "-cp", classpath, "TxnClient",
-               *(str(a) for a in args)]
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        p = subprocess.run(command(*args), capture_output=True, text=True, timeout=timeout)
         merged: dict = {}
         for line in p.stdout.splitlines():
             if line.startswith("{"):
@@ -49,6 +51,7 @@ def txn_java():
         assert p.returncode == 0, f"TxnClient {args[0]} failed (rc {p.returncode}): {merged}\n{p.stderr[-3000:]}"
         return merged
 
+    run.command = command  # type: ignore[attr-defined]  # for a long-running TxnClient (the rolling restart's job)
     return run
 
 

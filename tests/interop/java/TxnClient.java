@@ -16,10 +16,19 @@
 //       transaction that sends each value upper-cased to <out> and the next offsets with
 //       sendOffsetsToTransaction. Prints {"before":{p:off}} (group offsets just before the commit),
 //       then {"after":{p:off}}.
+//   job <bootstrap> <txn-id> <in> <out> <group> <stop-file>
+//       a long-running exactly-once consume-transform-produce job, as a Kafka Streams task runs one:
+//       subscribes to <in> in <group> (read_committed), and for each poll writes every value + "-out"
+//       to <out> and the consumed positions with sendOffsetsToTransaction, in one transaction.
+//       An abortable error aborts and rewinds to the group's committed offsets; a fatal one (fenced,
+//       timed-out transaction) starts a new producer with the same transactional id. Prints
+//       {"committed":n,"aborts":a,"restarts":r} after each commit and at the end, once <stop-file> exists.
 //   Kafka API errors print {"error":"<ExceptionSimpleName>","message":...} and return rc 3.
 
 import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.HashMap;
@@ -40,6 +49,10 @@ import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.KafkaException;
+import org.apache.kafka.common.errors.InvalidProducerEpochException;
+import org.apache.kafka.common.errors.OutOfOrderSequenceException;
+import org.apache.kafka.common.errors.ProducerFencedException;
+import org.apache.kafka.common.errors.TransactionAbortableException;
 import org.apache.kafka.common.PartitionInfo;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.serialization.StringDeserializer;
@@ -55,6 +68,7 @@ public final class TxnClient {
                 case "consume" -> consume(args[1], args[2], args[3], Integer.parseInt(args[4]));
                 case "fence" -> fence(args[1], args[2], args[3]);
                 case "ctp" -> ctp(args[1], args[2], args[3], args[4], args[5]);
+                case "job" -> job(args[1], args[2], args[3], args[4], args[5], Path.of(args[6]));
                 default -> throw new IllegalArgumentException("unknown command " + args[0]);
             }
         } catch (KafkaException | ExecutionException e) {
@@ -196,6 +210,93 @@ public final class TxnClient {
             OUT.println("{\"before\":" + json(groupOffsets(admin, group, in)) + "}");
             producer.commitTransaction();
             OUT.println("{\"after\":" + json(groupOffsets(admin, group, in)) + "}");
+        }
+    }
+
+    static void job(String bootstrap, String txnId, String in, String out, String group, Path stop) {
+        long committed = 0, aborts = 0, restarts = 0;
+        KafkaProducer<String, String> producer = producer(bootstrap, txnId);
+        producer.initTransactions();
+        try (KafkaConsumer<String, String> consumer = consumer(bootstrap, "read_committed", group)) {
+            consumer.subscribe(List.of(in));
+            while (!Files.exists(stop)) {
+                var records = consumer.poll(Duration.ofMillis(100));
+                if (records.isEmpty()) continue;
+                boolean done = false;
+                try {
+                    producer.beginTransaction();
+                    Map<TopicPartition, OffsetAndMetadata> offsets = new HashMap<>();
+                    for (ConsumerRecord<String, String> r : records) {
+                        producer.send(new ProducerRecord<>(out, r.key(), r.value() + "-out"));
+                        offsets.put(new TopicPartition(r.topic(), r.partition()), new OffsetAndMetadata(r.offset() + 1));
+                    }
+                    producer.sendOffsetsToTransaction(offsets, consumer.groupMetadata());
+                    commit(producer);
+                    committed += records.count();
+                    done = true;
+                } catch (ProducerFencedException | InvalidProducerEpochException | OutOfOrderSequenceException e) {
+                    System.err.println("restarting the producer: " + e);
+                } catch (KafkaException e) {
+                    System.err.println("aborting: " + e);
+                    if (abort(producer)) {
+                        aborts++;
+                        rewind(consumer);
+                        done = true;
+                    }
+                }
+                if (!done) {
+                    // Fatal for this producer instance (e.g. the coordinator timed its transaction out): a new
+                    // one with the same id fences the old epoch and aborts what it left open.
+                    producer.close(Duration.ZERO);
+                    producer = producer(bootstrap, txnId);
+                    producer.initTransactions();
+                    restarts++;
+                    rewind(consumer);
+                }
+                OUT.println("{\"committed\":" + committed + ",\"aborts\":" + aborts + ",\"restarts\":" + restarts + "}");
+            }
+        } finally {
+            producer.close(Duration.ofSeconds(5));
+        }
+        OUT.println("{\"committed\":" + committed + ",\"aborts\":" + aborts + ",\"restarts\":" + restarts
+                    + ",\"done\":true}");
+    }
+
+    /** Commit; a commit that timed out may or may not have happened, and must be retried (the Java client's rule). */
+    static void commit(KafkaProducer<String, String> producer) {
+        while (true) {
+            try {
+                producer.commitTransaction();
+                return;
+            } catch (org.apache.kafka.common.errors.TimeoutException e) {
+                System.err.println("commit timed out, retrying: " + e);
+            }
+        }
+    }
+
+    /** Abort the open transaction (retried while it times out); false if the producer cannot (fatal state). */
+    static boolean abort(KafkaProducer<String, String> producer) {
+        while (true) {
+            try {
+                producer.abortTransaction();
+                return true;
+            } catch (org.apache.kafka.common.errors.TimeoutException e) {
+                System.err.println("abort timed out, retrying: " + e);
+            } catch (KafkaException e) {
+                System.err.println("cannot abort: " + e);
+                return false;
+            }
+        }
+    }
+
+    /** After an abort, consume again from the group's committed offsets (or the start). */
+    static void rewind(KafkaConsumer<String, String> consumer) {
+        var assignment = consumer.assignment();
+        Map<TopicPartition, OffsetAndMetadata> committed = consumer.committed(assignment, Duration.ofSeconds(30));
+        for (TopicPartition tp : assignment) {
+            OffsetAndMetadata offset = committed.get(tp);
+            if (offset == null) consumer.seekToBeginning(List.of(tp));
+            else consumer.seek(tp, offset.offset());
         }
     }
 }
