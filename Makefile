@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test unit interop bench setup test-deps clean
+.PHONY: run test unit interop interop-cluster bench setup test-deps clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -20,14 +20,21 @@ run: $(STAMP)
 test-deps: $(STAMP)
 	bash scripts/test-deps.sh
 
+# The client suites run twice: against one broker, then against a three-process cluster (RF=3).
 test: test-deps
 	$(PY) -m pytest -q --durations=15 tests
+	$(MAKE) interop-cluster
 
 unit: $(STAMP)
 	$(PY) -m pytest -q tests/unit
 
 interop: test-deps
 	$(PY) -m pytest -q tests/interop
+
+# Every client's interop suite against a cluster of three klamm processes (tests/conftest.py, "cluster");
+# the cluster tests proper (test_cluster_*) build their own clusters and ran above.
+interop-cluster: test-deps
+	KLAMM_TEST_BROKER=cluster $(PY) -m pytest -q --durations=10 tests/interop --ignore-glob='tests/interop/test_cluster_*'
 
 bench: test-deps
 	$(PY) -m pip install -q -e '.[bench]'

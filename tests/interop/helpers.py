@@ -48,7 +48,8 @@ def topic_ready(bootstrap: str, name: str, partitions: int, a: AdminClient | Non
 
 def create_topic(bootstrap: str, name: str, partitions: int = 1, config: dict | None = None) -> str:
     a = admin(bootstrap)
-    fs = a.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1,
+    # The broker's default.replication.factor: 1 on one node, 3 on a test cluster (KLAMM_TEST_BROKER=cluster).
+    fs = a.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=-1,
                                    config=config or {})], request_timeout=15)
     fs[name].result(OP_TIMEOUT)
     wait_for(lambda: topic_ready(bootstrap, name, partitions, a), what=f"topic {name} to have leaders")
@@ -141,7 +142,7 @@ def kp_produce(bootstrap: str, topic: str, recs: Iterable[Rec], *, partition: in
                codec: str = "none", acks="all") -> list[int]:
     from kafka import KafkaProducer
 
-    p = KafkaProducer(bootstrap_servers=[bootstrap], compression_type=_kp_codec(codec), acks=acks,
+    p = KafkaProducer(bootstrap_servers=bootstrap, compression_type=_kp_codec(codec), acks=acks,
                       linger_ms=5, request_timeout_ms=15000, max_block_ms=30000)
     try:
         futs = [p.send(topic, value=r.value, key=r.key, partition=partition,
@@ -157,7 +158,7 @@ def kp_consume(bootstrap: str, topic: str, partition: int, start: int, count: in
     from kafka import KafkaConsumer
     from kafka.structs import TopicPartition as KTP
 
-    c = KafkaConsumer(bootstrap_servers=[bootstrap], group_id=None, enable_auto_commit=False,
+    c = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
                       request_timeout_ms=15000, fetch_max_wait_ms=200)
     try:
         tp = KTP(topic, partition)

@@ -12,7 +12,7 @@ import pytest
 from .helpers import confluent_produce, create_topic
 from .records import Rec
 
-pytestmark = [pytest.mark.timeout(180), pytest.mark.persistence]
+pytestmark = [pytest.mark.timeout(180), pytest.mark.persistence, pytest.mark.single_node]
 
 KLAMM = str(Path(sys.executable).parent / "klamm")
 

@@ -16,7 +16,7 @@ import pytest
 from .helpers import confluent_consume, confluent_produce, confluent_recs, create_topic, wait_for
 from .records import Rec
 
-pytestmark = [pytest.mark.timeout(180)]
+pytestmark = [pytest.mark.timeout(180), pytest.mark.single_node]  # output compared with one broker's address and configs
 
 KLAMM = str(Path(sys.executable).parent / "klamm")
 

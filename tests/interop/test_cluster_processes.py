@@ -20,7 +20,7 @@ import pytest
 from confluent_kafka import TopicCollection, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from tests.conftest import BrokerProcess, free_port, klamm_command
+from tests.conftest import BrokerProcess, ClusterProcess
 from tests.integration.conftest import RawClient
 
 from .conftest import _json_lines
@@ -34,40 +34,14 @@ FAST = {"broker.session.timeout.ms": "3000", "broker.heartbeat.interval.ms": "30
         "group.initial.rebalance.delay.ms": "0", "offsets.topic.num.partitions": "1"}
 
 
-def storage(*args: str) -> str:
-    command = [str(Path(klamm_command()[0])), "storage", *args]
-    return subprocess.run(command, capture_output=True, text=True, check=True).stdout.strip()
-
-
 @pytest.fixture
 def nodes(tmp_path: Path):
-    controller_port = free_port()
-    voters = f"1@127.0.0.1:{controller_port}"
-    cluster_id = storage("random-uuid")
-    made: list[BrokerProcess] = []
-    for node_id in (1, 2, 3):
-        port = free_port()
-        config = {"node.id": str(node_id), "controller.quorum.voters": voters,
-                  "controller.listener.names": "CONTROLLER", **FAST}
-        if node_id == 1:
-            config.update({"process.roles": "broker,controller",
-                           "listeners": f"PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}",
-                           "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT"})
-        else:
-            config["process.roles"] = "broker"
-        node = BrokerProcess(port, tmp_path / f"node{node_id}", tmp_path / f"node{node_id}.log", config)
-        properties = tmp_path / f"node{node_id}.properties"
-        properties.write_text("".join(f"{k}={v}\n" for k, v in
-                                      {**config, "log.dirs": str(node.log_dir)}.items() if k != "listeners"))
-        storage("format", "--cluster-id", cluster_id, "--config", str(properties))
-        made.append(node)
+    cluster = ClusterProcess(tmp_path, FAST)
     try:
-        for node in made:
-            node.start()
-        yield made
+        cluster.start()
+        yield cluster.nodes
     finally:
-        for node in reversed(made):
-            node.kill()
+        cluster.kill()
 
 
 def brokers_seen(bootstrap: str) -> set[int]:

@@ -163,6 +163,7 @@ def test_max_message_bytes_change_is_enforced(java, cfg_broker, make_topic):
     assert err is not None and err.code() == KafkaError.MSG_SIZE_TOO_LARGE
 
 
+@pytest.mark.single_node  # one broker's log dir
 def test_delete_records_log_dirs_and_producers(java, cfg_broker, make_topic):
     bs = cfg_broker.bootstrap
     topic = create_topic(bs, make_topic())

@@ -13,7 +13,7 @@ from confluent_kafka import Producer, TopicPartition
 
 from .helpers import confluent_consume, confluent_consumer, create_topic, wait_for
 
-pytestmark = [pytest.mark.timeout(240), pytest.mark.persistence]
+pytestmark = [pytest.mark.timeout(240), pytest.mark.persistence, pytest.mark.single_node]
 
 MAX_RECORDS = 200_000
 MAX_OUTSTANDING = 2_000

@@ -106,16 +106,18 @@ def test_admin(java_client, broker, make_topic):
     da, db = described.lines
     cluster.ok()
     (c,) = cluster.lines
-    (node,) = c["nodes"]
-    assert (node["host"], node["port"]) == ("127.0.0.1", broker.port)
-    assert c["controller"] is not None and c["clusterId"]
+    # One broker, or each node of a test cluster (KLAMM_TEST_BROKER=cluster).
+    assert sorted(f"{n['host']}:{n['port']}" for n in c["nodes"]) == sorted(broker.bootstrap.split(","))
+    ids = sorted(n["id"] for n in c["nodes"])
+    assert c["controller"] in ids and c["clusterId"]
     assert da["name"] == ta and db["name"] == tb
     assert not da["internal"]
     assert da["topicId"] not in ("AAAAAAAAAAAAAAAAAAAAAA", "null") and da["topicId"] != db["topicId"]
     assert [p["partition"] for p in da["partitions"]] == [0, 1, 2]
-    for p in da["partitions"] + db["partitions"]:
-        assert p["leader"] == node["id"]
-        assert p["replicas"] == [node["id"]] and p["isr"] == [node["id"]]
+    for p in da["partitions"]:  # the default replication factor: every broker, the preferred one leading
+        assert sorted(p["replicas"]) == ids and sorted(p["isr"]) == ids and p["leader"] == p["replicas"][0]
+    for p in db["partitions"]:  # replication factor 1
+        assert len(p["replicas"]) == 1 and p["isr"] == p["replicas"] and p["leader"] == p["replicas"][0]
 
     deleted.ok()
     assert del_missing.rc == 3 and del_missing.error["error"] == "UnknownTopicOrPartitionException"

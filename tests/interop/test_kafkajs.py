@@ -213,10 +213,10 @@ def test_admin(node_bin, js_broker, make_topic):
         return o["result"]
 
     cluster = result("describeCluster")
-    assert len(cluster["brokers"]) == 1
-    b = cluster["brokers"][0]
-    assert (b["host"], b["port"]) == (js_broker.host, js_broker.port)
-    assert cluster["controller"] == b["nodeId"]
+    # One broker, or each node of a test cluster (KLAMM_TEST_BROKER=cluster).
+    assert sorted(f"{b['host']}:{b['port']}" for b in cluster["brokers"]) == sorted(js_broker.bootstrap.split(","))
+    ids = sorted(b["nodeId"] for b in cluster["brokers"])
+    assert cluster["controller"] in ids
     assert isinstance(cluster["clusterId"], str) and cluster["clusterId"]
 
     assert result("createTopics") is True
@@ -233,9 +233,11 @@ def test_admin(node_bin, js_broker, make_topic):
     for name, n in ((t3, 3), (t1, 1)):
         parts = sorted(md[name]["partitions"], key=lambda p: p["partitionId"])
         assert [p["partitionId"] for p in parts] == list(range(n))
-        for p in parts:
-            assert p["partitionErrorCode"] == 0 and p["leader"] == b["nodeId"], p
-            assert p["replicas"] == [b["nodeId"]] and p["isr"] == [b["nodeId"]], p
+        for p in parts:  # t3: the default replication factor (every broker); t1: one replica
+            assert p["partitionErrorCode"] == 0 and p["leader"] == p["replicas"][0], p
+            assert sorted(p["replicas"]) == (ids if name == t3 else p["replicas"]) and len(p["replicas"]) == \
+                (len(ids) if name == t3 else 1), p
+            assert sorted(p["isr"]) == sorted(p["replicas"]), p
 
     def offsets(name):
         return {o["partition"]: (int(o["low"]), int(o["high"]), int(o["offset"])) for o in result(name)}

@@ -31,22 +31,24 @@ def kcat(exe: str, bootstrap: str, *args: str, stdin: str | None = None, timeout
 
 def test_metadata(kcat_bin, broker, make_topic):
     t = create_topic(broker.bootstrap, make_topic(), partitions=2)
+    addresses = broker.bootstrap.split(",")  # one broker, or each node of a test cluster
     out = kcat(kcat_bin, broker.bootstrap, "-L", "-m", "15")
-    assert "1 brokers:" in out, out
-    assert f"127.0.0.1:{broker.port}" in out, out
+    assert f"{len(addresses)} brokers:" in out, out
+    assert all(address in out for address in addresses), out
     assert f'topic "{t}" with 2 partitions' in out, out
 
     md = json.loads(kcat(kcat_bin, broker.bootstrap, "-L", "-J", "-m", "15", "-t", t))
-    (b,) = md["brokers"]
-    assert b["name"] == f"127.0.0.1:{broker.port}"
+    assert sorted(b["name"] for b in md["brokers"]) == sorted(addresses)
+    ids = {b["id"] for b in md["brokers"]}
     (tm,) = md["topics"]
     assert tm["topic"] == t
     parts = sorted(tm["partitions"], key=lambda p: p["partition"])
     assert [p["partition"] for p in parts] == [0, 1]
     for p in parts:
-        assert p["leader"] == b["id"]
-        assert [r["id"] for r in p["replicas"]] == [b["id"]]
-        assert [r["id"] for r in p["isrs"]] == [b["id"]]
+        replicas = [r["id"] for r in p["replicas"]]
+        assert sorted(replicas) == sorted(ids)  # the default replication factor: every broker
+        assert p["leader"] == replicas[0]  # the preferred replica leads
+        assert sorted(r["id"] for r in p["isrs"]) == sorted(ids)
 
 
 @pytest.mark.parametrize("codec", CODECS)

@@ -24,6 +24,8 @@ from tests.conftest import BrokerFactory, free_port
 
 from .helpers import create_topic, wait_for
 
+pytestmark = pytest.mark.single_node  # one broker's metrics endpoint
+
 ROOT = Path(__file__).resolve().parents[2]
 DASHBOARD = ROOT / "docker" / "grafana" / "dashboards" / "klamm.json"
 HEALTHCHECK = ROOT / "docker" / "healthcheck.py"

@@ -324,7 +324,7 @@ public final class KlammClient {
     static int adminCreate(String[] a) throws Exception {
         if (a.length < 4) throw new UsageError("admin-create <bootstrap> <topic> <partitions> [rf] [k=v...]");
         int partitions = Integer.parseInt(a[3]);
-        short rf = 1;
+        short rf = -1;  // the broker's default.replication.factor
         Map<String, String> configs = new HashMap<>();
         for (int k = 4; k < a.length; k++) {
             int eq = a[k].indexOf('=');

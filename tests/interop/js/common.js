@@ -25,7 +25,7 @@ function makeKafka(bootstrap, clientId) {
   const level = (process.env.KAFKAJS_LOG_LEVEL || 'WARN').toUpperCase()
   return new Kafka({
     clientId: clientId || 'klamm-interop',
-    brokers: [bootstrap],
+    brokers: bootstrap.split(","),
     logLevel: logLevel[level] !== undefined ? logLevel[level] : logLevel.WARN,
     logCreator: stderrLogCreator,
   })
