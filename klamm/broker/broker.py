@@ -136,7 +136,8 @@ class Broker:
                 self._snapshot_writer = ThreadPoolExecutor(1, thread_name_prefix="klamm-metadata-snapshot")
                 self.controller = Controller(
                     FileMetadataLog(self.logs, segment_bytes=self.config.metadata_log_segment_bytes), self.node_id,
-                    cluster_id, snapshots=snapshot_policy(self.config), executor=self._snapshot_writer)
+                    cluster_id, snapshots=snapshot_policy(self.config), executor=self._snapshot_writer,
+                    unclean_leader_election=self.config.unclean_leader_election_enable)
                 self.controller.load()
             self.controller_client = LocalControllerClient(self.controller, self)
         apply_dynamic_broker_configs(self, self.controller.image)

@@ -205,8 +205,7 @@ _LOG = [
 
 _REPLICATION = [
     _k("default.replication.factor", T.INT, 1, M, "Default replication factor for new topics."),
-    _k("unclean.leader.election.enable", T.BOOLEAN, False, H, "Allow out-of-sync replicas to become leader.",
-       cluster="a single replica has no out-of-sync replica to elect"),
+    _k("unclean.leader.election.enable", T.BOOLEAN, False, H, "Allow out-of-sync replicas to become leader."),
     _k("replica.lag.time.max.ms", T.LONG, 30000, H, "A follower this far behind is dropped from the ISR."),
     _k("replica.fetch.max.bytes", T.INT, 1024 * 1024, M, "Bytes a follower fetches per partition.", Range(0),
        cluster=_NO_FOLLOWERS),

@@ -144,8 +144,7 @@ TOPIC_CONFIG_DEF = ConfigDef([
        Range(1), [S("log.roll.ms"), S("log.roll.hours", HOUR_MS)]),
     _k("unclean.leader.election.enable", T.BOOLEAN, False,
        "Allow an out-of-sync replica to become leader as a last resort (may lose data).",
-       None, [S("unclean.leader.election.enable")],
-       cluster="a single replica has no out-of-sync replica to elect"),
+       None, [S("unclean.leader.election.enable")]),
     # Kafka's testing-only override of segment.bytes without the 1 MiB floor.
     _k("internal.segment.bytes", T.INT, None, "Segment size override for tests (no lower bound).",
        Range(1), internal=True),

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from klamm.controller.brokers import decide_register_broker, decide_unregister_broker
 from klamm.controller.configs import ConfigValidator, decide_alter_broker_configs, decide_alter_topic_configs
 from klamm.controller.elections import ElectionOutcome, decide_elect_leaders
-from klamm.controller.partition_changes import (decide_alter_partition, decide_balance_leaders,
+from klamm.controller.partition_changes import (UNCLEAN_KEY, decide_alter_partition, decide_balance_leaders,
                                                 decide_controlled_shutdown, decide_reassignments,
                                                 decide_fence_broker, decide_leaderless_elections,
                                                 decide_unfence_broker)
@@ -100,8 +100,12 @@ class SnapshotPolicy:
 class Controller:
     def __init__(self, log: MetadataLog, node_id: int, cluster_id: str | None = None, *,
                  snapshots: SnapshotPolicy | None = None, executor: Executor | None = None,
-                 time_ms: Callable[[], int] = wall_clock_ms) -> None:
-        """`snapshots` None takes none; `executor` None writes them synchronously."""
+                 time_ms: Callable[[], int] = wall_clock_ms, unclean_leader_election: bool = False) -> None:
+        """`snapshots` None takes none; `executor` None writes them synchronously.
+
+        `unclean_leader_election` is this node's static unclean.leader.election.enable: the
+        default for topics without the config and no cluster-wide dynamic value.
+        """
         self.log = log
         self.node_id = node_id
         self.cluster_id = cluster_id or random_base64_uuid()
@@ -114,6 +118,7 @@ class Controller:
         self._bytes_since_snapshot = 0
         self._last_snapshot_ms = time_ms()
         self._pending: Future[None] | None = None
+        self._static_unclean = unclean_leader_election
 
     @property
     def image(self) -> MetadataImage:
@@ -248,19 +253,26 @@ class Controller:
         if records:
             self._commit(records)
             if not fenced:
-                self._commit_if_any(decide_leaderless_elections(self._image, node_id))
+                self._commit_if_any(decide_leaderless_elections(self._image, node_id,
+                                                                unclean_default=self._unclean_default()))
         return self._image.brokers[node_id]
 
     def fence_broker(self, node_id: int) -> None:
         """The broker missed its heartbeats: out of every ISR, its leaderships moved (partition_changes)."""
-        self._commit_if_any(decide_fence_broker(self._image, node_id))
+        self._commit_if_any(decide_fence_broker(self._image, node_id, unclean_default=self._unclean_default()))
 
     def unfence_broker(self, node_id: int) -> None:
-        self._commit_if_any(decide_unfence_broker(self._image, node_id))
+        self._commit_if_any(decide_unfence_broker(self._image, node_id, unclean_default=self._unclean_default()))
 
     def controlled_shutdown(self, node_id: int) -> None:
         """The broker is shutting down: its leaderships move away while it still serves."""
-        self._commit_if_any(decide_controlled_shutdown(self._image, node_id))
+        self._commit_if_any(decide_controlled_shutdown(self._image, node_id,
+                                                       unclean_default=self._unclean_default()))
+
+    def _unclean_default(self) -> bool:
+        """unclean.leader.election.enable for topics without it: cluster-wide dynamic, else static (as KRaft)."""
+        value = self._image.broker_configs(None).get(UNCLEAN_KEY)
+        return self._static_unclean if value is None else value.strip().lower() == "true"
 
     def alter_partition_reassignments(self, targets: Mapping[str, Mapping[int, Sequence[int] | None]]
                                       ) -> dict[str, dict[int, tuple[ErrorCode, str | None]]]:

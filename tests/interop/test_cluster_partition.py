@@ -25,12 +25,12 @@ import pytest
 
 from klamm.protocol.batch import split_batches
 from klamm.protocol.records import build_batch, decode_batch
-from tests.conftest import BrokerProcess, free_port
+from tests.conftest import BrokerProcess, free_port, klamm_storage
 from tests.integration.conftest import FETCH, LIST_OFFSETS, PRODUCE, RawClient, fetch_body
 
 from .helpers import SequenceStream, confluent_consume, wait_for
 from .tcp_proxy import TcpProxy
-from .test_cluster_processes import FAST, describe, storage
+from .test_cluster_processes import FAST, describe
 
 pytestmark = [pytest.mark.timeout(300)]
 
@@ -45,7 +45,7 @@ def proxied_nodes(tmp_path: Path):
     to_controller = TcpProxy(controller_port)
     ports = {node_id: free_port() for node_id in (1, 2, 3)}
     to_node2 = TcpProxy(ports[2])
-    cluster_id = storage("random-uuid")
+    cluster_id = klamm_storage("random-uuid")
     made: list[BrokerProcess] = []
     for node_id, port in ports.items():
         voter = f"1@127.0.0.1:{to_controller.port if node_id == 2 else controller_port}"
@@ -63,7 +63,7 @@ def proxied_nodes(tmp_path: Path):
         properties = tmp_path / f"node{node_id}.properties"
         properties.write_text("".join(f"{k}={v}\n" for k, v in
                                       {**config, "log.dirs": str(node.log_dir)}.items() if k != "listeners"))
-        storage("format", "--cluster-id", cluster_id, "--config", str(properties))
+        klamm_storage("format", "--cluster-id", cluster_id, "--config", str(properties))
         made.append(node)
     proxies = [to_controller, to_node2]
     try:

@@ -88,6 +88,9 @@ APPLIED: dict[str, list[str]] = {
     "min.compaction.lag.ms": [f"{EFFECTS}::test_compaction_config_carries_the_topic_cleaner_settings",
                               f"{CLEANER}::test_min_compaction_lag_leaves_young_segments_dirty"],
     "min.insync.replicas": [f"{EFFECTS}::test_min_insync_replicas_refuses_acks_all"],
+    "unclean.leader.election.enable": [
+        "tests/unit/test_controller.py::test_unclean_election_default_static_then_cluster_wide_then_topic",
+        "tests/unit/test_partition_changes.py::test_unclean_election_when_the_topic_allows_it"],
     "replica.lag.time.max.ms": [
         "tests/integration/test_replication.py::test_acks_all_waits_for_the_isr_and_min_insync_replicas_refuses"],
     "process.roles": ["tests/interop/test_cluster_processes.py::test_three_processes_replicate_and_fail_over",

@@ -510,3 +510,31 @@ def test_validator_value_error_becomes_invalid_config() -> None:
     with pytest.raises(KafkaError) as err:
         controller.alter_topic_configs("t", {"nope": "1"}, validate_config=validate)
     assert err.value.code == ErrorCode.invalid_config
+
+
+def test_unclean_election_default_static_then_cluster_wide_then_topic() -> None:
+    """A leaderless partition's out-of-sync replica leads only where unclean.leader.election.enable allows it:
+    the topic's config, else the cluster-wide dynamic value, else the controller's static config (KRaft's order)."""
+
+    def leader_after_losing_the_isr(static: bool, cluster_wide: str | None, topic: str | None) -> int:
+        controller = Controller(InMemoryMetadataLog(), node_id=1, cluster_id="c", unclean_leader_election=static)
+        controller.load()
+        for node in (1, 2):
+            controller.register_broker(node, f"host{node}", 9090 + node)
+        if cluster_wide is not None:
+            controller.alter_broker_configs(None, {"unclean.leader.election.enable": cluster_wide})
+        configs = {} if topic is None else {"unclean.leader.election.enable": topic}
+        [result] = create(controller, CreateTopicSpec("t", num_partitions=-1, replication_factor=-1, configs=configs,
+                                                      assignments={0: [1, 2]}))
+        assert result.error == ErrorCode.none
+        controller.fence_broker(2)  # out of the ISR: only broker 1 is in sync
+        controller.unfence_broker(2)
+        controller.fence_broker(1)  # the last ISR member goes
+        return controller.image.topics_by_name["t"].partitions[0].leader
+
+    assert leader_after_losing_the_isr(False, None, None) == -1  # Kafka's default: no unclean election
+    assert leader_after_losing_the_isr(True, None, None) == 2
+    assert leader_after_losing_the_isr(True, "false", None) == -1
+    assert leader_after_losing_the_isr(False, "true", None) == 2
+    assert leader_after_losing_the_isr(True, None, "false") == -1
+    assert leader_after_losing_the_isr(False, "false", "true") == 2
