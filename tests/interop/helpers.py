@@ -251,11 +251,14 @@ def kcat_recs(msgs: list[dict]) -> list[Rec]:
 class SequenceStream:
     """An idempotent acks=all librdkafka producer writing 0, 1, 2, ... to partition 0 in a thread until stopped.
 
-    `acked` maps each acknowledged sequence number to its offset; `failed` holds delivery errors.
+    With `partition` None each number is also the record's key, so the records spread over every
+    partition. `acked` maps each acknowledged sequence number to its offset; `failed` holds delivery errors.
     """
 
-    def __init__(self, bootstrap: str, topic: str, config: dict[str, Any] | None = None) -> None:
+    def __init__(self, bootstrap: str, topic: str, config: dict[str, Any] | None = None,
+                 partition: int | None = 0) -> None:
         self.topic = topic
+        self.partition = partition
         self.producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all",
                                   "linger.ms": 5, "message.timeout.ms": 120_000, "retry.backoff.ms": 50,
                                   "retry.backoff.max.ms": 500, "reconnect.backoff.ms": 50,
@@ -285,7 +288,11 @@ class SequenceStream:
         seq = 0
         while self._sending.is_set():
             try:
-                self.producer.produce(self.topic, value=b"%d" % seq, partition=0, on_delivery=self._delivered)
+                if self.partition is None:
+                    self.producer.produce(self.topic, key=b"%d" % seq, value=b"%d" % seq, on_delivery=self._delivered)
+                else:
+                    self.producer.produce(self.topic, value=b"%d" % seq, partition=self.partition,
+                                          on_delivery=self._delivered)
                 seq += 1
             except BufferError:
                 pass

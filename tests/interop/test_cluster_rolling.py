@@ -28,12 +28,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.conftest import BrokerProcess
 
-from .helpers import wait_for
+from .helpers import SequenceStream, wait_for
 from .test_cluster_processes import nodes  # noqa: F401  (a fixture)
 from .test_transactions_java import txn_java  # noqa: F401  (a fixture)
 
@@ -41,45 +41,6 @@ pytestmark = [pytest.mark.timeout(300), pytest.mark.java]
 
 PARTITIONS = 3
 GROUP = "etl"
-
-
-class Feeder:
-    """An idempotent acks=all producer writing 0, 1, 2, ... to `input` (keyed, so all partitions) until stopped."""
-
-    def __init__(self, bootstrap: str) -> None:
-        self.producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all",
-                                  "linger.ms": 5, "message.timeout.ms": 120_000, "retry.backoff.ms": 50,
-                                  "reconnect.backoff.max.ms": 500, "topic.metadata.refresh.interval.ms": 1000})
-        self.acked: set[int] = set()
-        self.failed: list[str] = []
-        self._sending = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def __enter__(self) -> Feeder:
-        self._sending.set()
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._sending.clear()
-        self._thread.join(150)
-
-    def _delivered(self, err: Any, msg: Any) -> None:
-        if err is None:
-            self.acked.add(int(msg.value()))
-        else:
-            self.failed.append(str(err))
-
-    def _run(self) -> None:
-        seq = 0
-        while self._sending.is_set():
-            try:
-                self.producer.produce("input", key=b"%d" % seq, value=b"%d" % seq, on_delivery=self._delivered)
-                seq += 1
-            except BufferError:
-                pass
-            self.producer.poll(0.002)
-        self.producer.flush(120)
 
 
 class TransformJob:
@@ -177,7 +138,7 @@ def test_rolling_restart_under_an_exactly_once_job(nodes: list[BrokerProcess], t
     jobs = [TransformJob(txn_java.command("job", bootstrap, f"etl-{i}", "input", "output", GROUP, stop_file),
                          stop_file) for i in (1, 2)]
     try:
-        with Feeder(bootstrap) as feeder:
+        with SequenceStream(bootstrap, "input", partition=None) as feeder:
             wait_for(lambda: sum(j.committed for j in jobs) > 500, timeout=60, what="the job under way")
             for node in (nodes[1], nodes[2], nodes[0]):  # the controller node last
                 assert node.stop() == 0
@@ -189,7 +150,7 @@ def test_rolling_restart_under_an_exactly_once_job(nodes: list[BrokerProcess], t
                          what=f"every partition's ISR full after restarting node {nodes.index(node) + 1}")
                 assert not [j.failure() for j in jobs if j.failure()], [j.failure() for j in jobs]
         assert not feeder.failed, feeder.failed[:3]
-        acked = feeder.acked
+        acked = set(feeder.acked)
         wait_for(lambda: committed_offsets(bootstrap) >= len(acked), timeout=60,
                  what=f"the job through all {len(acked)} records of input ({progress(jobs)})")
     finally:
