@@ -15,7 +15,9 @@ includes `controller` and the quorum has voters. It serves, against this node's
   broker silent for `broker.session.timeout.ms` is fenced: its leaderships move;
 - Fetch (1) of `__cluster_metadata` partition 0: the metadata log's batches from
   the fetch offset, as a KRaft observer fetches them (long poll until the next
-  commit); the high watermark is the log end, a single controller commits on append;
+  commit); the high watermark is the log end, a single controller commits on append.
+  An offset the log was cleaned behind is answered with the newest snapshot's id,
+  and FetchSnapshot (59) serves that snapshot file, as KRaft's leader does;
 - AlterPartition (56), AllocateProducerIds (67), and CreateTopics (19) for the
   internal topics brokers create on first use;
 - the admin writes brokers forward for their clients (KIP-590): CreateTopics,
@@ -37,6 +39,7 @@ from klamm.broker.network import Acceptor, Processor
 from klamm.config.topic import TopicConfig
 from klamm.controller.image import BROKER_RESOURCE, TOPIC_RESOURCE
 from klamm.controller.metadata_log import METADATA_PARTITION, METADATA_TOPIC
+from klamm.controller.snapshot import SnapshotId
 from klamm.protocol.errors import ErrorCode, KafkaError
 
 if TYPE_CHECKING:
@@ -46,7 +49,7 @@ log = logging.getLogger("klamm.controller_server")
 
 FETCH, ALTER_CONFIGS, METADATA_FETCH_BYTES = 1, 33, 8 * 1024 * 1024
 SUPPORTED = {1: (12, 12), 18: (0, 4), 19: (2, 7), 20: (6, 6), 33: (2, 2), 37: (3, 3), 43: (2, 2), 44: (1, 1),
-             45: (0, 0), 56: (3, 3), 62: (3, 3), 63: (1, 1), 67: (0, 0)}
+             45: (0, 0), 56: (3, 3), 59: (0, 1), 62: (3, 3), 63: (1, 1), 67: (0, 0)}
 SET, DELETE = 0, 1  # IncrementalAlterConfigs operations
 
 
@@ -65,6 +68,7 @@ class ControllerServer:
         forwarded = broker.handle_as_controller
         self._apis = {1: self.fetch, 18: self.api_versions, 19: forwarded, 20: forwarded, 33: self.alter_configs,
                       37: forwarded, 43: forwarded, 44: self.alter_configs, 45: forwarded, 56: self.alter_partition,
+                      59: self.fetch_snapshot,
                       62: self.register, 63: self.heartbeat, 67: self.allocate_producer_ids}
 
     async def start(self) -> None:
@@ -180,11 +184,43 @@ class ControllerServer:
                  "high_watermark": metadata_log.log_end_offset, "last_stable_offset": metadata_log.log_end_offset,
                  "log_start_offset": metadata_log.log_start_offset, "preferred_read_replica": -1, "records": b""}
         if position.fetch_offset < metadata_log.log_start_offset:
-            entry["error_code"] = ErrorCode.offset_out_of_range  # behind a snapshot: FetchSnapshot is not served yet
+            # The log was cleaned behind a snapshot: the fetcher loads that first (FetchSnapshot), as in KRaft.
+            newest = max(self.controller.log.snapshots(), default=None)
+            if newest is None:
+                entry["error_code"] = ErrorCode.offset_out_of_range
+            else:
+                entry["snapshot_id"] = {"end_offset": newest.end_offset, "epoch": newest.epoch}
         elif position.fetch_offset < metadata_log.log_end_offset:
             entry["records"] = metadata_log.read_bytes(position.fetch_offset, METADATA_FETCH_BYTES)
         return {"error_code": ErrorCode.none, "session_id": 0,
                 "responses": [{"topic": METADATA_TOPIC, "partitions": [entry]}]}
+
+    async def fetch_snapshot(self, request: Any) -> dict[str, Any]:
+        """FetchSnapshot (59) of `__cluster_metadata`: a slice of the snapshot file from `position`."""
+        body = request.body
+        [topic] = body.topics
+        [wanted] = topic.partitions
+        if topic.name != METADATA_TOPIC or wanted.partition != METADATA_PARTITION:
+            raise KafkaError(ErrorCode.invalid_request, "the controller serves only __cluster_metadata")
+        snapshot_id = SnapshotId(wanted.snapshot_id.end_offset, wanted.snapshot_id.epoch)
+        answer: dict[str, Any] = {"index": METADATA_PARTITION, "error_code": ErrorCode.none,
+                                  "snapshot_id": {"end_offset": snapshot_id.end_offset, "epoch": snapshot_id.epoch},
+                                  "current_leader": {"leader_id": self.controller.node_id, "leader_epoch": 0},
+                                  "size": 0, "position": wanted.position, "unaligned_records": b""}
+        try:
+            data = self.controller.log.snapshot_bytes(snapshot_id) \
+                if snapshot_id in self.controller.log.snapshots() else None
+        except OSError:
+            data = None  # removed by the cleaner meanwhile
+        if data is None:
+            answer["error_code"] = ErrorCode.snapshot_not_found
+        elif not 0 <= wanted.position <= len(data):
+            answer["error_code"] = ErrorCode.position_out_of_range
+        else:
+            answer["size"] = len(data)
+            answer["unaligned_records"] = data[wanted.position:wanted.position + min(body.max_bytes,
+                                                                                   METADATA_FETCH_BYTES)]
+        return {"error_code": ErrorCode.none, "topics": [{"name": METADATA_TOPIC, "partitions": [answer]}]}
 
     # ------------------------------------------------------------ writes brokers ask for
     async def alter_partition(self, request: Any) -> dict[str, Any]:

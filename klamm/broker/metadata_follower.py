@@ -3,10 +3,11 @@
 `MetadataFollower` stands where a combined node has its `Controller`: it holds
 the metadata image, built by fetching `__cluster_metadata` from the controller
 as a KRaft observer does (long polls from the next offset, the batches decoded
-and replayed with klamm.controller.image), and calls the change listeners
-with each new image, so the replica manager, the coordinators and the metrics
+and replayed with klamm.controller.image; where the controller's log was
+cleaned behind a snapshot, that snapshot first, by FetchSnapshot), and calls the
+change listeners with each new image, so the replica manager, the coordinators and the metrics
 follow it exactly as on a combined node. The image is kept in memory: a
-restarted broker fetches the log again from its start.
+restarted broker fetches the log again from its start (or its snapshot).
 
 `BrokerLifecycle` registers the broker (BrokerRegistration: it starts fenced),
 heartbeats every `broker.heartbeat.interval.ms` with how far its metadata has
@@ -32,9 +33,11 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from klamm.broker.client import BrokerConnection, BrokerUnavailable
-from klamm.controller.image import BROKER_RESOURCE, TOPIC_RESOURCE, MetadataImage, apply_batch, empty_image
+from klamm.controller.image import (BROKER_RESOURCE, TOPIC_RESOURCE, ImageBuilder, MetadataImage, apply_batch,
+                                    empty_image)
 from klamm.controller.metadata_log import METADATA_PARTITION, METADATA_TOPIC
-from klamm.controller.records import decode_record
+from klamm.controller.records import MetadataRecordError, decode_record
+from klamm.controller.snapshot import SnapshotError, SnapshotId, parse_snapshot
 from klamm.controller.configs import ConfigValidator, decide_alter_broker_configs, decide_alter_topic_configs
 from klamm.controller.elections import ElectionOutcome
 from klamm.controller.topics import (CreatePartitionsResult, CreatePartitionsSpec, CreateTopicSpec, DeleteTopicResult,
@@ -51,6 +54,7 @@ DELETE_TOPICS, ALTER_CONFIGS, CREATE_PARTITIONS, ELECT_LEADERS, INCREMENTAL_ALTE
 ALTER_PARTITION_REASSIGNMENTS = 45
 SET, DELETE = 0, 1  # IncrementalAlterConfigs operations
 ZERO_UUID = uuid.UUID(int=0)
+FETCH_SNAPSHOT, SNAPSHOT_CHUNK_BYTES = 59, 8 << 20
 RETRY_S = 0.2
 
 
@@ -59,6 +63,7 @@ class MetadataFollower:
                  max_wait_ms: int = 500) -> None:
         self.node_id = node_id
         self.cluster_id = cluster_id
+        self._controller_id = controller_id
         self._image = empty_image(cluster_id, controller_id)
         self._connect = connect
         self._max_wait_ms = max_wait_ms
@@ -94,6 +99,9 @@ class MetadataFollower:
                 await asyncio.sleep(RETRY_S)
                 continue
             self.high_watermark = entry.high_watermark
+            if entry.snapshot_id.end_offset >= 0:
+                await self._load_snapshot(connection, SnapshotId(entry.snapshot_id.end_offset, entry.snapshot_id.epoch))
+                continue
             if entry.records:
                 self._apply(bytearray(entry.records))
             if self._image.offset + 1 >= self.high_watermark:
@@ -106,6 +114,45 @@ class MetadataFollower:
                     "partition": METADATA_PARTITION, "current_leader_epoch": -1, "fetch_offset": self._image.offset + 1,
                     "last_fetched_epoch": -1, "log_start_offset": -1, "partition_max_bytes": 8 << 20}]}],
                 "forgotten_topics_data": [], "rack_id": ""}
+
+    async def _load_snapshot(self, connection: BrokerConnection, snapshot_id: SnapshotId) -> None:
+        """The controller's log no longer reaches back here: take its snapshot, then fetch from its end."""
+        data = bytearray()
+        while True:
+            try:
+                response = await connection.request(FETCH_SNAPSHOT, 1, {
+                    "replica_id": -1, "max_bytes": SNAPSHOT_CHUNK_BYTES, "topics": [{
+                        "name": METADATA_TOPIC, "partitions": [{
+                            "partition": METADATA_PARTITION, "current_leader_epoch": -1,
+                            "snapshot_id": {"end_offset": snapshot_id.end_offset, "epoch": snapshot_id.epoch},
+                            "position": len(data)}]}]})
+            except BrokerUnavailable as exc:
+                log.info("fetching metadata snapshot %s: %s", snapshot_id.file_name, exc)
+                return  # the next fetch says which snapshot to take then
+            answer = response.topics[0].partitions[0] if response.topics else None
+            error = response.error_code if answer is None else answer.error_code
+            if error != ErrorCode.none:
+                log.warning("fetching metadata snapshot %s: %s", snapshot_id.file_name, error.name)
+                await asyncio.sleep(RETRY_S)
+                return
+            data += answer.unaligned_records
+            if len(data) >= answer.size or not answer.unaligned_records:
+                break
+        try:
+            snapshot = parse_snapshot(bytes(data), snapshot_id, f"snapshot {snapshot_id.file_name} from the controller")
+            builder = ImageBuilder(empty_image(self.cluster_id, self._controller_id))
+            for value in snapshot.values:
+                builder.apply(decode_record(value))
+        except (SnapshotError, MetadataRecordError) as exc:
+            log.warning("%s", exc)  # corrupted on the way: fetch again
+            await asyncio.sleep(RETRY_S)
+            return
+        builder.offset = snapshot_id.end_offset - 1
+        old, self._image = self._image, builder.build()
+        log.info("loaded metadata snapshot %s from the controller (%d records)", snapshot_id.file_name,
+                 len(snapshot.values))
+        for listener in list(self._listeners):
+            listener(old, self._image)
 
     def _apply(self, buf: bytearray) -> None:
         records = []

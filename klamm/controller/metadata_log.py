@@ -231,6 +231,10 @@ class FileMetadataLog:
     def read_snapshot(self, snapshot_id: SnapshotId) -> Snapshot:
         return read_snapshot(self.directory, snapshot_id)
 
+    def snapshot_bytes(self, snapshot_id: SnapshotId) -> bytes:
+        """The snapshot file as it is (what FetchSnapshot sends); OSError when there is none."""
+        return snapshot_path(self.directory, snapshot_id).read_bytes()
+
     def start_at_snapshot(self, snapshot_id: SnapshotId) -> None:
         self.log.truncate_fully_and_start_at(snapshot_id.end_offset)
 

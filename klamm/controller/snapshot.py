@@ -33,7 +33,7 @@ from klamm.protocol.batch import InvalidBatch, split_batches
 from klamm.protocol.errors import KafkaError
 from klamm.protocol.records import NewRecord, Record, build_batch, decode_batch
 
-__all__ = ["SnapshotError", "SnapshotId", "image_records", "list_snapshots", "read_snapshot",
+__all__ = ["SnapshotError", "SnapshotId", "image_records", "list_snapshots", "parse_snapshot", "read_snapshot",
            "remove_partial_snapshots", "snapshot_path", "write_snapshot"]
 
 SUFFIX = ".checkpoint"
@@ -161,11 +161,19 @@ def read_snapshot(directory: Path, snapshot_id: SnapshotId) -> Snapshot:
     path = snapshot_path(directory, snapshot_id)
     try:
         data = path.read_bytes()
-        headers = split_batches(data)
-    except (OSError, InvalidBatch) as exc:
+    except OSError as exc:
         raise SnapshotError(f"{path}: {exc}") from exc
+    return parse_snapshot(data, snapshot_id, str(path))
+
+
+def parse_snapshot(data: bytes, snapshot_id: SnapshotId, where: str) -> Snapshot:
+    """A snapshot from its file's bytes (a file, or FetchSnapshot's answers); `where` names it in errors."""
+    try:
+        headers = split_batches(data)
+    except InvalidBatch as exc:
+        raise SnapshotError(f"{where}: {exc}") from exc
     if len(headers) < 2:
-        raise SnapshotError(f"{path}: no header and footer")
+        raise SnapshotError(f"{where}: no header and footer")
     values: list[bytes] = []
     last_contained_ms = -1
     expected_offset = 0
@@ -173,45 +181,45 @@ def read_snapshot(directory: Path, snapshot_id: SnapshotId) -> Snapshot:
         try:
             _, records = decode_batch(data, header.position, check_crc=True)
         except KafkaError as exc:
-            raise SnapshotError(f"{path}: batch at {header.position}: {exc.message}") from exc
+            raise SnapshotError(f"{where}: batch at {header.position}: {exc.message}") from exc
         if header.base_offset != expected_offset or not records:
-            raise SnapshotError(f"{path}: batch at offset {header.base_offset}, expected {expected_offset}")
+            raise SnapshotError(f"{where}: batch at offset {header.base_offset}, expected {expected_offset}")
         expected_offset = header.last_offset + 1
         if n == 0:
-            last_contained_ms = _read_header(path, header.is_control, records)
+            last_contained_ms = _read_header(where, header.is_control, records)
         elif n == len(headers) - 1:
-            _read_footer(path, header.is_control, records)
+            _read_footer(where, header.is_control, records)
         elif header.is_control:
-            raise SnapshotError(f"{path}: unexpected control batch at offset {header.base_offset}")
+            raise SnapshotError(f"{where}: unexpected control batch at offset {header.base_offset}")
         else:
             for record in records:
                 if record.value is None:
-                    raise SnapshotError(f"{path}: null record value at offset {record.offset}")
+                    raise SnapshotError(f"{where}: null record value at offset {record.offset}")
                 values.append(record.value)
     return Snapshot(snapshot_id, last_contained_ms, values)
 
 
-def _read_header(path: Path, is_control: bool, records: Sequence[Record]) -> int:
-    value = _control_value(path, is_control, records, SNAPSHOT_HEADER)
+def _read_header(where: str, is_control: bool, records: Sequence[Record]) -> int:
+    value = _control_value(where, is_control, records, SNAPSHOT_HEADER)
     if len(value) < _HEADER_VALUE.size - 1:
-        raise SnapshotError(f"{path}: snapshot header too short")
+        raise SnapshotError(f"{where}: snapshot header too short")
     return struct.unpack_from(">q", value, 2)[0]
 
 
-def _read_footer(path: Path, is_control: bool, records: Sequence[Record]) -> None:
-    _control_value(path, is_control, records, SNAPSHOT_FOOTER)
+def _read_footer(where: str, is_control: bool, records: Sequence[Record]) -> None:
+    _control_value(where, is_control, records, SNAPSHOT_FOOTER)
 
 
-def _control_value(path: Path, is_control: bool, records: Sequence[Record], control_type: int) -> bytes:
+def _control_value(where: str, is_control: bool, records: Sequence[Record], control_type: int) -> bytes:
     what = "header" if control_type == SNAPSHOT_HEADER else "footer"
     if not is_control or len(records) != 1:
-        raise SnapshotError(f"{path}: no snapshot {what}")
+        raise SnapshotError(f"{where}: no snapshot {what}")
     record = records[0]
     if record.key is None or len(record.key) != _CONTROL_KEY.size or record.value is None:
-        raise SnapshotError(f"{path}: malformed snapshot {what}")
+        raise SnapshotError(f"{where}: malformed snapshot {what}")
     _, found = _CONTROL_KEY.unpack(record.key)
     if found != control_type:
-        raise SnapshotError(f"{path}: control type {found} where the snapshot {what} belongs")
+        raise SnapshotError(f"{where}: control type {found} where the snapshot {what} belongs")
     return record.value
 
 

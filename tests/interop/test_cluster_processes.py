@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 from confluent_kafka import TopicCollection, TopicPartition
-from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.conftest import BrokerProcess, ClusterProcess
 from tests.integration.conftest import RawClient
@@ -135,6 +135,35 @@ def test_brokers_carry_on_across_a_restart_of_the_controller(nodes: list[BrokerP
     with SequenceStream(bootstrap, "later") as stream:
         wait_for(lambda: len(stream.acked) >= 100, timeout=30, what="records acknowledged")
     assert not stream.failed and brokers_seen(nodes[2].bootstrap) == {1, 2, 3}
+
+
+def test_a_broker_behind_the_cleaned_metadata_log_catches_up_from_the_snapshot(tmp_path: Path) -> None:
+    """The controller snapshots its metadata and deletes the log behind the snapshot (metadata.max.retention.*):
+    a broker restarted afterwards cannot replay the log from offset 0. The controller answers its fetch with
+    the snapshot's id, the broker takes the snapshot by FetchSnapshot and fetches the log from its end."""
+    cluster = ClusterProcess(tmp_path, {**FAST, "metadata.log.max.record.bytes.between.snapshots": "1",
+                                        "metadata.max.retention.bytes": "0", "metadata.log.segment.bytes": "600"})
+    try:
+        cluster.start()
+        node1, node2, node3 = cluster.nodes
+        wait_for(lambda: brokers_seen(node1.bootstrap) == {1, 2, 3}, timeout=30, what="three brokers")
+        assert node3.stop() == 0
+        admin = AdminClient({"bootstrap.servers": node1.bootstrap})
+        names = [f"while-node-3-was-down-{i}" for i in range(8)]
+        for name in names:  # one commit at a time: segments roll, snapshots follow, the log is cleaned
+            admin.create_topics([NewTopic(name, 1, 2)], request_timeout=15)[name].result(30)
+        metadata_dir = node1.log_dir / "__cluster_metadata-0"
+        wait_for(lambda: not (metadata_dir / f"{0:020d}.log").exists(), timeout=30,
+                 what="the metadata log cleaned behind a snapshot")
+
+        node3.start()  # ready only once registered, caught up with the metadata and unfenced
+        assert set(names) <= set(AdminClient({"bootstrap.servers": node3.bootstrap}).list_topics(timeout=10).topics)
+        assert "loaded metadata snapshot" in node3.log_text()
+        admin.create_topics([NewTopic("after", 1, 3)], request_timeout=15)["after"].result(30)
+        wait_for(lambda: len(describe(node3.bootstrap, "after").partitions[0].isr) == 3, timeout=30,
+                 what="node 3 replicating a topic created after its return")
+    finally:
+        cluster.kill()
 
 
 def test_kafka_python_aiokafka_and_kafkajs_on_the_cluster(nodes: list[BrokerProcess],
