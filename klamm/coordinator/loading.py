@@ -60,12 +60,14 @@ class PartitionLoads:
         if topic is None:
             return
         led = {index for index, partition in topic.partitions.items() if partition.leader == self.node_id}
-        for index in sorted(served - led):
+        resigned = sorted(served - led)
+        for index in resigned:
             pending = self._pending.pop(index, None)
             if pending is not None:
                 pending.cancel()
             self._unload(index)
-            log.info("no longer coordinating %s-%d", self.topic, index)
+        if resigned:
+            log.info("no longer coordinating %s partitions %s", self.topic, ",".join(map(str, resigned)))
         for index in sorted(led - served):
             self._begin(index)
             self._pending[index] = asyncio.ensure_future(self._load_soon(index))

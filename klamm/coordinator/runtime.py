@@ -129,8 +129,9 @@ class GroupCoordinatorRuntime:
         started = time.monotonic()
         before = len(coordinator.groups)
         self._load_partition(coordinator, index)
-        log.info("loaded %d groups from %s-%d in %.0f ms", len(coordinator.groups) - before, CONSUMER_OFFSETS,
-                 index, (time.monotonic() - started) * 1000)
+        loaded = len(coordinator.groups) - before
+        log.log(logging.INFO if loaded else logging.DEBUG, "loaded %d groups from %s-%d in %.0f ms", loaded,
+                CONSUMER_OFFSETS, index, (time.monotonic() - started) * 1000)
 
     def _load_partition(self, coordinator: GroupCoordinator, index: int) -> None:
         for record in self._read_partition(index):

@@ -133,7 +133,9 @@ class TransactionCoordinatorRuntime:
         before = len(coordinator.txns)
         for record in self._read_partition(index):
             coordinator.replay(record)
-        log.info("loaded %d transactional ids from %s-%d", len(coordinator.txns) - before, TRANSACTION_STATE, index)
+        loaded = len(coordinator.txns) - before
+        log.log(logging.INFO if loaded else logging.DEBUG, "loaded %d transactional ids from %s-%d", loaded,
+                TRANSACTION_STATE, index)
         for completion in coordinator.finish_loading(index):
             self._finish(completion)
 
