@@ -248,15 +248,17 @@ class Broker:
         self.replicas.send_isr_proposal = self._send_isr_proposal
         self.fetchers.update(self.replicas.followers())
         self._tasks.append(asyncio.ensure_future(self.replicas.check_isr_periodically()))
-        if config.auto_leader_rebalance_enable and isinstance(self.controller, Controller) and \
-                self.controller.node_id == self.node_id:
-            self._tasks.append(asyncio.ensure_future(self._balance_leaders_periodically()))
+        if isinstance(self.controller, Controller) and self.controller.node_id == self.node_id:
+            self._tasks.append(asyncio.ensure_future(self._adjust_leaders_periodically()))
 
-    async def _balance_leaders_periodically(self) -> None:
-        """The controller's leader balancing, every leader.imbalance.check.interval.seconds."""
+    async def _adjust_leaders_periodically(self) -> None:
+        """Every leader.imbalance.check.interval.seconds, as KRaft's controller: leadership back to preferred
+        replicas (auto.leader.rebalance.enable), and unclean elections a config change now allows."""
         while True:
             await asyncio.sleep(self.config.leader_imbalance_check_interval_seconds)
-            self.controller.balance_leaders()
+            if self.config.auto_leader_rebalance_enable:
+                self.controller.balance_leaders()
+            self.controller.elect_leaderless()
 
     def _endpoint_of(self, node_id: int) -> tuple[str, int] | None:
         registration = self.controller.image.brokers.get(node_id)

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from klamm.controller.brokers import decide_register_broker, decide_unregister_broker
 from klamm.controller.configs import ConfigValidator, decide_alter_broker_configs, decide_alter_topic_configs
 from klamm.controller.elections import ElectionOutcome, decide_elect_leaders
-from klamm.controller.partition_changes import (UNCLEAN_KEY, decide_alter_partition, decide_balance_leaders,
+from klamm.controller.partition_changes import (NO_LEADER, UNCLEAN_KEY, decide_alter_partition, decide_balance_leaders,
                                                 decide_controlled_shutdown, decide_reassignments,
                                                 decide_fence_broker, decide_leaderless_elections,
                                                 decide_unfence_broker)
@@ -269,10 +269,19 @@ class Controller:
         self._commit_if_any(decide_controlled_shutdown(self._image, node_id,
                                                        unclean_default=self._unclean_default()))
 
+    def elect_leaderless(self) -> None:
+        """Leaders for leaderless partitions where the configs now allow an unclean election (KRaft's periodic check)."""
+        records = decide_leaderless_elections(self._image, NO_LEADER, unclean_default=self._unclean_default())
+        self._commit_if_any(records)
+
     def _unclean_default(self) -> bool:
-        """unclean.leader.election.enable for topics without it: cluster-wide dynamic, else static (as KRaft)."""
-        value = self._image.broker_configs(None).get(UNCLEAN_KEY)
-        return self._static_unclean if value is None else value.strip().lower() == "true"
+        """unclean.leader.election.enable for topics without it: this node's dynamic config, the cluster-wide
+        dynamic one, else the static config (KRaft's lookup)."""
+        for node in (self.node_id, None):
+            value = self._image.broker_configs(node).get(UNCLEAN_KEY)
+            if value is not None:
+                return value.strip().lower() == "true"
+        return self._static_unclean
 
     def alter_partition_reassignments(self, targets: Mapping[str, Mapping[int, Sequence[int] | None]]
                                       ) -> dict[str, dict[int, tuple[ErrorCode, str | None]]]:

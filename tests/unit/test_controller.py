@@ -538,3 +538,21 @@ def test_unclean_election_default_static_then_cluster_wide_then_topic() -> None:
     assert leader_after_losing_the_isr(False, "true", None) == 2
     assert leader_after_losing_the_isr(True, None, "false") == -1
     assert leader_after_losing_the_isr(False, "false", "true") == 2
+
+
+def test_enabling_unclean_election_later_elects_the_leaderless_partition() -> None:
+    controller = Controller(InMemoryMetadataLog(), node_id=1, cluster_id="c")
+    controller.load()
+    for node in (1, 2):
+        controller.register_broker(node, f"host{node}", 9090 + node)
+    create(controller, CreateTopicSpec("t", num_partitions=-1, replication_factor=-1, assignments={0: [1, 2]}))
+    controller.fence_broker(2)
+    controller.unfence_broker(2)
+    controller.fence_broker(1)
+    controller.elect_leaderless()
+    assert controller.image.topics_by_name["t"].partitions[0].leader == -1  # not allowed: it waits for broker 1
+
+    controller.alter_broker_configs(1, {"unclean.leader.election.enable": "true"})  # this controller's node config
+    controller.elect_leaderless()  # the controller's periodic check (leader.imbalance.check.interval.seconds)
+    partition = controller.image.topics_by_name["t"].partitions[0]
+    assert (partition.leader, list(partition.isr)) == (2, [2])
