@@ -277,20 +277,25 @@ class ClusterProcess:
 
     Node 1 is broker and controller (its CONTROLLER listener on a port of its
     own), nodes 2 and 3 are brokers. `bootstrap` names all three; `port` is node
-    2's (a broker-only node, so raw requests there exercise forwarding).
+    2's (a broker-only node, so raw requests there exercise forwarding). With
+    `dedicated_controller`, node 1 is a controller only (process.roles=controller,
+    no client listener) and nodes 2, 3 and 4 are the brokers.
     """
 
-    def __init__(self, base: Path, overrides: dict | None = None) -> None:
+    def __init__(self, base: Path, overrides: dict | None = None, *, dedicated_controller: bool = False) -> None:
         self.host = "127.0.0.1"
         controller_port = free_port()
         voters = f"1@127.0.0.1:{controller_port}"
         cluster_id = klamm_storage("random-uuid")
         self.nodes: list[BrokerProcess] = []
-        for node_id in (1, 2, 3):
-            port = free_port()
+        for node_id in (1, 2, 3, 4) if dedicated_controller else (1, 2, 3):
+            port = controller_port if node_id == 1 and dedicated_controller else free_port()
             config = {"node.id": str(node_id), "controller.quorum.voters": voters,
                       "controller.listener.names": "CONTROLLER", **{k: str(v) for k, v in (overrides or {}).items()}}
-            if node_id == 1:
+            if node_id == 1 and dedicated_controller:
+                config.update({"process.roles": "controller", "listeners": f"CONTROLLER://127.0.0.1:{port}",
+                               "listener.security.protocol.map": "CONTROLLER:PLAINTEXT"})
+            elif node_id == 1:
                 config.update({"process.roles": "broker,controller",
                                "listeners": f"PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}",
                                "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT"})
@@ -300,11 +305,11 @@ class ClusterProcess:
             properties = base / f"node{node_id}.properties"
             properties.parent.mkdir(parents=True, exist_ok=True)
             properties.write_text("".join(f"{k}={v}\n" for k, v in
-                                          {**config, "log.dirs": str(node.log_dir)}.items() if k != "listeners"))
+                                          {**config, "log.dirs": str(node.log_dir)}.items()))
             klamm_storage("format", "--cluster-id", cluster_id, "--config", str(properties))
             self.nodes.append(node)
         self.port = self.nodes[1].port
-        self.bootstrap = ",".join(n.bootstrap for n in self.nodes)
+        self.bootstrap = ",".join(n.bootstrap for n in self.nodes[1 if dedicated_controller else 0:])
         self.log_dir = self.nodes[1].log_dir
         self.unexpected_exit: str | None = None
 

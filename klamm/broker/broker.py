@@ -93,6 +93,8 @@ class Broker:
         self._requests_in_flight: set[asyncio.Task[None]] = set()  # AlterPartition requests
         self.fetchers: ReplicaFetcherManager | None = None
         self.broker_only = sorted(set(config.process_roles)) == ["broker"]  # a controller elsewhere
+        # a dedicated controller: no client listener, not a broker of the cluster, leads nothing
+        self.controller_only = sorted(set(config.process_roles)) == ["controller"]
         self.lifecycle: BrokerLifecycle | None = None
         self.controller_server: ControllerServer | None = None
         self._internal_topics_requested: set[str] = set()
@@ -152,14 +154,16 @@ class Broker:
         # transaction coordinator: loads __transaction_state (if it exists) and finishes prepared transactions
         self.transactions = TransactionCoordinatorRuntime(self)
         await self.transactions.start()
-        await self._start_network()
+        if not self.controller_only:
+            await self._start_network()
         await self._start_metrics()
         self._start_replication()
         if self.broker_only:
             await self._join_the_cluster()
         else:
-            self.controller.register_broker(self.node_id, self.advertised_host, self.advertised_port,
-                                            self.listener_name, rack=self.static_config.broker_rack)
+            if not self.controller_only:
+                self.controller.register_broker(self.node_id, self.advertised_host, self.advertised_port,
+                                                self.listener_name, rack=self.static_config.broker_rack)
             await self._start_controller_listener()
         self._tasks.append(asyncio.ensure_future(self._checkpoint_periodically()))
         self._tasks.append(asyncio.ensure_future(expire_producers_periodically(self)))

@@ -155,10 +155,9 @@ def _check_single_node(values: Mapping[str, Any]) -> None:
     node_id = values["node.id"]
     voters = [_voter(v) for v in values["controller.quorum.voters"]]
     controllers = {n.strip().upper() for n in (values["controller.listener.names"] or "").split(",") if n.strip()}
-    if roles not in (["broker"], ["broker", "controller"]):
+    if roles not in (["broker"], ["controller"], ["broker", "controller"]):
         raise ConfigError("process.roles", ",".join(values["process.roles"]),
-                          "klamm runs process.roles=broker or broker,controller; a dedicated controller is not "
-                          "supported yet")
+                          "process.roles takes broker, controller, or both")
     if len(voters) > 1:
         raise ConfigError("controller.quorum.voters", ",".join(values["controller.quorum.voters"]),
                           "klamm's controller quorum has one voter (a replicated quorum is not supported yet)")
@@ -176,8 +175,32 @@ def _check_single_node(values: Mapping[str, Any]) -> None:
     elif voters and voters[0][0] != node_id:
         raise ConfigError("controller.quorum.voters", ",".join(values["controller.quorum.voters"]),
                           f"the controller's voter must be this node: only node {node_id} may be a voter")
+    if roles == ["controller"]:
+        _check_controller_only(values, voters, controllers)
+        return
     _check_listeners(values["listeners"], controllers, values["listener.security.protocol.map"],
                      broker_only=roles == ["broker"])
+
+
+def _check_controller_only(values: Mapping[str, Any], voters: list[tuple[int, str]], controllers: set[str]) -> None:
+    """A dedicated controller (process.roles=controller): a voter, with controller listeners only (KRaft's rules)."""
+    if not voters:
+        raise ConfigError("controller.quorum.voters", "",
+                          "process.roles=controller needs controller.quorum.voters naming this node")
+    if not controllers:
+        raise ConfigError("controller.listener.names", "",
+                          "controller.listener.names must contain at least one value when running in KRaft mode")
+    names = [listener.partition("://")[0].strip().upper() for listener in values["listeners"] if "://" in listener]
+    others = [n for n in names if n not in controllers]
+    if others or not names:
+        raise ConfigError("listeners", ",".join(values["listeners"]),
+                          "The listeners config must only contain KRaft controller listeners from "
+                          "controller.listener.names when process.roles=controller")
+    protocols = _protocol_map(values["listener.security.protocol.map"])
+    for name in names:
+        if protocols.get(name) != "PLAINTEXT":
+            raise ConfigError("listeners", ",".join(values["listeners"]),
+                              f"listener {name} uses {protocols.get(name)}, but klamm serves PLAINTEXT only")
 
 
 def _voter(entry: str) -> tuple[int, str]:

@@ -68,7 +68,7 @@ _GENERAL = [
        kafka_default=-1),
     _k("broker.id", T.INT, -1, H, "Broker id; -1 means use node.id."),
     _k("process.roles", T.LIST, ["broker", "controller"], H,
-       "Roles this process plays: broker, or broker,controller (a dedicated controller is not supported yet).",
+       "Roles this process plays: broker, controller, or broker,controller (a combined node).",
        OneOf(("broker", "controller")), kafka_default=[]),
     _k("cluster.id", T.STRING, None, H,
        "klamm: cluster id; when unset one is generated on first start and stored with the data."),

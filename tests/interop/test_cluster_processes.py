@@ -166,6 +166,36 @@ def test_a_broker_behind_the_cleaned_metadata_log_catches_up_from_the_snapshot(t
         cluster.kill()
 
 
+def test_a_dedicated_controller(tmp_path: Path) -> None:
+    """process.roles=controller: node 1 only controls (no client listener); brokers 2, 3 and 4 serve clients,
+    name one of themselves as the controller in Metadata and forward admin writes to node 1."""
+    cluster = ClusterProcess(tmp_path, FAST, dedicated_controller=True)
+    try:
+        cluster.start()
+        bootstrap = cluster.bootstrap
+        wait_for(lambda: brokers_seen(bootstrap) == {2, 3, 4}, timeout=30, what="three brokers, not the controller")
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        assert admin.describe_cluster(request_timeout=10).result(15).controller.id in (2, 3, 4)
+        admin.create_topics([NewTopic("orders", 1, 3, config={"min.insync.replicas": "2"})],
+                            request_timeout=15)["orders"].result(30)
+        wait_for(lambda: len(describe(bootstrap, "orders").partitions[0].isr) == 3, timeout=30,
+                 what="the topic replicated by the three brokers")
+        with SequenceStream(bootstrap, "orders") as stream:
+            wait_for(lambda: len(stream.acked) > 200, timeout=30, what="records acknowledged")
+            leader = describe(bootstrap, "orders").partitions[0].leader.id
+            cluster.nodes[leader - 1].kill()
+            wait_for(lambda: describe(bootstrap, "orders").partitions[0].leader.id not in (leader, -1), timeout=30,
+                     what="a new leader elected by the dedicated controller")
+            count = len(stream.acked)
+            wait_for(lambda: len(stream.acked) > count + 200, timeout=60, what="records acknowledged by it")
+        assert not stream.failed, stream.failed[:3]
+        log = [int(m.value()) for m in confluent_consume(bootstrap, "orders", 0, 0, len(stream.acked), timeout=60)]
+        assert log == list(range(len(log))) and all(log[offset] == seq for seq, offset in stream.acked.items())
+        assert cluster.nodes[0].stop() == 0  # SIGTERM: the controller alone stops cleanly
+    finally:
+        cluster.kill()
+
+
 def test_kafka_python_aiokafka_and_kafkajs_on_the_cluster(nodes: list[BrokerProcess],
                                                           node_bin: str) -> None:  # noqa: F811
     """Bootstrapped from a broker-only node: admin requests reach the controller Metadata names."""

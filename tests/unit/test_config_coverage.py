@@ -454,8 +454,17 @@ def test_kraft_roles_and_quorum_are_checked() -> None:
         BrokerConfig.from_properties({**broker, "node.id": "1"})
     with pytest.raises(ConfigError, match="controller.listener.names must contain at least one value"):
         BrokerConfig.from_properties({**broker, "controller.listener.names": ""})
-    with pytest.raises(ConfigError, match="a dedicated controller is not supported yet"):
-        BrokerConfig.from_properties({**broker, "process.roles": "controller"})
+    controller = {"process.roles": "controller", "node.id": "1", "controller.quorum.voters": "1@localhost:9093",
+                  "controller.listener.names": "CONTROLLER", "listeners": "CONTROLLER://:9093",
+                  "listener.security.protocol.map": "CONTROLLER:PLAINTEXT"}
+    assert BrokerConfig.from_properties(controller).process_roles == ["controller"]
+    with pytest.raises(ConfigError, match="only node 2 may be a voter"):
+        BrokerConfig.from_properties({**controller, "node.id": "2"})
+    with pytest.raises(ConfigError, match="must only contain KRaft controller listeners"):
+        BrokerConfig.from_properties({**controller, "listeners": "PLAINTEXT://:9092,CONTROLLER://:9093",
+                                      "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT"})
+    with pytest.raises(ConfigError, match="needs controller.quorum.voters naming this node"):
+        BrokerConfig.from_properties({**controller, "controller.quorum.voters": ""})
     with pytest.raises(ConfigError, match="must not contain a value appearing in the 'listeners'"):
         BrokerConfig.from_properties({**broker, "listeners": "PLAINTEXT://:9092,CONTROLLER://:9093",
                                       "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT"})

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from klamm.broker.handlers import Api
+from klamm.broker.handlers.metadata import controller_for_clients
 from klamm.broker.services import BrokerServices
 from klamm.protocol.acl import CLUSTER_OPERATIONS, NOT_INCLUDED
 from klamm.protocol.errors import ErrorCode
@@ -21,13 +22,14 @@ async def handle(broker: BrokerServices, request: Any) -> dict[str, Any]:
                 "cluster_id": image.cluster_id, "controller_id": -1, "brokers": []}
     # No authorizer: every supported cluster operation, for those who ask, as Kafka reports it.
     operations = CLUSTER_OPERATIONS if body.include_cluster_authorized_operations else NOT_INCLUDED
+    brokers = broker.broker_endpoints()
     return {
         "error_code": ErrorCode.none,
         "endpoint_type": endpoint_type,
         "cluster_id": image.cluster_id,
-        "controller_id": broker.controller.image.controller_id,
+        "controller_id": controller_for_clients(broker, brokers),
         "brokers": [{"broker_id": b["node_id"], "host": b["host"], "port": b["port"], "rack": b["rack"]}
-                    for b in broker.broker_endpoints()],
+                    for b in brokers],
         "cluster_authorized_operations": operations,
     }
 

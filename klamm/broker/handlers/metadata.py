@@ -35,13 +35,21 @@ async def handle(broker: BrokerServices, request: Any) -> dict[str, Any]:
         for topic in topics:
             topic["topic_authorized_operations"] = TOPIC_OPERATIONS
     include_cluster = getattr(body, "include_cluster_authorized_operations", False)
+    brokers = broker.broker_endpoints()
     return {
-        "brokers": broker.broker_endpoints(),
+        "brokers": brokers,
         "cluster_id": image.cluster_id,
-        "controller_id": image.controller_id,  # where clients send admin requests
+        "controller_id": controller_for_clients(broker, brokers),
         "topics": topics,
         "cluster_authorized_operations": CLUSTER_OPERATIONS if include_cluster else NOT_INCLUDED,
     }
+
+
+def controller_for_clients(broker: BrokerServices, brokers: list[dict[str, Any]]) -> int:
+    """Where clients send admin requests: the controller's node when it is a broker too, else this broker,
+    which forwards them (a dedicated controller has no client listener; KRaft names a broker then)."""
+    controller_id = broker.controller.image.controller_id
+    return controller_id if any(b["node_id"] == controller_id for b in brokers) else broker.node_id
 
 
 async def _lookup(broker: BrokerServices, entry: Any, allow_create: bool) -> dict[str, Any]:
