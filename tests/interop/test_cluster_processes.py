@@ -191,6 +191,21 @@ def test_a_dedicated_controller(tmp_path: Path) -> None:
         assert not stream.failed, stream.failed[:3]
         log = [int(m.value()) for m in confluent_consume(bootstrap, "orders", 0, 0, len(stream.acked), timeout=60)]
         assert log == list(range(len(log))) and all(log[offset] == seq for seq, offset in stream.acked.items())
+        # A consumer group: its coordinator's __consumer_offsets is created through the controller too.
+        consumer = confluent_consumer(bootstrap, {"group.id": "readers", "auto.offset.reset": "earliest",
+                                                  "enable.auto.offset.store": True})
+        try:
+            consumer.subscribe(["orders"])
+            seen = 0
+            deadline = time.monotonic() + 60
+            while seen < 100 and time.monotonic() < deadline:
+                message = consumer.poll(0.5)
+                seen += message is not None and not message.error()
+            consumer.commit(asynchronous=False)
+            [committed] = consumer.committed([TopicPartition("orders", 0)], timeout=15)
+        finally:
+            consumer.close()
+        assert seen >= 100 and committed.offset >= 100
         assert cluster.nodes[0].stop() == 0  # SIGTERM: the controller alone stops cleanly
     finally:
         cluster.kill()
