@@ -42,7 +42,10 @@ JAVA_CLASSES = CACHE / "bench-java" / "classes"
 VENV_BIN = ROOT / ".venv" / "bin"
 PYTHON = VENV_BIN / "python" if (VENV_BIN / "python").exists() else Path(sys.executable)
 
-BROKERS = ("klamm", "tansu")
+BROKERS = ("klamm", "tansu", "klamm-rf3")
+# klamm-rf3 (three `klamm serve` processes, topics replicated three times, min.insync.replicas=2)
+# runs only these workloads, reported beside single-node klamm in a table of their own.
+CLUSTER_WORKLOADS = ("produce-1KB", "latency-all")
 CLIENTS = ("librdkafka", "java")
 # jar name prefix -> required (looked up in .cache/java-libs as "<prefix>*.jar")
 JAVA_JARS = ("kafka-clients", "slf4j-api", "lz4-java", "snappy-java", "zstd-jni")
@@ -100,6 +103,8 @@ def make_workloads(scale: float) -> list[Workload]:
                  records=n(20_000), size=100_000, seed=True, base_timeout=600),
         Workload("latency", "end-to-end latency, 100 B, 1 rec/ms × {n:,}", "latency",
                  records=n(10_000), size=100, acks="1", interval_us=1000, base_timeout=0),
+        Workload("latency-all", "end-to-end latency, 100 B, 1 rec/ms × {n:,}, acks=all", "latency",
+                 records=n(10_000), size=100, acks="all", interval_us=1000, base_timeout=0),
         Workload("latency-compacted", "end-to-end latency, 100 B, 1 rec/ms × {n:,}, while a compacted "
                  "topic takes 20k keyed rec/s (lz4, cleaner running)", "latency",
                  records=n(10_000), size=100, acks="1", interval_us=1000, base_timeout=0, load="compacted"),
@@ -160,9 +165,15 @@ class Broker:
         self.command: list[str] = []
         self.ready_line = ""
 
+    replication_factor = 1  # of the topics the workloads create
+
     @property
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
+
+    def pids(self) -> list[int]:
+        """The broker's processes, whose CPU time a workload is charged."""
+        return [self.proc.pid] if self.proc is not None else []
 
     def _command(self) -> tuple[list[str], dict]:
         assert self.tmp is not None
@@ -274,12 +285,121 @@ class Broker:
             self.tmp = None
 
 
-def create_topic(bootstrap: str, topic: str, configs: dict[str, str] | None = None) -> None:
-    """Create `topic` with 1 partition, replication factor 1, and wait for its leader."""
+class ClusterBroker(Broker):
+    """klamm-rf3: three `klamm serve` processes on loopback, formatted as one cluster (Kafka's KRaft names).
+
+    Node 1 is broker and controller, nodes 2 and 3 brokers; every topic is replicated three times with
+    min.insync.replicas=2, so acks=all waits for a follower's fetch. `--klamm-override`s apply to all three.
+    """
+
+    replication_factor = 3
+    CLUSTER = ["default.replication.factor=3", "min.insync.replicas=2", "offsets.topic.replication.factor=3",
+               "transaction.state.log.replication.factor=3", "transaction.state.log.min.isr=2"]
+
+    def __init__(self, name: str, logdir: Path, klamm_overrides: list[str], event_loop: str | None = None):
+        super().__init__(name, logdir, klamm_overrides, event_loop)
+        self.nodes: list[subprocess.Popen] = []
+        self.ports: list[int] = []
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(f"127.0.0.1:{p}" for p in self.ports)
+
+    def pids(self) -> list[int]:
+        return [n.pid for n in self.nodes]
+
+    def start(self, timeout: float = 60.0) -> None:
+        exe = VENV_BIN / "klamm"
+        self.starts += 1
+        self.tmp = Path(tempfile.mkdtemp(prefix="klamm-bench-rf3-"))
+        self.ports = [free_port() for _ in range(3)]
+        controller_port = free_port()
+        cluster_id = subprocess.run([str(exe), "storage", "random-uuid"], capture_output=True, text=True,
+                                    check=True).stdout.strip()
+        self.log_path = self.logdir / f"{self.name}-{self.starts}.log"
+        for node_id, port in enumerate(self.ports, 1):
+            config = {"node.id": str(node_id), "controller.quorum.voters": f"1@127.0.0.1:{controller_port}",
+                      "controller.listener.names": "CONTROLLER", "log.dirs": str(self.tmp / f"node{node_id}")}
+            if node_id == 1:
+                config.update({"process.roles": "broker,controller", "listener.security.protocol.map":
+                               "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT", "listeners":
+                               f"PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}"})
+            else:
+                config.update({"process.roles": "broker", "listeners": f"PLAINTEXT://127.0.0.1:{port}"})
+            properties = self.tmp / f"node{node_id}.properties"
+            properties.write_text("".join(f"{k}={v}\n" for k, v in config.items()))
+            subprocess.run([str(exe), "storage", "format", "--cluster-id", cluster_id, "--config", str(properties)],
+                           capture_output=True, text=True, check=True)
+            command = [str(exe), "serve", "--config", str(properties)]
+            for o in [*self.CLUSTER, *self.klamm_overrides]:
+                command += ["--override", o]
+            if self.event_loop:
+                command += ["--event-loop", self.event_loop]
+            if node_id == 1:
+                self.command = command
+            log(f"starting {self.name} node {node_id}: {' '.join(command)}")
+            with open(self.log_path, "ab") as logf:
+                self.nodes.append(subprocess.Popen(command, cwd=self.tmp, stdin=subprocess.DEVNULL, stdout=logf,
+                                                   stderr=subprocess.STDOUT, start_new_session=True))
+        self.proc = self.nodes[0]
+        self._wait_ready(timeout)
+        self._wait_for_brokers(timeout)
+
+    def _wait_for_brokers(self, timeout: float) -> None:
+        from confluent_kafka.admin import AdminClient
+
+        admin = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 0})
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if len(admin.list_topics(timeout=5).brokers) == 3:
+                return
+            time.sleep(0.3)
+        raise RuntimeError(f"{self.name}: three brokers not registered after {timeout:.0f}s: {self.log_tail()}")
+
+    def alive(self) -> bool:
+        return bool(self.nodes) and all(n.poll() is None for n in self.nodes)
+
+    def stop(self) -> None:
+        for node in reversed(self.nodes):  # the brokers, then the controller node
+            self._stop_one(node)
+        log(f"{self.name} stopped")
+        self.nodes, self.proc = [], None
+        if self.tmp is not None:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+            self.tmp = None
+
+    def _stop_one(self, node: subprocess.Popen) -> None:
+        if node.poll() is None:
+            try:
+                os.killpg(node.pid, signal.SIGTERM)
+                node.wait(30)
+            except ProcessLookupError:
+                pass
+            except subprocess.TimeoutExpired:
+                os.killpg(node.pid, signal.SIGKILL)
+                node.wait(10)
+
+
+def cpu_seconds(pids: list[int]) -> float:
+    """User + system CPU time of these processes so far (/proc/<pid>/stat), in seconds."""
+    total = 0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of stat)
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def create_topic(bootstrap: str, topic: str, configs: dict[str, str] | None = None,
+                 replication_factor: int = 1) -> None:
+    """Create `topic` with 1 partition and wait for its leader."""
     from confluent_kafka.admin import AdminClient, NewTopic
 
     admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
-    futs = admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=1, config=configs or {})],
+    futs = admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=replication_factor,
+                                         config=configs or {})],
                                operation_timeout=30, request_timeout=30)
     futs[topic].result(timeout=45)
     deadline = time.monotonic() + 20
@@ -436,7 +556,7 @@ def run_client(client: str, java_cmd: list[str] | None, mode: str, args: dict,
 
 def run_broker(name: str, workloads: list[Workload], clients: list[str], java_cmd,
                opts, logdir: Path, runid: str, results: dict, info: dict) -> None:
-    b = Broker(name, logdir, opts.klamm_override, opts.event_loop)
+    b = (ClusterBroker if name == "klamm-rf3" else Broker)(name, logdir, opts.klamm_override, opts.event_loop)
     try:
         b.start(timeout=opts.start_timeout)
     except Exception as e:  # noqa: BLE001
@@ -466,7 +586,7 @@ def run_broker(name: str, workloads: list[Workload], clients: list[str], java_cm
 
     try:
         for w in workloads:
-            if w.klamm_only and name != "klamm":
+            if (w.klamm_only and name != "klamm") or (name == "klamm-rf3" and w.key not in CLUSTER_WORKLOADS):
                 continue
             timeout = workload_timeout(w, opts.scale, opts.timeout_mult)
             seed_topic = None
@@ -517,10 +637,13 @@ def run_one(b: Broker, w: Workload, client: str, java_cmd, runid: str, seed_topi
             timeout: float, logdir: Path, tag: str, results: dict) -> dict:
     if w.kind == "produce":
         topic = f"{w.key}-{client}-{runid}"
-        create_topic(b.bootstrap, topic, w.topic_configs)
-        return run_client(client, java_cmd, "produce",
-                          dict(bootstrap=b.bootstrap, topic=topic, records=w.records,
-                               size=w.size, acks=w.acks), timeout, logdir, tag, b)
+        create_topic(b.bootstrap, topic, w.topic_configs, b.replication_factor)
+        cpu = cpu_seconds(b.pids())
+        res = run_client(client, java_cmd, "produce",
+                         dict(bootstrap=b.bootstrap, topic=topic, records=w.records,
+                              size=w.size, acks=w.acks), timeout, logdir, tag, b)
+        res["broker_cpu_s"] = round(cpu_seconds(b.pids()) - cpu, 3)  # every broker process's, for the workload
+        return res
     if w.kind == "consume":
         if w.seed:
             src = results.get((w.key + "/seed", clients_first(results, w)), {}).get(b.name, {})
@@ -537,7 +660,7 @@ def run_one(b: Broker, w: Workload, client: str, java_cmd, runid: str, seed_topi
                                timeout_ms=int(timeout * 1000)), timeout + 30, logdir, tag, b)
     if w.kind == "latency":
         topic = f"{w.key}-{client}-{runid}"
-        create_topic(b.bootstrap, topic)
+        create_topic(b.bootstrap, topic, replication_factor=b.replication_factor)
         loader = start_load(b, w, topic, timeout, logdir, tag) if w.load else None
         if loader is not None:
             time.sleep(LOAD_LEAD_S)
@@ -708,6 +831,37 @@ def build_rows(workloads: list[Workload], clients: list[str], results: dict) -> 
     return rows
 
 
+def cpu_per_record(res: dict | None) -> str:
+    if not res or not res.get("ok") or "broker_cpu_s" not in res or not res.get("records"):
+        return "—"
+    return f"{res['broker_cpu_s'] / res['records'] * 1e6:.0f} µs"
+
+
+CLUSTER_HEADER = ["workload", "client", "klamm, 1 node", "klamm-rf3", "rf3 / 1 node", "broker CPU per record, 1 node",
+                  "broker CPU per record, rf3"]
+
+
+def build_cluster_rows(workloads: list[Workload], clients: list[str], results: dict) -> list[list[str]]:
+    """Single-node klamm beside the three-process cluster, for the workloads the cluster runs."""
+    rows = []
+    for w in workloads:
+        if w.key not in CLUSTER_WORKLOADS:
+            continue
+        title = w.title.format(n=w.records)
+        metrics = [("p50_ms", " — p50"), ("p99_ms", " — p99"), ("p999_ms", " — p99.9")] if w.kind == "latency" \
+            else [("thr", "")]
+        for c in clients:
+            r = results.get((w.key, c), {})
+            for metric, suffix in metrics:
+                one_txt, one_val = cell(r.get("klamm"), metric)
+                rf3_txt, rf3_val = cell(r.get("klamm-rf3"), metric)
+                ratio = f"{rf3_val / one_val:.2f}×" if rf3_val is not None and one_val else "—"
+                cpu = [cpu_per_record(r.get("klamm")), cpu_per_record(r.get("klamm-rf3"))] if metric == "thr" \
+                    else ["", ""]
+                rows.append([title + suffix, c, one_txt, rf3_txt, ratio, *cpu])
+    return rows
+
+
 def human_size(n: int) -> str:
     for unit, f in (("MB", 1_000_000), ("KB", 1000)):
         if n >= f and n % f == 0:
@@ -785,7 +939,7 @@ def machine_info(opts, clients: list[str], java_cmd) -> dict:
 
 
 def write_report(path: Path, info: dict, header: list[str], rows: list[list[str]],
-                 results: dict, workloads: list[Workload]) -> str:
+                 results: dict, workloads: list[Workload], cluster_rows: list[list[str]] | None = None) -> str:
     out = ["# klamm benchmark — last run", ""]
     out.append(f"- Date: {info['date']}, klamm commit `{info['commit']}`")
     out.append(f"- Machine: {info['cpu']}, {info['memory']} RAM, {info['os']}; "
@@ -822,7 +976,19 @@ def write_report(path: Path, info: dict, header: list[str], rows: list[list[str]
                "are not measured. Client fetch settings are the clients' defaults "
                "(fetch.wait.max.ms / fetch.max.wait.ms = 500). latency-delete (klamm only) = the same, "
                "while a topic of 10,000 one-batch segments (internal.segment.bytes=250, "
-               "file.delete.delay.ms=0) is deleted 2 s in.")
+               "file.delete.delay.ms=0) is deleted 2 s in. latency-all = latency with acks=all.")
+    if cluster_rows:
+        out.append("")
+        out.append("## Replicated cluster (klamm-rf3)")
+        out.append("")
+        out.append(md_table(CLUSTER_HEADER, cluster_rows))
+        out.append("")
+        out.append("klamm-rf3 = three `klamm serve` processes on this machine (node 1 broker and controller, "
+                   "nodes 2 and 3 brokers), each topic replicated three times with min.insync.replicas=2: "
+                   "an acks=all produce is answered once a follower has fetched the batch. The ratio is "
+                   "rf3/1 node of records/s (throughput) or of milliseconds (latency). Broker CPU per record "
+                   "= user+system CPU time of every broker process during the workload (/proc), over the "
+                   "records produced; the three processes share the machine's cores with the client.")
     for (k, c), per in results.items():
         r = per.get("klamm", {})
         if k == "latency-delete" and r.get("ok"):
@@ -850,8 +1016,9 @@ def main() -> int:
     ap.add_argument("--records-scale", type=float, default=1.0,
                     help="multiply every record count by this (default 1.0)")
     ap.add_argument("--quick", action="store_true", help="smoke run: record counts × 0.05")
-    ap.add_argument("--only", default="klamm,tansu",
-                    help="broker(s) to run, comma-separated: klamm, tansu (default both)")
+    ap.add_argument("--only", default="klamm,tansu,klamm-rf3",
+                    help="broker(s) to run, comma-separated: klamm, tansu, klamm-rf3 (a three-process cluster, "
+                         "its workloads only; default all three)")
     ap.add_argument("--clients", default="librdkafka,java",
                     help="client(s), comma-separated: librdkafka, java (default both)")
     ap.add_argument("--workloads", default="",
@@ -925,7 +1092,8 @@ def main() -> int:
     header = ["workload", "client", "klamm", "tansu", "klamm/tansu"]
     rows = build_rows(workloads, clients, results)
     out_path = Path(opts.output)
-    text = write_report(out_path, info, header, rows, results, workloads)
+    cluster_rows = build_cluster_rows(workloads, clients, results) if "klamm-rf3" in brokers else None
+    text = write_report(out_path, info, header, rows, results, workloads, cluster_rows)
     raw = {"info": info,
            "results": [{"workload": k, "client": c, "broker": b, **r}
                        for (k, c), per in results.items() for b, r in per.items()]}
