@@ -24,6 +24,7 @@ join, sync, retention) are timer entries whose callbacks run in `poll_timers`.
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -36,6 +37,8 @@ from klamm.coordinator.records import (CommittedOffset, CoordinatorRecord, Group
                                        offset_commit_record)
 from klamm.coordinator.timer import Timer
 from klamm.protocol.errors import ErrorCode, KafkaError
+
+log = logging.getLogger(__name__)
 
 NEW_MEMBER_JOIN_TIMEOUT_MS = 5 * 60 * 1000  # Kafka's: a new member's JoinGroup may wait this long
 UNKNOWN_MEMBER_ID = ""
@@ -104,6 +107,18 @@ def join_error(error: ErrorCode, member_id: str = UNKNOWN_MEMBER_ID) -> dict[str
 def sync_response(error: ErrorCode, group: ClassicGroup | None = None, assignment: bytes = b"") -> dict[str, Any]:
     return {"error_code": error, "protocol_type": group.protocol_type if group else None,
             "protocol_name": group.protocol if group else None, "assignment": assignment}
+
+
+def _logged(kind: str, group_id: str, member_id: str, respond: Callback) -> Callback:
+    log.debug("%s group %s member %r: request", kind, group_id, member_id)
+
+    def logged(response: dict[str, Any]) -> None:
+        log.debug("%s group %s member %r: %s generation %s member %r leader %r, %d bytes/members",
+                  kind, group_id, member_id, ErrorCode(response["error_code"]).name, response.get("generation_id"),
+                  response.get("member_id"), response.get("leader"),
+                  len(response.get("members", response.get("assignment", b"")) or ()))
+        respond(response)
+    return logged
 
 
 class GroupCoordinator:
@@ -265,6 +280,8 @@ class GroupCoordinator:
     # ---------------------------------------------------------------- join
     def join_group(self, req: JoinRequest, respond: Callback) -> Result:
         """JoinGroup; `respond` gets the response now or when the rebalance completes its join phase."""
+        if log.isEnabledFor(logging.DEBUG):
+            respond = _logged("join", req.group_id, req.member_id, respond)
         error = self._join(req, respond)
         if error is not None:
             respond(join_error(error, req.member_id))
@@ -360,7 +377,7 @@ class GroupCoordinator:
         # A new member cannot heartbeat before its join completes; a client that went away must not
         # hold the group forever, so its join times out on its own (it retries if still there).
         self._schedule_session(group, member, NEW_MEMBER_JOIN_TIMEOUT_MS)
-        self._maybe_prepare_rebalance(group)
+        self._maybe_prepare_rebalance(group, f"adding new member {member_id}")
         self._check_join(group)
 
     def _update_member_and_rebalance(self, group: ClassicGroup, member: Member, req: JoinRequest,
@@ -369,7 +386,7 @@ class GroupCoordinator:
         member.rebalance_timeout_ms = req.rebalance_timeout_ms
         member.session_timeout_ms = req.session_timeout_ms
         member.join_callback = respond
-        self._maybe_prepare_rebalance(group)
+        self._maybe_prepare_rebalance(group, f"updating metadata for member {member.member_id}")
         self._check_join(group)
 
     def _replace_static_member(self, group: ClassicGroup, req: JoinRequest, old_member_id: str, new_member_id: str,
@@ -399,10 +416,10 @@ class GroupCoordinator:
                                                   respond)
             else:
                 old.join_callback = respond
-                self._maybe_prepare_rebalance(group)
+                self._maybe_prepare_rebalance(group, f"static member {new_member_id} changed protocols")
         elif group.is_(GroupState.COMPLETING_REBALANCE):
             old.join_callback = respond
-            self._maybe_prepare_rebalance(group)
+            self._maybe_prepare_rebalance(group, f"static member {new_member_id} rejoined")
         elif group.is_(GroupState.PREPARING_REBALANCE):
             old.join_callback = respond
             self._check_join(group)
@@ -461,11 +478,13 @@ class GroupCoordinator:
     def _rebalance_timeout(self, group: ClassicGroup) -> int:
         return max((m.rebalance_timeout_ms for m in group.members.values()), default=0)
 
-    def _maybe_prepare_rebalance(self, group: ClassicGroup) -> None:
+    def _maybe_prepare_rebalance(self, group: ClassicGroup, reason: str) -> None:
         if group.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE, GroupState.EMPTY):
-            self._prepare_rebalance(group)
+            self._prepare_rebalance(group, reason)
 
-    def _prepare_rebalance(self, group: ClassicGroup) -> None:
+    def _prepare_rebalance(self, group: ClassicGroup, reason: str) -> None:
+        log.info("preparing to rebalance group %s in state %s with old generation %d (reason: %s)",
+                 group.group_id, group.state.value, group.generation, reason)
         if group.is_(GroupState.COMPLETING_REBALANCE):
             self._reset_and_propagate_assignment_error(group, ErrorCode.rebalance_in_progress)
         self.timer.cancel(("sync", group.group_id))
@@ -503,6 +522,8 @@ class GroupCoordinator:
         group.in_initial_delay = False
         group.new_member_added = False
         for member in group.not_yet_rejoined():  # they missed the rebalance: out
+            log.info("group %s: member %s did not rejoin within the rebalance timeout: removed",
+                     group.group_id, member.member_id)
             self.timer.cancel(("session", group.group_id, member.member_id))
             self._fail_callbacks(member, ErrorCode.unknown_member_id)
             group.remove(member.member_id)
@@ -514,6 +535,8 @@ class GroupCoordinator:
             return
         group.protocol = group.select_protocol()
         group.transition(GroupState.COMPLETING_REBALANCE, self.clock())
+        log.info("group %s generation %d (protocol %s, leader %s): %d members joined",
+                 group.group_id, group.generation, group.protocol, group.leader_id, len(group.members))
         group.pending_sync = set(group.members)
         for member in group.members.values():
             respond, member.join_callback = member.join_callback, None
@@ -532,7 +555,9 @@ class GroupCoordinator:
         for member_id in list(group.pending_sync):
             member = group.members.get(member_id)
             if member is not None:
-                self._remove_member_and_update(group, member)
+                log.info("group %s: member %s sent no SyncGroup within the rebalance timeout: removed",
+                         group.group_id, member_id)
+                self._remove_member_and_update(group, member, "member did not sync")
         group.pending_sync.clear()
 
     def _fail_callbacks(self, member: Member, error: ErrorCode) -> None:
@@ -543,12 +568,12 @@ class GroupCoordinator:
             member.sync_callback(sync_response(error))
             member.sync_callback = None
 
-    def _remove_member_and_update(self, group: ClassicGroup, member: Member) -> None:
+    def _remove_member_and_update(self, group: ClassicGroup, member: Member, reason: str) -> None:
         self.timer.cancel(("session", group.group_id, member.member_id))
         self._fail_callbacks(member, ErrorCode.unknown_member_id)
         group.remove(member.member_id)
         if group.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
-            self._maybe_prepare_rebalance(group)
+            self._maybe_prepare_rebalance(group, f"removing member {member.member_id}: {reason}")
         self._check_join(group)  # e.g. the last member left: the group empties at once
 
     def _reset_and_propagate_assignment_error(self, group: ClassicGroup, error: ErrorCode) -> None:
@@ -571,7 +596,8 @@ class GroupCoordinator:
             return
         if not member.is_new and (member.awaiting_join or member.awaiting_sync):
             return  # the rebalance's own deadlines bound a member that is mid-rebalance
-        self._remove_member_and_update(group, member)
+        log.info("group %s: member %s failed (session timeout): removed", group.group_id, member_id)
+        self._remove_member_and_update(group, member, "session timeout")
 
     def _expire_pending_member(self, group: ClassicGroup, member_id: str) -> None:
         if member_id in group.pending_members:
@@ -581,6 +607,8 @@ class GroupCoordinator:
     # ----------------------------------------------------------------- sync
     def sync_group(self, req: SyncRequest, respond: Callback) -> Result:
         """SyncGroup; `respond` gets the member's assignment once the leader's is stored."""
+        if log.isEnabledFor(logging.DEBUG):
+            respond = _logged("sync", req.group_id, req.member_id, respond)
         error = self._sync(req, respond)
         if error is not None:
             respond(sync_response(error))
@@ -629,11 +657,13 @@ class GroupCoordinator:
             return  # a rebalance began meanwhile: its members were told already
         if error != ErrorCode.none:
             self._reset_and_propagate_assignment_error(group, error)
-            self._maybe_prepare_rebalance(group)
+            self._maybe_prepare_rebalance(group, f"storing the assignment failed: {error.name}")
             return
         for member_id, member in group.members.items():
             member.assignment = assignments.get(member_id, b"")
         group.transition(GroupState.STABLE, self.clock())
+        log.info("group %s generation %d: assignment stored, stable with %d members",
+                 group.group_id, generation, len(group.members))
         for member in group.members.values():
             if member.sync_callback is not None:
                 member.sync_callback(sync_response(ErrorCode.none, group, member.assignment))
@@ -645,6 +675,13 @@ class GroupCoordinator:
         return self._done(self._heartbeat(group_id, member_id, group_instance_id, generation))
 
     def _heartbeat(self, group_id: str, member_id: str, group_instance_id: str | None, generation: int) -> ErrorCode:
+        error = self._heartbeat_error(group_id, member_id, group_instance_id, generation)
+        if error != ErrorCode.none:
+            log.debug("heartbeat group %s member %r generation %d: %s", group_id, member_id, generation, error.name)
+        return error
+
+    def _heartbeat_error(self, group_id: str, member_id: str, group_instance_id: str | None,
+                         generation: int) -> ErrorCode:
         try:
             self._validate(group_id)
         except KafkaError as exc:
@@ -698,7 +735,8 @@ class GroupCoordinator:
         member = group.members.get(member_id)
         if member is None:
             return ErrorCode.unknown_member_id
-        self._remove_member_and_update(group, member)
+        log.info("group %s: member %s left", group.group_id, member_id)
+        self._remove_member_and_update(group, member, "the member left")
         return ErrorCode.none
 
     # --------------------------------------------------------------- offsets

@@ -39,3 +39,23 @@ def test_acks_0(broker, topic):
     want = expected("kp0", 20, null_header=False, both_null=False)
     kp_produce(broker.bootstrap, topic, want, codec="zstd", acks=0)
     assert kp_recs(kp_consume(broker.bootstrap, topic, 0, 0, 20)) == want
+
+
+@pytest.mark.parametrize("api_version", [(0, 11), (1, 0), (1, 1)])
+def test_pinned_older_protocol_versions(broker, topic, api_version):
+    """A client pinned to an older release speaks Fetch v4-v6 (no fetch sessions) and older Produce."""
+    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+
+    create_topic(broker.bootstrap, topic)
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, api_version=api_version)
+    offsets = [producer.send(topic, f"v{i}".encode(), partition=0).get(30).offset for i in range(10)]
+    producer.close()
+    assert offsets == list(range(10))
+    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap, api_version=api_version,
+                             auto_offset_reset="earliest", consumer_timeout_ms=5000)
+    consumer.assign([TopicPartition(topic, 0)])
+    try:
+        got = [m.value for m in consumer]
+    finally:
+        consumer.close()
+    assert got == [f"v{i}".encode() for i in range(10)]

@@ -55,7 +55,10 @@ async def handle(broker: BrokerServices, request: Any) -> dict[str, Any]:
     body = request.body
     by_id = request.api_version >= 13
     requested = [(t.topic_id if by_id else t.topic, p) for t in body.topics for p in t.partitions]
-    session, incremental, error = _session(broker.fetch_sessions, body, requested, by_id)
+    if request.api_version >= 7:
+        session, incremental, error = _session(broker.fetch_sessions, body, requested, by_id)
+    else:  # fetch sessions (KIP-227) begin at v7: every older fetch is a full one
+        session, incremental, error = None, False, ErrorCode.none
     if error != ErrorCode.none:
         return {"error_code": error, "session_id": 0, "responses": []}
     positions = [(key, cached) for (key, _), cached in session.partitions.items()] if incremental else requested
