@@ -1,0 +1,115 @@
+"""The executor's side of reading: one offset range of one partition, consumed into Arrow record batches.
+
+The range is [start, end). Offsets missing inside it are normal: compaction
+removes records, and transaction markers and aborted records are never
+delivered. The read is over once a record at or past `end` arrives, or once
+the consumer reaches the end of the visible log at or past `end`.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pyarrow as pa
+from confluent_kafka import Consumer, KafkaError, TopicPartition
+
+from klamm.spark.offsets import DataLossError, OffsetRange
+
+BATCH_ROWS = 10_000
+_TIMESTAMP_TYPES = {1: 0, 2: 1}  # confluent-kafka's CreateTime/LogAppendTime -> Kafka's ids, as Spark shows them
+
+HEADERS_TYPE = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
+
+
+def arrow_schema(include_headers: bool) -> pa.Schema:
+    fields = [("key", pa.binary()), ("value", pa.binary()), ("topic", pa.string()), ("partition", pa.int32()),
+              ("offset", pa.int64()), ("timestamp", pa.timestamp("us", tz="UTC")), ("timestampType", pa.int32())]
+    if include_headers:
+        fields.append(("headers", HEADERS_TYPE))
+    return pa.schema(fields)
+
+
+class _Columns:
+    def __init__(self, include_headers: bool) -> None:
+        self.include_headers = include_headers
+        self.keys: list[bytes | None] = []
+        self.values: list[bytes | None] = []
+        self.offsets: list[int] = []
+        self.timestamps: list[int] = []
+        self.types: list[int] = []
+        self.headers: list[list[dict[str, Any]]] = []
+
+    def add(self, message: Any) -> None:
+        self.keys.append(message.key())
+        self.values.append(message.value())
+        self.offsets.append(message.offset())
+        kind, millis = message.timestamp()
+        self.timestamps.append(millis * 1000)
+        self.types.append(_TIMESTAMP_TYPES.get(kind, 0))
+        if self.include_headers:
+            self.headers.append([{"key": k, "value": v} for k, v in (message.headers() or ())])
+
+    def __len__(self) -> int:
+        return len(self.offsets)
+
+    def batch(self, topic: str, partition: int) -> pa.RecordBatch:
+        n = len(self.offsets)
+        arrays = [pa.array(self.keys, pa.binary()), pa.array(self.values, pa.binary()),
+                  pa.array([topic] * n, pa.string()), pa.array([partition] * n, pa.int32()),
+                  pa.array(self.offsets, pa.int64()), pa.array(self.timestamps, pa.timestamp("us", tz="UTC")),
+                  pa.array(self.types, pa.int32())]
+        if self.include_headers:
+            arrays.append(pa.array(self.headers, HEADERS_TYPE))
+        return pa.RecordBatch.from_arrays(arrays, schema=arrow_schema(self.include_headers))
+
+
+def consumer_config(kafka: dict[str, str], fail_on_data_loss: bool) -> dict[str, Any]:
+    return {**kafka, "group.id": f"spark-klamm-source-{uuid.uuid4()}-executor", "enable.auto.commit": False,
+            "enable.partition.eof": True, "auto.offset.reset": "error" if fail_on_data_loss else "earliest"}
+
+
+def read_range(kafka: dict[str, str], r: OffsetRange, include_headers: bool, fail_on_data_loss: bool,
+               poll_timeout_s: float) -> Iterator[pa.RecordBatch]:
+    """The records of `r` in offset order, at most BATCH_ROWS to a batch."""
+    if r.size == 0:
+        return
+    consumer = Consumer(consumer_config(kafka, fail_on_data_loss))
+    try:
+        consumer.assign([TopicPartition(r.topic, r.partition, r.start)])
+        columns = _Columns(include_headers)
+        position, last_progress = r.start, time.monotonic()
+        while position < r.end:
+            messages = consumer.consume(min(BATCH_ROWS, r.end - position), timeout=1.0)
+            for message in messages:
+                error = message.error()
+                if error is not None:
+                    if error.code() == KafkaError._PARTITION_EOF:
+                        position = max(position, message.offset())  # the end of what is visible
+                        continue
+                    if error.code() in (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE):
+                        raise DataLossError(f"{r.topic}-{r.partition}: offset {position} is no longer in the log "
+                                            f"({error.str()}); set failOnDataLoss to false to skip what was lost")
+                    if not error.retriable():
+                        raise RuntimeError(f"reading {r.topic}-{r.partition}: {error.str()}")
+                    continue
+                if message.offset() >= r.end:
+                    position = r.end
+                    break
+                columns.add(message)
+                position = message.offset() + 1
+                last_progress = time.monotonic()
+            if len(columns) >= BATCH_ROWS:
+                yield columns.batch(r.topic, r.partition)
+                columns = _Columns(include_headers)
+            if messages:
+                last_progress = time.monotonic()
+            elif time.monotonic() - last_progress > poll_timeout_s:
+                raise TimeoutError(f"{r.topic}-{r.partition}: no records between offsets {position} and {r.end} "
+                                   f"within {poll_timeout_s:.0f}s")
+        if len(columns):
+            yield columns.batch(r.topic, r.partition)
+    finally:
+        consumer.close()

@@ -1,0 +1,125 @@
+"""Writing rows to topics, as Spark's Kafka sink does: `key`, `value`, optional `topic`, `partition`, `headers`.
+
+The `topic` option, when given, wins over a `topic` column. Each Spark task
+produces its rows and waits for every delivery before it reports success, so a
+failed delivery fails the task and Spark runs it again: at-least-once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+from confluent_kafka import Producer
+from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
+from pyspark.sql.types import ArrayType, BinaryType, IntegerType, StringType, StructType
+
+from klamm.spark.options import OptionError, kafka_properties
+
+FLUSH_TIMEOUT_S = 120.0
+
+
+@dataclass(frozen=True)
+class SinkOptions:
+    kafka: dict[str, str]
+    topic: str | None
+
+
+@dataclass(frozen=True)
+class Written(WriterCommitMessage):
+    records: int
+
+
+def _check_column(schema: StructType, name: str, allowed: tuple[type, ...], required: bool = False) -> None:
+    field = next((f for f in schema.fields if f.name.lower() == name), None)
+    if field is None:
+        if required:
+            raise OptionError(f"required attribute '{name}' not found")
+        return
+    if not isinstance(field.dataType, allowed):
+        kinds = " or ".join(t.__name__.replace("Type", "").lower() for t in allowed)
+        raise OptionError(f"{name} attribute type must be {kinds}, not {field.dataType.simpleString()}")
+
+
+def sink_options(options: Mapping[str, str], schema: StructType) -> SinkOptions:
+    """Checks the DataFrame's columns as Spark's Kafka sink does."""
+    topic = options.get("topic")
+    names = {f.name.lower() for f in schema.fields}
+    if topic is None and "topic" not in names:
+        raise OptionError("topic option required when no 'topic' attribute is present; use the topic option "
+                          "to set a topic")
+    _check_column(schema, "value", (StringType, BinaryType), required=True)
+    _check_column(schema, "key", (StringType, BinaryType))
+    _check_column(schema, "topic", (StringType,))
+    _check_column(schema, "partition", (IntegerType,))
+    _check_column(schema, "headers", (ArrayType,))
+    return SinkOptions(kafka_properties(options), topic)
+
+
+def _bytes(value: Any) -> bytes | None:
+    return value.encode() if isinstance(value, str) else value
+
+
+def produce_all(options: SinkOptions, batches: Iterator[pa.RecordBatch]) -> int:
+    """Produce every row; raise if any delivery failed. Returns the number of records."""
+    producer = Producer(options.kafka)
+    failures: list[str] = []
+
+    def delivered(error: Any, message: Any) -> None:
+        if error is not None:
+            failures.append(f"{message.topic()}-{message.partition()}: {error.str()}")
+
+    count = 0
+    for batch in batches:
+        columns = {name.lower(): batch.column(i).to_pylist() for i, name in enumerate(batch.schema.names)}
+        for row in range(batch.num_rows):
+            topic = options.topic or columns["topic"][row]
+            if topic is None:
+                raise OptionError("null topic present in the data; use the topic option to set a default topic")
+            arguments: dict[str, Any] = {"value": _bytes(columns["value"][row]), "on_delivery": delivered}
+            if "key" in columns:
+                arguments["key"] = _bytes(columns["key"][row])
+            if columns.get("partition") and columns["partition"][row] is not None:
+                arguments["partition"] = columns["partition"][row]
+            if columns.get("headers") and columns["headers"][row]:
+                arguments["headers"] = [(h["key"], h["value"]) for h in columns["headers"][row]]
+            while True:
+                try:
+                    producer.produce(topic, **arguments)
+                    break
+                except BufferError:  # the local queue is full: let deliveries drain
+                    producer.poll(0.1)
+            count += 1
+        producer.poll(0)
+        if failures:
+            break
+    remaining = producer.flush(FLUSH_TIMEOUT_S)
+    if failures:
+        raise RuntimeError(f"{len(failures)} records were not delivered, e.g. {failures[0]}")
+    if remaining:
+        raise TimeoutError(f"{remaining} records were not delivered within {FLUSH_TIMEOUT_S:.0f}s")
+    return count
+
+
+class KlammBatchWriter(DataSourceArrowWriter):
+    def __init__(self, options: SinkOptions) -> None:
+        self.options = options
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
+        return Written(produce_all(self.options, iterator))
+
+
+class KlammStreamWriter(DataSourceStreamArrowWriter):
+    def __init__(self, options: SinkOptions) -> None:
+        self.options = options
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
+        return Written(produce_all(self.options, iterator))
+
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        """Every record was delivered when its task finished: nothing is left to do."""
+
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        """Delivered records stay (at-least-once, as with Spark's Kafka sink)."""

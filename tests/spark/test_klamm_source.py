@@ -1,0 +1,237 @@
+"""spark.read / readStream / write / writeStream with format("klamm") against a broker, as with Spark's Kafka source."""
+
+from __future__ import annotations
+
+import datetime
+import json
+from typing import Any
+
+import pytest
+from confluent_kafka import Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+pytestmark = pytest.mark.timeout(300)
+
+PARTITIONS = 3
+
+
+def create(bootstrap: str, topic: str, partitions: int = PARTITIONS) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(30)
+
+
+def produce(bootstrap: str, topic: str, count: int, partitions: int = PARTITIONS, first: int = 0,
+            **config: Any) -> list[tuple[int, bytes, bytes, list[tuple[str, bytes]]]]:
+    """Records i = first..first+count-1, to partition i % partitions: (partition, key, value, headers)."""
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, **config})
+    sent = []
+    for i in range(first, first + count):
+        record = (i % partitions, f"k{i}".encode(), f"value-{i}".encode() * (1 + i % 3),
+                  [("n", str(i).encode()), ("empty", b"")])
+        producer.produce(topic, key=record[1], value=record[2], partition=record[0], headers=record[3],
+                         timestamp=1_700_000_000_000 + i)
+        sent.append(record)
+    assert producer.flush(30) == 0
+    return sent
+
+
+def reader(spark: Any, bootstrap: str, **options: Any) -> Any:
+    read = spark.read.format("klamm").option("kafka.bootstrap.servers", bootstrap)
+    for name, value in options.items():
+        read = read.option(name, value)
+    return read.load()
+
+
+def rows(df: Any) -> list[tuple]:
+    return sorted((r.partition, r.offset, r.key, r.value) for r in df.collect())
+
+
+def expected(sent: list, partitions: int = PARTITIONS) -> list[tuple]:
+    offsets = [0] * partitions
+    result = []
+    for partition, key, value, _ in sent:
+        result.append((partition, offsets[partition], key, value))
+        offsets[partition] += 1
+    return sorted(result)
+
+
+def test_batch_read_has_the_kafka_source_schema_and_every_record(spark, spark_broker, topic_name):
+    bs = spark_broker.bootstrap_servers
+    create(bs, topic_name)
+    sent = produce(bs, topic_name, 60)
+    df = reader(spark, bs, subscribe=topic_name)
+    assert [(f.name, f.dataType.simpleString()) for f in df.schema.fields] == [
+        ("key", "binary"), ("value", "binary"), ("topic", "string"), ("partition", "int"), ("offset", "bigint"),
+        ("timestamp", "timestamp"), ("timestampType", "int")]
+    got = df.collect()
+    assert sorted((r.partition, r.offset, bytes(r.key), bytes(r.value)) for r in got) == expected(sent)
+    assert {r.topic for r in got} == {topic_name}
+    assert {r.timestampType for r in got} == {0}
+    by_key = {bytes(r.key): r for r in got}
+    stamp = by_key[b"k7"].timestamp
+    assert stamp.replace(tzinfo=None) == datetime.datetime.fromtimestamp(1_700_000_000.007)
+    assert df.rdd.getNumPartitions() == PARTITIONS
+
+
+def test_headers_when_asked_for(spark, spark_broker, topic_name):
+    bs = spark_broker.bootstrap_servers
+    create(bs, topic_name, 1)
+    produce(bs, topic_name, 5, partitions=1)
+    df = reader(spark, bs, subscribe=topic_name, includeHeaders="true")
+    assert df.schema["headers"].dataType.simpleString() == "array<struct<key:string,value:binary>>"
+    got = {r.offset: [(h.key, bytes(h.value)) for h in r.headers] for r in df.collect()}
+    assert got == {i: [("n", str(i).encode()), ("empty", b"")] for i in range(5)}
+
+
+def test_offset_ranges_assign_and_pattern(spark, spark_broker, topic_name):
+    bs = spark_broker.bootstrap_servers
+    create(bs, topic_name)
+    sent = produce(bs, topic_name, 90)  # 30 per partition
+    want = expected(sent)
+    starting = json.dumps({topic_name: {"0": 5, "1": -2, "2": 29}})
+    ending = json.dumps({topic_name: {"0": 10, "1": 3, "2": -1}})
+    got = rows(reader(spark, bs, subscribe=topic_name, startingOffsets=starting, endingOffsets=ending))
+    assert got == [r for r in want if (r[0] == 0 and 5 <= r[1] < 10) or (r[0] == 1 and r[1] < 3)
+                   or (r[0] == 2 and r[1] == 29)]
+    got = rows(reader(spark, bs, assign=json.dumps({topic_name: [1]}), endingOffsets=json.dumps({topic_name: {"1": 4}})))
+    assert got == [r for r in want if r[0] == 1 and r[1] < 4]
+    prefix = topic_name[: len(topic_name) - 3]
+    got = rows(reader(spark, bs, subscribePattern=prefix.replace("-", "\\-") + ".*"))
+    assert got == want
+
+
+def test_min_partitions_splits_ranges(spark, spark_broker, topic_name):
+    bs = spark_broker.bootstrap_servers
+    create(bs, topic_name, 2)
+    sent = produce(bs, topic_name, 100, partitions=2)
+    df = reader(spark, bs, subscribe=topic_name, minPartitions="7")
+    assert df.rdd.getNumPartitions() >= 7
+    assert rows(df) == expected(sent, 2)
+
+
+def test_starting_timestamp(spark, spark_broker, topic_name):
+    bs = spark_broker.bootstrap_servers
+    create(bs, topic_name, 1)
+    sent = produce(bs, topic_name, 20, partitions=1)
+    got = rows(reader(spark, bs, subscribe=topic_name, startingTimestamp=str(1_700_000_000_000 + 12)))
+    assert got == expected(sent, 1)[12:]
+    by_partition = json.dumps({topic_name: {"0": 1_700_000_000_000 + 15}})
+    got = rows(reader(spark, bs, subscribe=topic_name, startingOffsetsByTimestamp=by_partition))
+    assert got == expected(sent, 1)[15:]
+    with pytest.raises(Exception, match="no offset matched the starting timestamp"):
+        reader(spark, bs, subscribe=topic_name, startingTimestamp=str(1_900_000_000_000)).collect()
+
+
+def test_fail_on_data_loss(spark, spark_broker, topic_name):
+    bs = spark_broker.bootstrap_servers
+    create(bs, topic_name, 1)
+    sent = produce(bs, topic_name, 20, partitions=1)
+    admin = AdminClient({"bootstrap.servers": bs})
+    admin.delete_records([TopicPartition(topic_name, 0, 8)])[TopicPartition(topic_name, 0, 8)].result(30)
+    starting = json.dumps({topic_name: {"0": 2}})
+    with pytest.raises(Exception, match="failOnDataLoss"):
+        reader(spark, bs, subscribe=topic_name, startingOffsets=starting).collect()
+    got = rows(reader(spark, bs, subscribe=topic_name, startingOffsets=starting, failOnDataLoss="false"))
+    assert got == expected(sent, 1)[8:]
+
+
+def test_read_committed_skips_aborted_records_and_markers(spark, spark_broker, topic_name):
+    bs = spark_broker.bootstrap_servers
+    create(bs, topic_name, 1)
+    producer = Producer({"bootstrap.servers": bs, "transactional.id": f"tx-{topic_name}"})
+    producer.init_transactions(30)
+    for outcome in ("commit", "abort", "commit"):
+        producer.begin_transaction()
+        for i in range(3):
+            producer.produce(topic_name, value=f"{outcome}-{i}".encode(), partition=0)
+        producer.flush(30)  # an abort drops what is not sent yet: these must reach the log first
+        getattr(producer, f"{outcome}_transaction")(30)
+    producer.begin_transaction()  # left open: its records are past the last stable offset
+    producer.produce(topic_name, value=b"open", partition=0)
+    producer.flush(30)
+    try:
+        got = [bytes(r.value) for r in reader(spark, bs, subscribe=topic_name).orderBy("offset").collect()]
+        assert got == [b"commit-0", b"commit-1", b"commit-2"] * 2
+        uncommitted = reader(spark, bs, subscribe=topic_name, **{"kafka.isolation.level": "read_uncommitted"})
+        assert sorted(r.offset for r in uncommitted.collect()) == [0, 1, 2, 4, 5, 6, 8, 9, 10, 12]
+    finally:
+        producer.abort_transaction(30)
+
+
+def test_options_are_checked_as_spark_does(spark, spark_broker, topic_name):
+    bs = spark_broker.bootstrap_servers
+    for options, message in [({}, "exactly one of"), ({"subscribe": "a", "assign": '{"a":[0]}'}, "exactly one of"),
+                             ({"subscribe": "a", "startingOffsets": "latest"}, "can't be latest"),
+                             ({"subscribe": "a", "kafka.group.id": "g"}, "kafka.group.id"),
+                             ({"subscribe": "a", "failOnDataLoss": "maybe"}, "true or false")]:
+        with pytest.raises(Exception, match=message):
+            reader(spark, bs, **options).collect()
+
+
+def test_write_then_read_back_byte_for_byte(spark, spark_broker, topic_name):
+    bs = spark_broker.bootstrap_servers
+    create(bs, topic_name, 2)
+    data = [(f"k{i}".encode() if i % 4 else None, bytes([i % 256]) * (i + 1), i % 2,
+             [(f"h{i}", f"v{i}".encode())]) for i in range(50)]
+    df = spark.createDataFrame(data, "key binary, value binary, partition int, "
+                                     "headers array<struct<key: string, value: binary>>")
+    df.write.format("klamm").mode("append").option("kafka.bootstrap.servers", bs).option("topic", topic_name).save()
+    got = reader(spark, bs, subscribe=topic_name, includeHeaders="true").collect()
+    assert sorted(repr((None if r.key is None else bytes(r.key), bytes(r.value), r.partition,
+                        [(h.key, bytes(h.value)) for h in r.headers])) for r in got) == sorted(map(repr, data))
+
+
+def test_write_takes_the_topic_column_and_string_values(spark, spark_broker, topic_name):
+    bs = spark_broker.bootstrap_servers
+    create(bs, topic_name, 1)
+    df = spark.createDataFrame([(topic_name, "a", "x"), (topic_name, None, "y")], "topic string, key string, value string")
+    df.write.format("klamm").mode("append").option("kafka.bootstrap.servers", bs).save()
+    got = {(None if r.key is None else bytes(r.key), bytes(r.value))
+           for r in reader(spark, bs, subscribe=topic_name).collect()}
+    assert got == {(b"a", b"x"), (None, b"y")}
+    with pytest.raises(Exception, match="topic option required"):
+        spark.createDataFrame([("v",)], "value string").write.format("klamm").mode("append") \
+            .option("kafka.bootstrap.servers", bs).save()
+
+
+def test_stream_resumes_from_its_checkpoint_without_gaps_or_duplicates(spark, spark_broker, topic_name, tmp_path):
+    bs = spark_broker.bootstrap_servers
+    create(bs, topic_name)
+    sent = produce(bs, topic_name, 60)
+
+    def run_until_caught_up() -> Any:
+        stream = (spark.readStream.format("klamm").option("kafka.bootstrap.servers", bs)
+                  .option("subscribe", topic_name).option("startingOffsets", "earliest")
+                  .option("maxOffsetsPerTrigger", "25").load()
+                  .selectExpr("partition", "offset", "key", "value"))
+        query = (stream.writeStream.format("parquet").option("checkpointLocation", str(tmp_path / "checkpoint"))
+                 .option("path", str(tmp_path / "out")).trigger(availableNow=True).start())
+        query.awaitTermination(180)
+        assert query.exception() is None, query.exception()
+        return query
+
+    first = run_until_caught_up()
+    sizes = [p["numInputRows"] for p in first.recentProgress if p["numInputRows"]]
+    assert sizes and max(sizes) <= 25 and sum(sizes) == 60
+    sent += produce(bs, topic_name, 45, first=60)
+    run_until_caught_up()
+    out = spark.read.parquet(str(tmp_path / "out"))
+    got = sorted((r.partition, r.offset, bytes(r.key), bytes(r.value)) for r in out.collect())
+    assert got == expected(sent)  # every record once: no gap, no duplicate
+
+
+def test_stream_write_to_a_topic(spark, spark_broker, topic_name, tmp_path):
+    bs = spark_broker.bootstrap_servers
+    source, sink = topic_name, topic_name + "-out"
+    create(bs, source, 2)
+    create(bs, sink, 1)
+    produce(bs, source, 40, partitions=2)
+    query = (spark.readStream.format("klamm").option("kafka.bootstrap.servers", bs).option("subscribe", source)
+             .option("startingOffsets", "earliest").load()
+             .selectExpr("key", "upper(cast(value as string)) as value")
+             .writeStream.format("klamm").option("kafka.bootstrap.servers", bs).option("topic", sink)
+             .option("checkpointLocation", str(tmp_path / "cp")).trigger(availableNow=True).start())
+    query.awaitTermination(180)
+    assert query.exception() is None
+    got = sorted(bytes(r.value) for r in reader(spark, bs, subscribe=sink).collect())
+    assert got == sorted(f"value-{i}".upper().encode() * (1 + i % 3) for i in range(40))
