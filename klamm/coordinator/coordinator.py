@@ -385,9 +385,22 @@ class GroupCoordinator:
         member.protocols = list(req.protocols)
         member.rebalance_timeout_ms = req.rebalance_timeout_ms
         member.session_timeout_ms = req.session_timeout_ms
+        self._supersede_join(member)
         member.join_callback = respond
         self._maybe_prepare_rebalance(group, f"updating metadata for member {member.member_id}")
         self._check_join(group)
+
+    @staticmethod
+    def _supersede_join(member: Member) -> None:
+        """A member's new JoinGroup replaces its pending one, which gets an answer all the same.
+
+        Requests of one connection are handled concurrently here (Kafka reads the next only
+        after answering the last), and its responses go out in order: one never answered
+        would hold back every later response on that connection.
+        """
+        if member.join_callback is not None:
+            member.join_callback(join_error(ErrorCode.rebalance_in_progress, member.member_id))
+            member.join_callback = None
 
     def _replace_static_member(self, group: ClassicGroup, req: JoinRequest, old_member_id: str, new_member_id: str,
                                respond: Callback) -> ErrorCode | None:
@@ -643,6 +656,8 @@ class GroupCoordinator:
             self._schedule_session(group, member)
             respond(sync_response(ErrorCode.none, group, member.assignment))
             return None
+        if member.sync_callback is not None:  # superseded by this one: answered, never left hanging
+            member.sync_callback(sync_response(ErrorCode.rebalance_in_progress))
         member.sync_callback = respond
         if req.member_id == group.leader_id:
             assignments = {member_id: req.assignments.get(member_id, b"") for member_id in group.members}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 
@@ -71,7 +72,8 @@ def wait_covered(members: list[Member], timeout: float = 40) -> None:
         time.sleep(0.05)
 
 
-def test_group_and_admin(group_broker, topic):
+def test_group_and_admin(group_broker, topic, caplog):
+    caplog.set_level(logging.INFO, logger="kafka.coordinator")  # joins, leaves and errors, if this fails
     bs = group_broker.bootstrap
     create_topic(bs, topic, PARTITIONS)
     producer = KafkaProducer(bootstrap_servers=bs)

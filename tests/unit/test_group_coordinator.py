@@ -187,6 +187,29 @@ def test_new_member_triggers_rebalance():
     assert h.group().state is GroupState.STABLE
 
 
+def test_a_superseded_join_or_sync_is_answered_not_dropped():
+    """A second JoinGroup (or SyncGroup) of a member replaces its pending one: the first still gets an answer."""
+    h = Harness()
+    a, gen = h.stable_member()
+    b_join = h.join_new()
+    first = h.join(a)  # completes the join at once: both members are in
+    assert first.done and b_join.done
+    c_join = h.join_new()  # a third member: a new rebalance, in which a joins twice
+    a_first, a_second = h.join(a), None
+    assert not a_first.done
+    a_second = h.join(a)
+    assert a_first.error == ErrorCode.rebalance_in_progress and not a_second.done
+    b = b_join.value["member_id"]
+    h.join(b)
+    assert a_second.done and c_join.done and a_second.value["generation_id"] == gen + 2
+    c = c_join.value["member_id"]
+    c_sync = h.sync(c, gen + 2)
+    c_sync_again = h.sync(c, gen + 2)
+    assert c_sync.error == ErrorCode.rebalance_in_progress and not c_sync_again.done
+    h.sync(a, gen + 2, {a: b"A", b: b"B", c: b"C"})
+    assert c_sync_again.value["assignment"] == b"C"
+
+
 def test_leave_triggers_rebalance():
     h = Harness()
     a, _ = h.stable_member()
