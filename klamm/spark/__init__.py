@@ -6,7 +6,7 @@
           .option("subscribe", "clicks").load())
 
 `klamm` reads (batch and streaming) and writes (batch and streaming) through
-confluent-kafka. PySpark is an optional dependency (`pip install klamm[spark]`);
+confluent-kafka; `klamm-segments` reads a broker's log directories directly. PySpark is an optional dependency (`pip install klamm[spark]`);
 Spark's Python workers must run an interpreter that can import klamm, so set
 PYSPARK_PYTHON to it before the session starts.
 """
@@ -19,7 +19,9 @@ __all__ = ["register"]
 
 
 def register(spark: Any) -> None:
-    """Make `spark.read.format("klamm")` and its streaming and writing forms available in this session."""
+    """Make formats "klamm" (read, readStream, write, writeStream) and "klamm-segments" available in `spark`."""
+    from klamm.spark.segments import KlammSegmentsDataSource
     from klamm.spark.source import KlammDataSource
 
     spark.dataSource.register(KlammDataSource)
+    spark.dataSource.register(KlammSegmentsDataSource)

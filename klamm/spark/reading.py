@@ -32,7 +32,9 @@ def arrow_schema(include_headers: bool) -> pa.Schema:
     return pa.schema(fields)
 
 
-class _Columns:
+class Columns:
+    """Rows gathered column by column, handed over as one Arrow record batch."""
+
     def __init__(self, include_headers: bool) -> None:
         self.include_headers = include_headers
         self.keys: list[bytes | None] = []
@@ -42,15 +44,21 @@ class _Columns:
         self.types: list[int] = []
         self.headers: list[list[dict[str, Any]]] = []
 
-    def add(self, message: Any) -> None:
-        self.keys.append(message.key())
-        self.values.append(message.value())
-        self.offsets.append(message.offset())
-        kind, millis = message.timestamp()
-        self.timestamps.append(millis * 1000)
-        self.types.append(_TIMESTAMP_TYPES.get(kind, 0))
+    def add(self, key: bytes | None, value: bytes | None, offset: int, timestamp_ms: int, timestamp_type: int,
+            headers: Any) -> None:
+        """One row; `timestamp_type` is Kafka's id (0 CreateTime, 1 LogAppendTime)."""
+        self.keys.append(key)
+        self.values.append(value)
+        self.offsets.append(offset)
+        self.timestamps.append(timestamp_ms * 1000)
+        self.types.append(timestamp_type)
         if self.include_headers:
-            self.headers.append([{"key": k, "value": v} for k, v in (message.headers() or ())])
+            self.headers.append([{"key": k, "value": v} for k, v in (headers or ())])
+
+    def add_message(self, message: Any) -> None:
+        kind, millis = message.timestamp()
+        self.add(message.key(), message.value(), message.offset(), millis, _TIMESTAMP_TYPES.get(kind, 0),
+                 message.headers())
 
     def __len__(self) -> int:
         return len(self.offsets)
@@ -79,7 +87,7 @@ def read_range(kafka: dict[str, str], r: OffsetRange, include_headers: bool, fai
     consumer = Consumer(consumer_config(kafka, fail_on_data_loss))
     try:
         consumer.assign([TopicPartition(r.topic, r.partition, r.start)])
-        columns = _Columns(include_headers)
+        columns = Columns(include_headers)
         position, last_progress = r.start, time.monotonic()
         while position < r.end:
             messages = consumer.consume(min(BATCH_ROWS, r.end - position), timeout=1.0)
@@ -98,12 +106,12 @@ def read_range(kafka: dict[str, str], r: OffsetRange, include_headers: bool, fai
                 if message.offset() >= r.end:
                     position = r.end
                     break
-                columns.add(message)
+                columns.add_message(message)
                 position = message.offset() + 1
                 last_progress = time.monotonic()
             if len(columns) >= BATCH_ROWS:
                 yield columns.batch(r.topic, r.partition)
-                columns = _Columns(include_headers)
+                columns = Columns(include_headers)
             if messages:
                 last_progress = time.monotonic()
             elif time.monotonic() - last_progress > poll_timeout_s:

@@ -1,0 +1,121 @@
+"""format("klamm-segments"): a broker's segment files read directly give the rows the `klamm` source gives."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from tests.integration.conftest import BrokerThread
+
+pytestmark = pytest.mark.timeout(300)
+
+CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
+
+
+def row_tuples(df: Any, headers: bool = False) -> list[tuple]:
+    result = []
+    for r in df.collect():
+        row = (r.topic, r.partition, r.offset, None if r.key is None else bytes(r.key),
+               None if r.value is None else bytes(r.value), r.timestamp, r.timestampType)
+        if headers:
+            row += (tuple((h.key, None if h.value is None else bytes(h.value)) for h in r.headers),)
+        result.append(row)
+    return sorted(result, key=repr)
+
+
+def fill(bootstrap: str, prefix: str) -> list[str]:
+    """A topic per codec (segments roll often, so several per partition), a compacted one, a transactional one."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    topics = {f"{prefix}-{codec}": {"segment.ms": "100"} for codec in CODECS}
+    topics[f"{prefix}-compacted"] = {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.01",
+                                     "segment.ms": "100"}
+    topics[f"{prefix}-txn"] = {}
+    for future in admin.create_topics([NewTopic(t, 2, 1, config=c) for t, c in topics.items()]).values():
+        future.result(30)
+    for codec in CODECS:
+        producer = Producer({"bootstrap.servers": bootstrap, "compression.type": codec, "linger.ms": 2})
+        for i in range(300):
+            producer.produce(f"{prefix}-{codec}", key=None if i % 7 == 0 else f"k{i}".encode(),
+                             value=None if i % 11 == 0 else f"{codec}-{i}".encode() * (i % 5 + 1),
+                             partition=i % 2, headers=[("i", str(i).encode()), ("nil", None)])
+            if i % 100 == 99:
+                producer.flush(30)
+                time.sleep(0.15)  # the next append rolls the segment (segment.ms)
+        assert producer.flush(30) == 0
+    producer = Producer({"bootstrap.servers": bootstrap})
+    for i in range(400):
+        producer.produce(f"{prefix}-compacted", key=f"key{i % 20}".encode(), value=f"v{i}".encode(), partition=i % 2)
+        if i % 50 == 0:
+            producer.flush(30)
+            time.sleep(0.15)  # let segments roll, so the cleaner has something to clean
+    assert producer.flush(30) == 0
+    txn = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"{prefix}-tx"})
+    txn.init_transactions(30)
+    for n, outcome in enumerate(["commit", "abort", "commit", "abort", "commit"]):
+        txn.begin_transaction()
+        for i in range(10):
+            txn.produce(f"{prefix}-txn", value=f"{outcome}-{n}-{i}".encode(), partition=i % 2)
+        txn.flush(30)
+        getattr(txn, f"{outcome}_transaction")(30)
+    return sorted(topics)
+
+
+def test_segments_agree_with_the_broker_source_on_every_codec_compaction_and_transactions(spark, tmp_path: Path):
+    broker = BrokerThread(tmp_path / "data", {"log.cleaner.backoff.ms": "100"}).start()
+    bootstrap = f"127.0.0.1:{broker.port}"
+    try:
+        topics = fill(bootstrap, "seg")
+        time.sleep(1.5)  # the cleaner's pass over the compacted topic
+        through_broker = {}
+        for topic in topics:
+            df = (spark.read.format("klamm").option("kafka.bootstrap.servers", bootstrap)
+                  .option("subscribe", topic).option("includeHeaders", "true").load())
+            through_broker[topic] = row_tuples(df, headers=True)
+    finally:
+        broker.close()  # a clean shutdown: the segments are read to their last batch
+    for topic in topics:
+        df = (spark.read.format("klamm-segments").option("subscribe", topic).option("includeHeaders", "true")
+              .load(str(tmp_path / "data")))
+        assert row_tuples(df, headers=True) == through_broker[topic], topic
+    txn_values = sorted(row[4] for row in through_broker["seg-txn"])
+    assert txn_values == sorted(f"commit-{n}-{i}".encode() for n in (0, 2, 4) for i in range(10))
+    assert len(through_broker["seg-none"]) == 300
+    everything = spark.read.format("klamm-segments").load(str(tmp_path / "data"))
+    assert everything.rdd.getNumPartitions() > 2 * len(topics)  # a Spark partition a segment
+    assert {r.topic for r in everything.select("topic").distinct().collect()} == set(topics)
+
+
+def test_a_running_broker_is_read_up_to_its_recovery_point(spark, tmp_path: Path):
+    broker = BrokerThread(tmp_path / "data", {"log.flush.interval.messages": "1",
+                                              "log.flush.offset.checkpoint.interval.ms": "100"}).start()
+    bootstrap = f"127.0.0.1:{broker.port}"
+    try:
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        admin.create_topics([NewTopic("live", 1, 1)])["live"].result(30)
+        producer = Producer({"bootstrap.servers": bootstrap})
+        for i in range(50):
+            producer.produce("live", value=str(i).encode(), partition=0)
+        producer.flush(30)
+        deadline = time.monotonic() + 20
+        while True:  # the recovery point reaches the file every checkpoint interval
+            text = (tmp_path / "data" / "recovery-point-offset-checkpoint").read_text()
+            if "live 0 50" in text or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        assert not (tmp_path / "data" / ".kafka_cleanshutdown").exists()
+        rows = spark.read.format("klamm-segments").option("subscribe", "live").load(str(tmp_path / "data")).collect()
+        assert sorted(r.offset for r in rows) == list(range(50))
+    finally:
+        broker.close()
+
+
+def test_bad_options(spark, tmp_path: Path):
+    with pytest.raises(Exception, match="log.dirs"):
+        spark.read.format("klamm-segments").load().collect()
+    with pytest.raises(Exception, match="not a directory"):
+        spark.read.format("klamm-segments").load(str(tmp_path / "missing")).collect()
