@@ -235,3 +235,36 @@ def test_stream_write_to_a_topic(spark, spark_broker, topic_name, tmp_path):
     assert query.exception() is None
     got = sorted(bytes(r.value) for r in reader(spark, bs, subscribe=sink).collect())
     assert got == sorted(f"value-{i}".upper().encode() * (1 + i % 3) for i in range(40))
+
+
+def test_a_failed_micro_batch_is_replayed_from_the_checkpoint_with_the_same_records(spark, spark_broker, topic_name,
+                                                                                      tmp_path):
+    """The query dies in its third micro-batch; restarted on its checkpoint it reads that batch's offsets again."""
+    bs = spark_broker.bootstrap_servers
+    create(bs, topic_name)
+    sent = produce(bs, topic_name, 90)
+    failed_once = tmp_path / "failed-once"
+
+    def sink(batch: Any, batch_id: int) -> None:
+        batch.write.mode("overwrite").parquet(str(tmp_path / "out" / f"batch={batch_id}"))
+        if batch_id == 2 and not failed_once.exists():
+            failed_once.touch()
+            raise RuntimeError("the job dies after writing batch 2, before its commit")
+
+    def run() -> Any:
+        stream = (spark.readStream.format("klamm").option("kafka.bootstrap.servers", bs)
+                  .option("subscribe", topic_name).option("startingOffsets", "earliest")
+                  .option("maxOffsetsPerTrigger", "20").load().selectExpr("partition", "offset", "key", "value"))
+        query = (stream.writeStream.foreachBatch(sink).option("checkpointLocation", str(tmp_path / "checkpoint"))
+                 .trigger(availableNow=True).start())
+        try:
+            query.awaitTermination(180)
+        except Exception as exc:  # the first run ends with the batch's failure
+            return exc
+        return None
+
+    assert run() is not None and failed_once.exists()
+    assert run() is None
+    out = spark.read.parquet(str(tmp_path / "out"))
+    got = sorted((r.partition, r.offset, bytes(r.key), bytes(r.value)) for r in out.collect())
+    assert got == expected(sent)  # batch 2 written twice over the same rows: each record once
