@@ -39,6 +39,7 @@ interop-cluster: test-deps
 bench: test-deps
 	$(PY) -m pip install -q -e '.[bench]'
 	$(PY) bench/run.py $(BENCH_ARGS)
+	$(PY) bench/spark.py $(SPARK_BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) .cache klamm-data

@@ -3,6 +3,14 @@
 The `topic` option, when given, wins over a `topic` column. Each Spark task
 produces its rows and waits for every delivery before it reports success, so a
 failed delivery fails the task and Spark runs it again: at-least-once.
+
+With `exactlyOnce=true` (streaming writes), each task writes its share of a
+micro-batch in one Kafka transaction. Its transactional.id is fixed by the
+query's id and the task's partition, so a retried or replayed task fences the
+one before it. The same transaction commits the batch id as the offset of a
+consumer group named like the transactional.id (TxnOffsetCommit, on partition 0
+of the `topic` option's topic): a task whose group already holds its batch id
+writes nothing, so a batch that Spark replays after a crash is not written twice.
 """
 
 from __future__ import annotations
@@ -12,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
 from pyspark.sql.types import ArrayType, BinaryType, IntegerType, StringType, StructType
 
@@ -25,6 +33,8 @@ FLUSH_TIMEOUT_S = 120.0
 class SinkOptions:
     kafka: dict[str, str]
     topic: str | None
+    exactly_once: bool = False
+    transactional_prefix: str = "klamm-spark"
 
 
 @dataclass(frozen=True)
@@ -55,16 +65,20 @@ def sink_options(options: Mapping[str, str], schema: StructType) -> SinkOptions:
     _check_column(schema, "topic", (StringType,))
     _check_column(schema, "partition", (IntegerType,))
     _check_column(schema, "headers", (ArrayType,))
-    return SinkOptions(kafka_properties(options), topic)
+    exactly_once = str(options.get("exactlyOnce", "false")).strip().lower() == "true"
+    if exactly_once and topic is None:
+        raise OptionError("exactlyOnce=true needs the topic option (its partition 0 keeps each task's last batch)")
+    return SinkOptions(kafka_properties(options), topic, exactly_once,
+                       options.get("transactionalIdPrefix", "klamm-spark"))
 
 
 def _bytes(value: Any) -> bytes | None:
     return value.encode() if isinstance(value, str) else value
 
 
-def produce_all(options: SinkOptions, batches: Iterator[pa.RecordBatch]) -> int:
+def produce_all(options: SinkOptions, batches: Iterator[pa.RecordBatch], producer: Any = None) -> int:
     """Produce every row; raise if any delivery failed. Returns the number of records."""
-    producer = Producer(options.kafka)
+    producer = producer or Producer(options.kafka)
     failures: list[str] = []
 
     def delivered(error: Any, message: Any) -> None:
@@ -103,8 +117,51 @@ def produce_all(options: SinkOptions, batches: Iterator[pa.RecordBatch]) -> int:
     return count
 
 
+def _last_batch(options: SinkOptions, group: str) -> int:
+    """The batch id the task's group holds (-1: none), once no transaction of it is pending (require_stable)."""
+    consumer = Consumer({**options.kafka, "group.id": group, "isolation.level": "read_committed",
+                         "enable.auto.commit": False})
+    try:
+        committed = consumer.committed([TopicPartition(options.topic, 0)], timeout=60)[0]
+        return committed.offset - 1 if committed.offset >= 0 else -1
+    finally:
+        consumer.close()
+
+
+def produce_exactly_once(options: SinkOptions, batches: Iterator[pa.RecordBatch]) -> int:
+    """The task's rows in one transaction with its batch id, unless that batch id is in already."""
+    from pyspark import TaskContext
+
+    task = TaskContext.get()
+    query = task.getLocalProperty("sql.streaming.queryId") if task else None
+    batch = task.getLocalProperty("streaming.sql.batchId") if task else None
+    if task is None or query is None or batch is None:
+        raise OptionError("exactlyOnce=true applies to streaming writes (writeStream) only")
+    transactional_id = f"{options.transactional_prefix}-{query}-{task.partitionId()}"
+    producer = Producer({**options.kafka, "transactional.id": transactional_id})
+    producer.init_transactions(60)  # fences an earlier attempt of this task and aborts what it left open
+    if _last_batch(options, transactional_id) >= int(batch):
+        return 0  # written and committed before Spark recorded the batch: a replay
+    producer.begin_transaction()
+    try:
+        count = produce_all(options, batches, producer)
+        group = Consumer({**options.kafka, "group.id": transactional_id})
+        try:
+            producer.send_offsets_to_transaction([TopicPartition(options.topic, 0, int(batch) + 1)],
+                                                 group.consumer_group_metadata(), 60)
+        finally:
+            group.close()
+        producer.commit_transaction(120)
+    except BaseException:
+        producer.abort_transaction(60)
+        raise
+    return count
+
+
 class KlammBatchWriter(DataSourceArrowWriter):
     def __init__(self, options: SinkOptions) -> None:
+        if options.exactly_once:
+            raise OptionError("exactlyOnce=true applies to streaming writes (writeStream) only")
         self.options = options
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
@@ -116,10 +173,13 @@ class KlammStreamWriter(DataSourceStreamArrowWriter):
         self.options = options
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
+        if self.options.exactly_once:
+            return Written(produce_exactly_once(self.options, iterator))
         return Written(produce_all(self.options, iterator))
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         """Every record was delivered when its task finished: nothing is left to do."""
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        """Delivered records stay (at-least-once, as with Spark's Kafka sink)."""
+        """Delivered records stay (at-least-once, as with Spark's Kafka sink); with exactlyOnce, committed
+        transactions stay too, and a replay of the batch skips them."""

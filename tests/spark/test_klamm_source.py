@@ -268,3 +268,33 @@ def test_a_failed_micro_batch_is_replayed_from_the_checkpoint_with_the_same_reco
     out = spark.read.parquet(str(tmp_path / "out"))
     got = sorted((r.partition, r.offset, bytes(r.key), bytes(r.value)) for r in out.collect())
     assert got == expected(sent)  # batch 2 written twice over the same rows: each record once
+
+
+@pytest.mark.parametrize("exactly_once", [True, False], ids=["exactly-once", "at-least-once"])
+def test_a_batch_replayed_after_a_crash_is_written_once_with_exactly_once(spark, spark_broker, topic_name, tmp_path,
+                                                                           exactly_once):
+    """The job dies after the sink committed batch 0 but before Spark recorded it (its commit file is
+    gone): the restarted query writes batch 0 again. Exactly-once skips it; at-least-once duplicates it."""
+    bs = spark_broker.bootstrap_servers
+    source, sink = topic_name, topic_name + "-out"
+    create(bs, source, 2)
+    create(bs, sink, 1)
+    produce(bs, source, 30, partitions=2)
+    checkpoint = tmp_path / "checkpoint"
+
+    def run() -> None:
+        query = (spark.readStream.format("klamm").option("kafka.bootstrap.servers", bs).option("subscribe", source)
+                 .option("startingOffsets", "earliest").load().selectExpr("key", "value")
+                 .writeStream.format("klamm").option("kafka.bootstrap.servers", bs).option("topic", sink)
+                 .option("exactlyOnce", str(exactly_once).lower())
+                 .option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start())
+        query.awaitTermination(180)
+        assert query.exception() is None, query.exception()
+
+    run()
+    for name in ("0", ".0.crc"):  # as if the driver died between the sink's commit and Spark's
+        (checkpoint / "commits" / name).unlink(missing_ok=True)
+    run()
+    values = [bytes(r.value) for r in reader(spark, bs, subscribe=sink).collect()]
+    assert len(set(values)) == 30
+    assert len(values) == (30 if exactly_once else 60)

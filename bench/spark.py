@@ -1,0 +1,139 @@
+#!/usr/bin/env python3
+"""Spark rows (``make bench``, after bench/run.py): rows per second into and out of DataFrames.
+
+A `klamm serve` process gets N 100-byte records (librdkafka producer, 4
+partitions). Then, in one local[2] SparkSession, each row materialises every
+column of every record (the `noop` sink):
+- format("klamm") reading through the broker
+- format("klamm-segments") reading the stopped broker's segment files
+- spark.read.parquet over the same rows (the yardstick for the segment reader)
+- df.write.format("klamm") producing N rows back (the broker running again)
+
+    .venv/bin/python bench/spark.py                 # 1,000,000 records
+    .venv/bin/python bench/spark.py --records 100000
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+KLAMM = [sys.executable, "-m", "klamm", "serve"]
+TOPIC = "spark-bench"
+PARTITIONS = 4
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_broker(data: Path, port: int) -> subprocess.Popen:
+    proc = subprocess.Popen(KLAMM + ["--override", f"listeners=PLAINTEXT://127.0.0.1:{port}",
+                                     "--override", f"log.dirs={data}"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return proc
+        except OSError:
+            time.sleep(0.1)
+    proc.kill()
+    raise RuntimeError("broker did not start")
+
+
+def stop_broker(proc: subprocess.Popen) -> None:
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(60)
+
+
+def fill(bootstrap: str, records: int) -> None:
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)])[TOPIC].result(30)
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.num.messages": 10000,
+                         "queue.buffering.max.messages": 1_000_000})
+    value = b"v" * 100
+    for i in range(records):
+        while True:
+            try:
+                producer.produce(TOPIC, value=value, key=b"%08d" % i)
+                break
+            except BufferError:
+                producer.poll(0.05)
+    assert producer.flush(120) == 0
+
+
+def timed(label: str, records: int, action) -> tuple[str, int, float]:
+    started = time.perf_counter()
+    action()
+    seconds = time.perf_counter() - started
+    return label, records, seconds
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--records", type=int, default=1_000_000)
+    opts = ap.parse_args()
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    from pyspark.sql import SparkSession
+
+    import klamm.spark
+
+    workdir = Path(tempfile.mkdtemp(prefix="klamm-spark-bench-"))
+    data, port = workdir / "data", free_port()
+    bootstrap = f"127.0.0.1:{port}"
+    broker = start_broker(data, port)
+    spark = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
+             .config("spark.driver.memory", "2g").getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    klamm.spark.register(spark)
+    rows = []
+    try:
+        fill(bootstrap, opts.records)
+        source = (spark.read.format("klamm").option("kafka.bootstrap.servers", bootstrap)
+                  .option("subscribe", TOPIC).load())
+        source.write.format("noop").mode("overwrite").save()  # warm the Python workers
+        rows.append(timed("read: format(\"klamm\") through the broker", opts.records,
+                          lambda: source.write.format("noop").mode("overwrite").save()))
+        source.write.parquet(str(workdir / "parquet"))
+        stop_broker(broker)
+        segments = spark.read.format("klamm-segments").option("subscribe", TOPIC).load(str(data))
+        rows.append(timed("read: format(\"klamm-segments\") from the files", opts.records,
+                          lambda: segments.write.format("noop").mode("overwrite").save()))
+        parquet = spark.read.parquet(str(workdir / "parquet"))
+        rows.append(timed("read: spark.read.parquet, the same rows", opts.records,
+                          lambda: parquet.write.format("noop").mode("overwrite").save()))
+        broker = start_broker(data, port)
+        out = parquet.selectExpr("key", "value")
+        rows.append(timed("write: format(\"klamm\") to the broker", opts.records,
+                          lambda: out.write.format("klamm").mode("append")
+                          .option("kafka.bootstrap.servers", bootstrap).option("topic", TOPIC + "-out").save()))
+    finally:
+        spark.stop()
+        if broker.poll() is None:
+            stop_broker(broker)
+        shutil.rmtree(workdir, ignore_errors=True)
+    print(f"\nSpark local[2], {opts.records:,} records of 100 B ({os.cpu_count()} cores)\n")
+    print("| path | rows | seconds | rows/s |")
+    print("|---|---:|---:|---:|")
+    for label, n, seconds in rows:
+        print(f"| {label} | {n:,} | {seconds:.1f} | {n / seconds:,.0f} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
