@@ -6,9 +6,10 @@
           .option("subscribe", "clicks").load())
 
 `klamm` reads (batch and streaming) and writes (batch and streaming) through
-confluent-kafka; `klamm-segments` reads a broker's log directories directly. PySpark is an optional dependency (`pip install klamm[spark]`);
-Spark's Python workers must run an interpreter that can import klamm, so set
-PYSPARK_PYTHON to it before the session starts.
+confluent-kafka; `klamm-segments` reads a broker's log directories directly.
+PySpark is an optional dependency (`pip install klamm[spark]`); Spark's Python
+workers must run an interpreter that can import klamm, so set PYSPARK_PYTHON to
+it before the session starts.
 """
 
 from __future__ import annotations

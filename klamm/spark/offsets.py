@@ -123,7 +123,7 @@ def check_ranges(ranges: list[OffsetRange], earliest: dict[TopicPartitionKey, in
 
 
 def split(ranges: list[OffsetRange], min_partitions: int | None) -> list[OffsetRange]:
-    """Ranges cut into more pieces, biggest first, until there are at least `min_partitions` (Spark's minPartitions)."""
+    """Ranges cut into pieces, each in proportion to its size, to make about `min_partitions` of them."""
     ranges = [r for r in ranges if r.size > 0]
     total = sum(r.size for r in ranges)
     if not min_partitions or len(ranges) >= min_partitions or total == 0:

@@ -93,7 +93,8 @@ def test_offset_ranges_assign_and_pattern(spark, spark_broker, topic_name):
     got = rows(reader(spark, bs, subscribe=topic_name, startingOffsets=starting, endingOffsets=ending))
     assert got == [r for r in want if (r[0] == 0 and 5 <= r[1] < 10) or (r[0] == 1 and r[1] < 3)
                    or (r[0] == 2 and r[1] == 29)]
-    got = rows(reader(spark, bs, assign=json.dumps({topic_name: [1]}), endingOffsets=json.dumps({topic_name: {"1": 4}})))
+    got = rows(reader(spark, bs, assign=json.dumps({topic_name: [1]}),
+                      endingOffsets=json.dumps({topic_name: {"1": 4}})))
     assert got == [r for r in want if r[0] == 1 and r[1] < 4]
     prefix = topic_name[: len(topic_name) - 3]
     got = rows(reader(spark, bs, subscribePattern=prefix.replace("-", "\\-") + ".*"))
@@ -184,7 +185,8 @@ def test_write_then_read_back_byte_for_byte(spark, spark_broker, topic_name):
 def test_write_takes_the_topic_column_and_string_values(spark, spark_broker, topic_name):
     bs = spark_broker.bootstrap_servers
     create(bs, topic_name, 1)
-    df = spark.createDataFrame([(topic_name, "a", "x"), (topic_name, None, "y")], "topic string, key string, value string")
+    df = spark.createDataFrame([(topic_name, "a", "x"), (topic_name, None, "y")],
+                               "topic string, key string, value string")
     df.write.format("klamm").mode("append").option("kafka.bootstrap.servers", bs).save()
     got = {(None if r.key is None else bytes(r.key), bytes(r.value))
            for r in reader(spark, bs, subscribe=topic_name).collect()}
