@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test unit interop interop-cluster bench setup test-deps clean
+.PHONY: run test unit interop interop-cluster bench pipeline setup test-deps clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -40,6 +40,11 @@ bench: test-deps
 	$(PY) -m pip install -q -e '.[bench]'
 	$(PY) bench/run.py $(BENCH_ARGS)
 	$(PY) bench/spark.py $(SPARK_BENCH_ARGS)
+
+# The clickstream example (examples/clickstream): klamm -> Spark Structured Streaming -> klamm and Parquet, checked.
+pipeline: $(STAMP)
+	$(PY) -m pip install -q -e '.[spark]' matplotlib
+	$(PY) examples/clickstream/pipeline.py
 
 clean:
 	rm -rf $(VENV) .cache klamm-data
