@@ -198,7 +198,9 @@ class KlammSegmentsReader(DataSourceReader):
         return [SlicePartition(s) for s in self.slices]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
-        return read_slice(partition.slice, self.options.include_headers)  # type: ignore[attr-defined]
+        if not isinstance(partition, SlicePartition):  # Spark reads one plain partition when we planned none
+            return iter(())
+        return read_slice(partition.slice, self.options.include_headers)
 
 
 class KlammSegmentsDataSource(DataSource):

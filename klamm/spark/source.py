@@ -59,8 +59,10 @@ class KlammDataSource(DataSource):
 
 
 def _read(options: SourceOptions, partition: InputPartition) -> Iterator[Any]:
-    return read_range(options.kafka, partition.range, options.include_headers,  # type: ignore[attr-defined]
-                      options.fail_on_data_loss, options.poll_timeout_s)
+    if not isinstance(partition, RangePartition):  # Spark reads one plain partition when we planned none
+        return iter(())
+    return read_range(options.kafka, partition.range, options.include_headers, options.fail_on_data_loss,
+                      options.poll_timeout_s)
 
 
 class KlammBatchReader(DataSourceReader):

@@ -300,3 +300,10 @@ def test_a_batch_replayed_after_a_crash_is_written_once_with_exactly_once(spark,
     values = [bytes(r.value) for r in reader(spark, bs, subscribe=sink).collect()]
     assert len(set(values)) == 30
     assert len(values) == (30 if exactly_once else 60)
+
+
+def test_an_empty_topic_or_range_reads_no_rows(spark, spark_broker, topic_name, tmp_path):
+    bs = spark_broker.bootstrap_servers
+    create(bs, topic_name, 2)
+    assert reader(spark, bs, subscribe=topic_name).count() == 0
+    assert spark.read.format("klamm-segments").load(str(tmp_path)).count() == 0
