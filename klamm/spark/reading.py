@@ -55,10 +55,16 @@ class Columns:
         if self.include_headers:
             self.headers.append([{"key": k, "value": v} for k, v in (headers or ())])
 
-    def add_message(self, message: Any) -> None:
-        kind, millis = message.timestamp()
-        self.add(message.key(), message.value(), message.offset(), millis, _TIMESTAMP_TYPES.get(kind, 0),
-                 message.headers())
+    def add_messages(self, messages: list[Any]) -> None:
+        """confluent-kafka messages, a column at a time (a comprehension per column costs less than a row loop)."""
+        self.keys += [m.key() for m in messages]
+        self.values += [m.value() for m in messages]
+        self.offsets += [m.offset() for m in messages]
+        stamps = [m.timestamp() for m in messages]
+        self.timestamps += [millis * 1000 for _, millis in stamps]
+        self.types += [_TIMESTAMP_TYPES.get(kind, 0) for kind, _ in stamps]
+        if self.include_headers:
+            self.headers += [[{"key": k, "value": v} for k, v in (m.headers() or ())] for m in messages]
 
     def __len__(self) -> int:
         return len(self.offsets)
@@ -79,6 +85,19 @@ def consumer_config(kafka: dict[str, str], fail_on_data_loss: bool) -> dict[str,
             "enable.partition.eof": True, "auto.offset.reset": "error" if fail_on_data_loss else "earliest"}
 
 
+def _handle_event(message: Any, r: OffsetRange, position: int) -> int:
+    """The position after a consumer event (end of partition), or the error it stands for."""
+    error = message.error()
+    if error.code() == KafkaError._PARTITION_EOF:
+        return max(position, message.offset())  # the end of what is visible
+    if error.code() in (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE):
+        raise DataLossError(f"{r.topic}-{r.partition}: offset {position} is no longer in the log "
+                            f"({error.str()}); set failOnDataLoss to false to skip what was lost")
+    if not error.retriable():
+        raise RuntimeError(f"reading {r.topic}-{r.partition}: {error.str()}")
+    return position
+
+
 def read_range(kafka: dict[str, str], r: OffsetRange, include_headers: bool, fail_on_data_loss: bool,
                poll_timeout_s: float) -> Iterator[pa.RecordBatch]:
     """The records of `r` in offset order, at most BATCH_ROWS to a batch."""
@@ -91,24 +110,16 @@ def read_range(kafka: dict[str, str], r: OffsetRange, include_headers: bool, fai
         position, last_progress = r.start, time.monotonic()
         while position < r.end:
             messages = consumer.consume(min(BATCH_ROWS, r.end - position), timeout=1.0)
-            for message in messages:
-                error = message.error()
-                if error is not None:
-                    if error.code() == KafkaError._PARTITION_EOF:
-                        position = max(position, message.offset())  # the end of what is visible
-                        continue
-                    if error.code() in (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE):
-                        raise DataLossError(f"{r.topic}-{r.partition}: offset {position} is no longer in the log "
-                                            f"({error.str()}); set failOnDataLoss to false to skip what was lost")
-                    if not error.retriable():
-                        raise RuntimeError(f"reading {r.topic}-{r.partition}: {error.str()}")
-                    continue
-                if message.offset() >= r.end:
-                    position = r.end
-                    break
-                columns.add_message(message)
-                position = message.offset() + 1
-                last_progress = time.monotonic()
+            records = [m for m in messages if m.error() is None]
+            for message in messages if len(records) < len(messages) else ():
+                if message.error() is not None:
+                    position = _handle_event(message, r, position)
+            if records and records[-1].offset() >= r.end:
+                records = [m for m in records if m.offset() < r.end]
+                position = r.end
+            if records:
+                columns.add_messages(records)
+                position = max(position, records[-1].offset() + 1)
             if len(columns) >= BATCH_ROWS:
                 yield columns.batch(r.topic, r.partition)
                 columns = Columns(include_headers)
