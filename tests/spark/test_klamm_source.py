@@ -4,10 +4,16 @@ from __future__ import annotations
 
 import datetime
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Producer, TopicPartition
+from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 pytestmark = pytest.mark.timeout(300)
@@ -311,15 +317,6 @@ def test_an_empty_topic_or_range_reads_no_rows(spark, spark_broker, topic_name, 
 
 def test_a_killed_streaming_job_restarts_from_its_checkpoint_exactly_once(spark, spark_broker, topic_name, tmp_path):
     """kill -9 of the whole job (driver and executors) mid-stream; restarted, it loses and repeats nothing."""
-    import os
-    import signal
-    import subprocess
-    import sys
-    import time
-    from pathlib import Path
-
-    from confluent_kafka import Consumer
-
     bs = spark_broker.bootstrap_servers
     source, sink = topic_name, topic_name + "-out"
     create(bs, source, 2)
