@@ -1,5 +1,8 @@
 """Message types of every API version, taken from kio (generated from Kafka's specs).
 
+Versions that Kafka 4.0 removed, which kio does not generate, are derived from
+Kafka 3.9's specs and kio's classes by klamm.protocol.legacy.
+
 kio declares each message once per version as frozen dataclasses and decodes them
 natively; klamm only looks the types up here. Header versions follow Kafka's
 rule: flexible request versions use request header v2 (else v1); flexible
@@ -14,6 +17,8 @@ from dataclasses import dataclass
 from functools import cache
 
 from kio.index import api_key_map
+
+from klamm.protocol.legacy import LegacyTypeError, legacy_message_types
 
 API_VERSIONS_KEY = 18
 
@@ -47,8 +52,15 @@ def message_types(api_key: int, version: int) -> MessageTypes:
     """The request/response classes for one API version; ImportError if kio lacks it."""
     name = api_key_map[api_key]
     package = f"kio.schema.{name}.v{version}"
-    request_module = importlib.import_module(f"{package}.request")
-    response_module = importlib.import_module(f"{package}.response")
+    try:
+        request_module = importlib.import_module(f"{package}.request")
+        response_module = importlib.import_module(f"{package}.response")
+    except ImportError:
+        try:
+            request, response = legacy_message_types(api_key, version)  # a version Kafka 4.0 removed
+        except LegacyTypeError as exc:
+            raise ImportError(str(exc)) from exc
+        return MessageTypes(api_key, version, request, response, False)
     request = _entity_class(request_module, "Request")
     response = _entity_class(response_module, "Response")
     return MessageTypes(api_key, version, request, response, bool(request.__flexible__))

@@ -1,4 +1,4 @@
-"""Fetch (1), v4+: read record batches, long-polling until `min_bytes` or `max_wait`.
+"""Fetch (1): read record batches, long-polling until `min_bytes` or `max_wait`; v0-3 get message sets.
 
 Record bytes are never read into Python: each partition's `records` is a
 `FileRegion` of its segment file, sent with sendfile. Limits follow Kafka: at
@@ -32,6 +32,7 @@ moves the high watermark and the ISR (klamm.broker.replication).
 
 from __future__ import annotations
 
+import os
 import time
 import uuid
 from typing import Any
@@ -41,6 +42,7 @@ from klamm.broker.handlers import Api
 from klamm.broker.handlers.leader_hints import LeaderHints
 from klamm.broker.replication import diverging_epoch
 from klamm.broker.services import BrokerServices
+from klamm.protocol import message_set
 from klamm.protocol.errors import ErrorCode, KafkaError
 from klamm.protocol.sendplan import FileRegion
 
@@ -62,10 +64,10 @@ async def handle(broker: BrokerServices, request: Any) -> dict[str, Any]:
     if error != ErrorCode.none:
         return {"error_code": error, "session_id": 0, "responses": []}
     positions = [(key, cached) for (key, _), cached in session.partitions.items()] if incremental else requested
-    read_committed = body.isolation_level == READ_COMMITTED
+    read_committed = getattr(body, "isolation_level", 0) == READ_COMMITTED  # v4+
     replica_id = body.replica_state.replica_id if request.api_version >= 15 else body.replica_id
-    # Kafka's KafkaApis: the broker's fetch.max.bytes caps the request's, and min_bytes with it.
-    max_bytes = min(body.max_bytes, broker.config.fetch_max_bytes)
+    # Kafka's KafkaApis: the broker's fetch.max.bytes caps the request's (v3+), and min_bytes with it.
+    max_bytes = min(getattr(body, "max_bytes", broker.config.fetch_max_bytes), broker.config.fetch_max_bytes)
     min_bytes = min(body.min_bytes, max_bytes)
     deadline = time.monotonic() + body.max_wait.total_seconds()
     while True:
@@ -86,7 +88,11 @@ async def handle(broker: BrokerServices, request: Any) -> dict[str, Any]:
     for (_, _, partition, _), entry in entries:
         read = entry["records"]
         if read:  # only the reads that go out: a long poll reads again
-            entry["records"] = FileRegion(read.file.lease(), read.position, read.length)
+            if request.api_version < 4:  # message sets: converted down, no zero copy (as in Kafka)
+                data = os.pread(read.file.fileno(), read.length, read.position)
+                entry["records"] = message_set.from_batches(data, 1 if request.api_version >= 2 else 0)
+            else:
+                entry["records"] = FileRegion(read.file.lease(), read.position, read.length)
             if replica_id < 0:  # replication is not a topic's bytes out
                 broker.metrics.fetched(partition.topic, read.length)
     hints = LeaderHints(broker)
@@ -246,4 +252,4 @@ def _error(index: int, code: ErrorCode, partition: Any = None) -> dict[str, Any]
     }
 
 
-APIS = [Api(1, 4, 17, handle)]
+APIS = [Api(1, 0, 17, handle)]

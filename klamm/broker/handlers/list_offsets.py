@@ -1,4 +1,9 @@
-"""ListOffsets (2), v1+: offsets by timestamp, and the special timestamps.
+"""ListOffsets (2): offsets by timestamp, and the special timestamps.
+
+v0 (the old Offset API) answers up to `max_num_offsets` offsets per partition,
+newest first: the log end, then the start of each segment whose file was last
+modified at or before the timestamp (Kafka's fetchOffsetsBefore). For
+consumers, nothing past the high watermark.
 
 -2 earliest (log start), -1 latest (high watermark, or last stable offset for
 read_committed), -3 the record with the largest timestamp (KIP-734), -4
@@ -9,6 +14,8 @@ the high watermark are not visible to consumers, as in Kafka.
 
 from __future__ import annotations
 
+import os
+import time
 from typing import Any
 
 from klamm.broker.handlers import Api
@@ -24,9 +31,42 @@ async def handle(broker: BrokerServices, request: Any) -> dict[str, Any]:
     read_committed = getattr(body, "isolation_level", 0) == 1
     topics = []
     for topic in body.topics:
-        partitions = [_one(broker, topic.name, p, read_committed) for p in topic.partitions]
+        if request.api_version == 0:
+            partitions = [_legacy(broker, topic.name, p, body.replica_id < 0) for p in topic.partitions]
+        else:
+            partitions = [_one(broker, topic.name, p, read_committed) for p in topic.partitions]
         topics.append({"name": topic.name, "partitions": partitions})
     return {"topics": topics}
+
+
+def _legacy(broker: BrokerServices, topic: str, request: Any, from_consumer: bool) -> dict[str, Any]:
+    index = request.partition_index
+    try:
+        partition = broker.replicas.get(topic, index)
+        partition.check_leader()
+        offsets = legacy_offsets(partition, request.timestamp, request.max_num_offsets, from_consumer)
+    except KafkaError as exc:
+        return {"partition_index": index, "error_code": exc.code, "old_style_offsets": []}
+    return {"partition_index": index, "error_code": ErrorCode.none, "old_style_offsets": offsets}
+
+
+def legacy_offsets(partition: Any, timestamp: int, max_num_offsets: int, from_consumer: bool) -> list[int]:
+    """ListOffsets v0's offsets, newest first (see the module docstring)."""
+    segments = partition.log.segments
+    points = [(max(s.base_offset, partition.log_start_offset), int(os.stat(s.log_path).st_mtime * 1000))
+              for s in segments]
+    if segments and segments[-1].size > 0:
+        points.append((partition.log_end_offset, int(time.time() * 1000)))
+    if timestamp == LATEST:
+        start = len(points) - 1
+    elif timestamp == EARLIEST:
+        start = 0
+    else:
+        start = max((i for i, (_, modified) in enumerate(points) if modified <= timestamp), default=-1)
+    offsets = sorted((points[i][0] for i in range(start, max(start - max_num_offsets, -1), -1)), reverse=True)
+    if from_consumer and timestamp == LATEST and any(o > partition.high_watermark for o in offsets):
+        offsets = [partition.high_watermark] + [o for o in offsets if o <= partition.high_watermark]
+    return offsets[:max(max_num_offsets, 0)] if max_num_offsets >= 0 else offsets
 
 
 def _one(broker: BrokerServices, topic: str, request: Any, read_committed: bool) -> dict[str, Any]:
@@ -61,4 +101,4 @@ def _find(partition: Any, timestamp: int, read_committed: bool) -> tuple[int, in
     return offset, found_timestamp
 
 
-APIS = [Api(2, 1, 10, handle)]
+APIS = [Api(2, 0, 10, handle)]

@@ -1,4 +1,7 @@
-"""Produce (0), v3+: append record batches; acks 0, 1 and -1.
+"""Produce (0): append record batches; acks 0, 1 and -1.
+
+v0-2 carry message sets (magic 0 and 1), converted up to one v2 batch each
+before the checks below (klamm.protocol.message_set): the log holds v2 only.
 
 Each partition's batches are validated from their headers and submitted
 before the handler first awaits: appended at once, or queued in the
@@ -26,6 +29,7 @@ NOT_LEADER_OR_FOLLOWER.
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import TYPE_CHECKING, Any
 
 from klamm.broker.handlers import Api
@@ -33,6 +37,7 @@ from klamm.broker.handlers.leader_hints import LeaderHints
 from klamm.broker.services import BrokerServices
 from klamm.broker.metrics import batch_records_count
 from klamm.broker.network import CloseConnection
+from klamm.protocol import message_set
 from klamm.protocol.errors import ErrorCode, KafkaError
 from klamm.protocol.topics import is_internal
 from klamm.storage.log import AppendResult
@@ -47,8 +52,10 @@ async def handle(broker: BrokerServices, request: Any) -> dict[str, Any] | None:
     timeout_s = _seconds(body.timeout)
     # Every partition's append is submitted before the first await: see the module docstring.
     durable: list[tuple[dict[str, Any], Any]] = []  # (response, its flush job) where the ack waits for an fsync
-    submitted = [(topic.name, [_submit(broker, topic.name, data.index, data.records, acks, body.transactional_id,
-                                       durable, timeout_s)
+    transactional_id = getattr(body, "transactional_id", None)  # v3+
+    upconvert = request.api_version < 3
+    submitted = [(topic.name, [_submit(broker, topic.name, data.index, data.records, acks, transactional_id,
+                                       durable, timeout_s, upconvert)
                                for data in topic.partition_data])
                  for topic in body.topic_data]
     responses = []
@@ -84,7 +91,7 @@ def _seconds(value: Any) -> float:
 
 
 def _submit(broker: BrokerServices, topic: str, index: int, records: Any, acks: int, transactional_id: str | None,
-            durable: list[tuple[dict[str, Any], Any]], timeout_s: float) -> dict[str, Any] | _Pending:
+            durable: list[tuple[dict[str, Any], Any]], timeout_s: float, upconvert: bool) -> dict[str, Any] | _Pending:
     """The partition's response, or a _Pending one when its append waits (worker thread, queue)."""
     try:
         if acks not in (0, 1, -1):
@@ -99,6 +106,8 @@ def _submit(broker: BrokerServices, topic: str, index: int, records: Any, acks: 
                              f"min.insync.replicas={partition.config.min_insync_replicas}")
         if records is None:
             raise KafkaError(ErrorCode.invalid_record, "null records")
+        if upconvert:
+            records = message_set.to_batch(records, int(time.time() * 1000))
         verify = None
         if transactional_id is not None and broker.config.transaction_partition_verification_enable:
             def verify(header: Any) -> None:
@@ -165,4 +174,4 @@ def _failed(index: int, exc: KafkaError) -> dict[str, Any]:
             "record_errors": [{"batch_index": i, "batch_index_error_message": m} for i, m in exc.record_errors]}
 
 
-APIS = [Api(0, 3, 11, handle)]
+APIS = [Api(0, 0, 11, handle)]

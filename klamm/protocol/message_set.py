@@ -1,0 +1,181 @@
+"""Message sets, the record formats before v2 (magic 0 and 1), for clients of Produce v0-2 and Fetch v0-3.
+
+The log holds v2 batches only (as Kafka's does since 3.0): a produced message
+set is converted up to one v2 batch, and fetched batches are converted down to
+an uncompressed message set of the magic the fetch version reads.
+
+One message (big endian):
+
+    offset       int64   (in a produced set: anything; in a fetched one: the record's offset)
+    size         int32   bytes after this field
+    crc          uint32  CRC-32 (IEEE) of everything after it
+    magic        int8    0 or 1
+    attributes   int8    bits 0-2 codec (0 none, 1 gzip, 2 snappy, 3 lz4); bit 3 LogAppendTime (magic 1)
+    timestamp    int64   magic 1 only
+    key          int32 length (-1 null), bytes
+    value        int32 length (-1 null), bytes
+
+A compressed message's value is a compressed message set (its "inner" messages).
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from collections.abc import Iterator
+
+from klamm.protocol.batch import ATTR_CONTROL, ATTR_TIMESTAMP_TYPE, InvalidBatch, split_batches
+from klamm.protocol.compression import Compression, decompress
+from klamm.protocol.errors import ErrorCode, KafkaError
+from klamm.protocol.records import NewRecord, build_batch, decode_batch
+
+NO_TIMESTAMP = -1
+_OFFSET_SIZE = struct.Struct(">qi")
+_CRC_MAGIC_ATTRIBUTES = struct.Struct(">IbB")
+_I64 = struct.Struct(">q")
+_I32 = struct.Struct(">i")
+_CODEC_MASK = 0x07
+_LOG_APPEND_TIME = 0x08
+_LZ4 = 3
+_MAX_NESTING = 1  # a compressed message holds plain messages only
+
+
+def _corrupt(message: str) -> KafkaError:
+    return KafkaError(ErrorCode.corrupt_message, message)
+
+
+def _read_bytes(buf: bytes, position: int, end: int) -> tuple[bytes | None, int]:
+    (length,) = _I32.unpack_from(buf, position)
+    position += 4
+    if length < 0:
+        return None, position
+    if position + length > end:
+        raise _corrupt("a key or value runs past its message")
+    return buf[position:position + length], position + length
+
+
+_XXH_PRIME1, _XXH_PRIME2, _XXH_PRIME3, _XXH_PRIME4, _XXH_PRIME5 = (
+    2654435761, 2246822519, 3266489917, 668265263, 374761393)
+_MASK32 = 0xFFFFFFFF
+
+
+def _rotl(value: int, bits: int) -> int:
+    return ((value << bits) | (value >> (32 - bits))) & _MASK32
+
+
+def _xxh32_short(data: bytes) -> int:
+    """XXH32 (seed 0) of fewer than 16 bytes: an LZ4 frame descriptor."""
+    h = (_XXH_PRIME5 + len(data)) & _MASK32
+    position = 0
+    while position + 4 <= len(data):
+        (word,) = struct.unpack_from("<I", data, position)
+        h = (_rotl((h + word * _XXH_PRIME3) & _MASK32, 17) * _XXH_PRIME4) & _MASK32
+        position += 4
+    for byte in data[position:]:
+        h = (_rotl((h + byte * _XXH_PRIME5) & _MASK32, 11) * _XXH_PRIME1) & _MASK32
+    h = ((h ^ (h >> 15)) * _XXH_PRIME2) & _MASK32
+    h = ((h ^ (h >> 13)) * _XXH_PRIME3) & _MASK32
+    return h ^ (h >> 16)
+
+
+def _lz4_fix_header_checksum(frame: bytes) -> bytes:
+    """Magic-0 LZ4 frames of old Kafka clients checksum the magic number too (KAFKA-3160): recompute it."""
+    if len(frame) < 7:
+        return frame
+    descriptor_end = 6 + (8 if frame[4] & 0x08 else 0)  # FLG, BD, and the content size when flagged
+    if len(frame) <= descriptor_end:
+        return frame
+    checksum = (_xxh32_short(frame[4:descriptor_end]) >> 8) & 0xFF
+    return frame[:descriptor_end] + bytes([checksum]) + frame[descriptor_end + 1:]
+
+
+def _messages(buf: bytes, depth: int = 0) -> Iterator[tuple[int, int, int, bytes | None, bytes | None]]:
+    """(magic, attributes, timestamp, key, value) of each message, compressed ones opened."""
+    position = 0
+    while position < len(buf):
+        if position + 12 > len(buf):
+            raise _corrupt("a message set ends inside a message header")
+        _, size = _OFFSET_SIZE.unpack_from(buf, position)
+        start, end = position + 12, position + 12 + size
+        if size < 14 or end > len(buf):
+            raise _corrupt(f"a message of {size} bytes does not fit its message set")
+        crc, magic, attributes = _CRC_MAGIC_ATTRIBUTES.unpack_from(buf, start)
+        if zlib.crc32(memoryview(buf)[start + 4:end]) != crc:
+            raise _corrupt("message CRC mismatch")
+        if magic not in (0, 1):
+            raise _corrupt(f"magic {magic} in a message set")
+        body = start + 6
+        timestamp = NO_TIMESTAMP
+        if magic == 1:
+            (timestamp,) = _I64.unpack_from(buf, body)
+            body += 8
+        key, body = _read_bytes(buf, body, end)
+        value, body = _read_bytes(buf, body, end)
+        codec = attributes & _CODEC_MASK
+        if codec == 0:
+            yield magic, attributes, timestamp, key, value
+        else:
+            if depth >= _MAX_NESTING or value is None or codec not in (Compression.GZIP, Compression.SNAPPY, _LZ4):
+                raise _corrupt(f"a compressed message (codec {codec}) that cannot be opened")
+            if codec == _LZ4 and magic == 0:
+                value = _lz4_fix_header_checksum(value)
+            try:
+                inner = decompress(codec, value)
+            except Exception as exc:  # each codec library raises its own errors
+                raise _corrupt(f"cannot decompress a message ({exc})") from exc
+            for inner_magic, inner_attributes, inner_timestamp, inner_key, inner_value in _messages(inner, depth + 1):
+                if magic == 1 and attributes & _LOG_APPEND_TIME:
+                    inner_timestamp = timestamp  # LogAppendTime: the wrapper's stamp is every message's
+                yield inner_magic, inner_attributes, inner_timestamp, inner_key, inner_value
+        position = end
+
+
+def to_batch(message_set: bytes, now_ms: int) -> bytes:
+    """One v2 batch holding the messages of a produced set (KafkaError CORRUPT_MESSAGE if it is not one).
+
+    The batch takes the codec of the set's first compressed message (uncompressed otherwise), as Kafka's
+    up-conversion keeps the producer's codec. Magic 0 messages have no timestamp.
+    """
+    buf = bytes(message_set)
+    records, codec = [], Compression.NONE
+    try:
+        for magic, attributes, timestamp, key, value in _messages(buf):
+            records.append(NewRecord(key, value, (), timestamp if magic == 1 else NO_TIMESTAMP))
+        if buf and len(buf) >= 18:
+            codec = _CRC_MAGIC_ATTRIBUTES.unpack_from(buf, 12)[2] & _CODEC_MASK
+    except (struct.error, IndexError) as exc:
+        raise _corrupt(f"malformed message set: {exc}") from exc
+    if not records:
+        raise KafkaError(ErrorCode.invalid_record, "an empty message set")
+    compression = {Compression.GZIP: Compression.GZIP, Compression.SNAPPY: Compression.SNAPPY,
+                   _LZ4: Compression.LZ4}.get(codec, Compression.NONE)
+    return build_batch(records, compression=compression, timestamp_ms=now_ms)
+
+
+def _message(offset: int, magic: int, timestamp_type: int, timestamp: int, key: bytes | None,
+             value: bytes | None) -> bytes:
+    body = bytearray(_CRC_MAGIC_ATTRIBUTES.size)
+    if magic == 1:
+        body += _I64.pack(timestamp)
+    for part in (key, value):
+        body += _I32.pack(-1) if part is None else _I32.pack(len(part)) + part
+    attributes = _LOG_APPEND_TIME if magic == 1 and timestamp_type else 0
+    _CRC_MAGIC_ATTRIBUTES.pack_into(body, 0, 0, magic, attributes)
+    struct.pack_into(">I", body, 0, zlib.crc32(memoryview(body)[4:]))
+    return _OFFSET_SIZE.pack(offset, len(body)) + body
+
+
+def from_batches(data: bytes, magic: int) -> bytes:
+    """The records of whole v2 batches as an uncompressed message set of `magic`; markers are left out."""
+    try:
+        headers = split_batches(data)
+    except InvalidBatch as exc:
+        raise _corrupt(str(exc)) from exc
+    out = bytearray()
+    for header in headers:
+        if header.attributes & ATTR_CONTROL:
+            continue
+        timestamp_type = 1 if header.attributes & ATTR_TIMESTAMP_TYPE else 0
+        for record in decode_batch(data, header.position)[1]:
+            out += _message(record.offset, magic, timestamp_type, record.timestamp, record.key, record.value)
+    return bytes(out)

@@ -1,0 +1,98 @@
+"""Clients that speak the protocol of Kafka 0.8-0.10: Produce v0-2 and Fetch v0-3 with message sets, ListOffsets v0.
+
+kafka-python pinned to an old `api_version`, and librdkafka told not to ask for
+versions (`api.version.request=false`) with an old `broker.version.fallback`.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import pytest
+from confluent_kafka import Consumer, Producer
+from confluent_kafka import TopicPartition as ConfluentPartition
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+
+from .helpers import create_topic
+
+pytestmark = pytest.mark.timeout(120)
+
+RECORDS = 30
+
+
+def poll_all(consumer: KafkaConsumer, timeout: float = 30) -> list:
+    """Every record up to RECORDS, or what came within `timeout`."""
+    got: list = []
+    deadline = time.monotonic() + timeout
+    while len(got) < RECORDS and time.monotonic() < deadline:
+        for records in consumer.poll(200).values():
+            got += records
+    return sorted(got, key=lambda m: (m.partition, m.offset))
+
+
+def values(prefix: str) -> list[bytes]:
+    return [f"{prefix}-{i}".encode() * (1 + i % 4) for i in range(RECORDS)]
+
+
+@pytest.mark.parametrize("codec", [None, "gzip", "snappy", "lz4"])
+@pytest.mark.parametrize("api_version", [(0, 8, 2), (0, 9), (0, 10)], ids=["0.8.2", "0.9", "0.10"])
+def test_kafka_python_of_an_old_release(broker, topic, api_version, codec):
+    create_topic(broker.bootstrap, topic)
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, api_version=api_version, compression_type=codec)
+    want = values("kp")
+    offsets = [producer.send(topic, value, key=b"key", partition=0).get(30).offset for value in want]
+    producer.close()
+    assert offsets == list(range(RECORDS))
+    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap, api_version=api_version, auto_offset_reset="earliest")
+    consumer.assign([TopicPartition(topic, 0)])
+    try:
+        got = [(m.offset, m.key, m.value) for m in poll_all(consumer)]
+    finally:
+        consumer.close()
+    assert got == [(i, b"key", v) for i, v in enumerate(want)]
+
+
+@pytest.mark.parametrize("api_version", [(0, 9), (0, 10)], ids=["0.9", "0.10"])
+def test_kafka_python_of_an_old_release_in_a_group(broker, topic, api_version):
+    create_topic(broker.bootstrap, topic, 2)
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, api_version=api_version)
+    for i, value in enumerate(values("g")):
+        producer.send(topic, value, partition=i % 2)
+    producer.flush()
+    producer.close()
+    group = f"old-{uuid.uuid4().hex[:6]}"
+    consumer = KafkaConsumer(topic, bootstrap_servers=broker.bootstrap, api_version=api_version, group_id=group,
+                             auto_offset_reset="earliest", enable_auto_commit=False)
+    try:
+        got = sorted(m.value for m in poll_all(consumer))
+        consumer.commit()
+        committed = {p: consumer.committed(TopicPartition(topic, p)) for p in (0, 1)}
+    finally:
+        consumer.close()
+    assert got == sorted(values("g"))
+    assert committed == {0: RECORDS // 2, 1: RECORDS // 2}
+
+
+@pytest.mark.parametrize("fallback", ["0.8.2", "0.9.0", "0.10.0"])
+def test_librdkafka_without_api_versions(broker, topic, fallback):
+    create_topic(broker.bootstrap, topic)
+    config = {"bootstrap.servers": broker.bootstrap, "api.version.request": False,
+              "broker.version.fallback": fallback}
+    producer = Producer({**config, "compression.type": "gzip", "message.timeout.ms": 20000})
+    want = values("rd")
+    for value in want:
+        producer.produce(topic, value, partition=0)
+    assert producer.flush(30) == 0
+    consumer = Consumer({**config, "group.id": f"rd-{uuid.uuid4().hex[:6]}", "auto.offset.reset": "earliest",
+                         "enable.auto.commit": False})
+    consumer.assign([ConfluentPartition(topic, 0)])
+    got = []
+    try:
+        for _ in range(20):
+            got += [m.value() for m in consumer.consume(RECORDS, 1) if m.error() is None]
+            if len(got) >= RECORDS:
+                break
+    finally:
+        consumer.close()
+    assert got == want
