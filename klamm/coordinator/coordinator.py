@@ -97,6 +97,7 @@ class OffsetToCommit:
     offset: int
     leader_epoch: int
     metadata: str | None
+    commit_timestamp: int = -1  # OffsetCommit v1's: the offset expires offsets.retention.ms after it
 
 
 def join_error(error: ErrorCode, member_id: str = UNKNOWN_MEMBER_ID) -> dict[str, Any]:
@@ -773,8 +774,11 @@ class GroupCoordinator:
             if len(metadata.encode()) > self.config.offset_metadata_max_bytes:
                 response[(o.topic, o.partition)] = ErrorCode.offset_metadata_too_large
                 continue
-            value = CommittedOffset(o.offset, o.leader_epoch, metadata, now,
-                                    now + retention_ms if retention_ms >= 0 else -1)
+            if o.commit_timestamp >= 0:
+                expire = o.commit_timestamp + self.config.offsets_retention_ms
+            else:
+                expire = now + retention_ms if retention_ms >= 0 else -1
+            value = CommittedOffset(o.offset, o.leader_epoch, metadata, now, expire)
             self._write(offset_commit_record(partition, OffsetKey(group_id, o.topic, o.partition), value))
             response[(o.topic, o.partition)] = ErrorCode.none
         self._result.offset_commit = True

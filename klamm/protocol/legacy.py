@@ -23,7 +23,7 @@ from kio.static.primitive import i8, i16, i32, i64
 from klamm.protocol.schema import FieldSpec, MessageSpec, packaged_spec
 
 # APIs whose removed versions are served, by spec name.
-SPEC_NAMES = {0: "Produce", 1: "Fetch", 2: "ListOffsets"}
+SPEC_NAMES = {0: "Produce", 1: "Fetch", 2: "ListOffsets", 8: "OffsetCommit", 9: "OffsetFetch"}
 
 
 class LegacyTypeError(LookupError):

@@ -13,6 +13,7 @@ import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as ConfluentPartition
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.structs import OffsetAndMetadata
 
 from .helpers import create_topic
 
@@ -72,6 +73,22 @@ def test_kafka_python_of_an_old_release_in_a_group(broker, topic, api_version):
         consumer.close()
     assert got == sorted(values("g"))
     assert committed == {0: RECORDS // 2, 1: RECORDS // 2}
+
+
+@pytest.mark.parametrize("api_version", [(0, 8, 1), (0, 8, 2)], ids=["0.8.1", "0.8.2"])
+def test_kafka_python_of_0_8_commits_offsets(broker, topic, api_version):
+    """OffsetCommit v0/v1 and OffsetFetch v0/v1, without group membership (0.8 had none)."""
+    create_topic(broker.bootstrap, topic)
+    group = f"old-{uuid.uuid4().hex[:6]}"
+    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap, api_version=api_version, group_id=group,
+                             enable_auto_commit=False)
+    partition = TopicPartition(topic, 0)
+    try:
+        consumer.assign([partition])
+        consumer.commit({partition: OffsetAndMetadata(17, "meta", -1)})
+        assert consumer.committed(partition) == 17
+    finally:
+        consumer.close()
 
 
 @pytest.mark.parametrize("fallback", ["0.8.2", "0.9.0", "0.10.0"])

@@ -468,6 +468,17 @@ def test_commit_with_retention_time_writes_v1(expire):
     assert h.log[-1].value[:2] == (b"\x00\x01" if expire else b"\x00\x03")
 
 
+def test_a_v1_commit_timestamp_sets_the_expiry():
+    """OffsetCommit v1: the offset expires offsets.retention.ms after the client's commit timestamp."""
+    h = Harness()
+    stamp = h.clock.now - 60_000
+    h.apply(h.coordinator.commit_offsets("s", -1, "", None, [OffsetToCommit("t", 0, 7, -1, "m", stamp)]))
+    committed = h.coordinator.groups["s"].offsets[("t", 0)]
+    assert (committed.offset, committed.commit_timestamp) == (7, h.clock.now)
+    assert committed.expire_timestamp == stamp + h.config.offsets_retention_ms
+    assert h.log[-1].value[:2] == b"\x00\x01"  # the value version that carries an expiry
+
+
 def test_writes_that_fail_change_no_group():
     """Nothing is replayed when the append fails (the runtime's contract): groups stay exactly as they were."""
     h = Harness(offsets_retention_ms=60_000, offsets_retention_check_interval_ms=10_000)

@@ -1,5 +1,8 @@
 """OffsetCommit (8), OffsetFetch (9), OffsetDelete (47): a group's committed offsets.
 
+Every version keeps offsets in __consumer_offsets (v0 too, which Kafka once kept
+in ZooKeeper); v1's per-partition commit timestamp sets when the offset expires.
+
 Commits to partitions that do not exist get UNKNOWN_TOPIC_OR_PARTITION, as
 Kafka's request handler answers before the coordinator sees them.
 """
@@ -29,7 +32,8 @@ def requested_offsets(broker: BrokerServices, body: Any
     wanted = [(t.name, p) for t in body.topics for p in t.partitions]
     unknown = {(name, p.partition_index) for name, p in wanted if not partition_exists(broker, name, p.partition_index)}
     offsets = [OffsetToCommit(name, p.partition_index, p.committed_offset,
-                              getattr(p, "committed_leader_epoch", NO_EPOCH), p.committed_metadata)
+                              getattr(p, "committed_leader_epoch", NO_EPOCH), p.committed_metadata,
+                              getattr(p, "commit_timestamp", -1))  # v1 only
                for name, p in wanted if (name, p.partition_index) not in unknown]
     return [(name, p.partition_index) for name, p in wanted], offsets, unknown
 
@@ -48,8 +52,10 @@ async def offset_commit(broker: BrokerServices, request: Any) -> dict[str, Any]:
     retention = getattr(body, "retention_time", -1) if 2 <= version <= 4 else -1
     try:
         coordinator = broker.group_coordinator.ready()
-        result = coordinator.commit_offsets(body.group_id, body.generation_id_or_member_epoch, body.member_id,
-                                            getattr(body, "group_instance_id", None), offsets, millis(retention))
+        # v0 has no group membership: a simple commit, as with generation -1
+        result = coordinator.commit_offsets(body.group_id, getattr(body, "generation_id_or_member_epoch", -1),
+                                            getattr(body, "member_id", ""), getattr(body, "group_instance_id", None),
+                                            offsets, millis(retention))
         errors = broker.group_coordinator.apply(result)
         errors = await replicated_errors(broker, body.group_id, errors)
     except KafkaError as exc:
@@ -126,4 +132,4 @@ async def offset_delete(broker: BrokerServices, request: Any) -> dict[str, Any]:
     return {"error_code": ErrorCode.none, "topics": _by_topic(rows)}
 
 
-APIS = [Api(8, 2, 9, offset_commit), Api(9, 1, 9, offset_fetch), Api(47, 0, 0, offset_delete)]
+APIS = [Api(8, 0, 9, offset_commit), Api(9, 0, 9, offset_fetch), Api(47, 0, 0, offset_delete)]
