@@ -23,7 +23,9 @@ from kio.static.primitive import i8, i16, i32, i64
 from klamm.protocol.schema import FieldSpec, MessageSpec, packaged_spec
 
 # APIs whose removed versions are served, by spec name.
-SPEC_NAMES = {0: "Produce", 1: "Fetch", 2: "ListOffsets", 8: "OffsetCommit", 9: "OffsetFetch"}
+SPEC_NAMES = {0: "Produce", 1: "Fetch", 2: "ListOffsets", 8: "OffsetCommit", 9: "OffsetFetch", 19: "CreateTopics",
+              20: "DeleteTopics", 23: "OffsetForLeaderEpoch", 29: "DescribeAcls",
+              30: "CreateAcls", 31: "DeleteAcls", 32: "DescribeConfigs", 35: "DescribeLogDirs"}
 
 
 class LegacyTypeError(LookupError):
@@ -52,8 +54,8 @@ def _template(api_key: int, version: int, suffix: str) -> type:
     raise LegacyTypeError(f"kio has no {api_key_map[api_key]} {suffix} to derive v{version} from")
 
 
-# A removed field has no kio counterpart: integers and integer arrays are typed from the spec alone.
-_PRIMITIVES = {"int8": i8, "int16": i16, "int32": i32, "int64": i64}
+# A removed field has no kio counterpart: integers, booleans and their arrays are typed from the spec alone.
+_PRIMITIVES = {"int8": i8, "int16": i16, "int32": i32, "int64": i64, "bool": bool}
 
 
 def _template_field(template: type, spec_field: FieldSpec) -> dataclasses.Field:
@@ -64,8 +66,13 @@ def _template_field(template: type, spec_field: FieldSpec) -> dataclasses.Field:
     primitive = _PRIMITIVES.get(spec_field.element_type)
     if primitive is None:
         raise LegacyTypeError(f"{template.__qualname__} has no field for {spec_field.name}")
-    made = dataclasses.field(metadata={"kafka_type": spec_field.element_type},
-                             default=() if spec_field.is_array else int(spec_field.default or 0))
+    if spec_field.is_array:
+        default: Any = ()
+    elif primitive is bool:
+        default = str(spec_field.default).lower() == "true"
+    else:
+        default = int(spec_field.default or 0)
+    made = dataclasses.field(metadata={"kafka_type": spec_field.element_type}, default=default)
     made.name, made.type = spec_field.key, tuple[primitive, ...] if spec_field.is_array else primitive
     return made
 

@@ -13,6 +13,7 @@ import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as ConfluentPartition
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient, NewTopic
 from kafka.structs import OffsetAndMetadata
 
 from .helpers import create_topic
@@ -75,7 +76,11 @@ def test_kafka_python_of_an_old_release_in_a_group(broker, topic, api_version):
     assert committed == {0: RECORDS // 2, 1: RECORDS // 2}
 
 
-@pytest.mark.parametrize("api_version", [(0, 8, 1), (0, 8, 2)], ids=["0.8.1", "0.8.2"])
+@pytest.mark.parametrize("api_version", [
+    # 0.8.1 has no FindCoordinator: it commits to whichever broker it picks (offsets were ZooKeeper's then).
+    # In a cluster only the group's coordinator keeps them, as in Kafka without ZooKeeper.
+    pytest.param((0, 8, 1), marks=pytest.mark.single_node, id="0.8.1"),
+    pytest.param((0, 8, 2), id="0.8.2")])
 def test_kafka_python_of_0_8_commits_offsets(broker, topic, api_version):
     """OffsetCommit v0/v1 and OffsetFetch v0/v1, without group membership (0.8 had none)."""
     create_topic(broker.bootstrap, topic)
@@ -113,3 +118,22 @@ def test_librdkafka_without_api_versions(broker, topic, fallback):
     finally:
         consumer.close()
     assert got == want
+
+
+@pytest.mark.parametrize("api_version", [(0, 10, 1), (0, 10, 2), (0, 11)], ids=["0.10.1", "0.10.2", "0.11"])
+def test_kafka_python_admin_of_an_old_release(broker, api_version):
+    """CreateTopics v0/v1, DeleteTopics v0, and DescribeConfigs v0 (is_default instead of config_source)."""
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap, api_version=api_version)
+    name = f"old-admin-{uuid.uuid4().hex[:6]}"
+    try:
+        created = admin.create_topics([NewTopic(name, 2, 1,
+                                                topic_configs={"retention.ms": "12345"})])
+        assert [(t["name"], t["error_code"]) for t in created["topics"]] == [(name, 0)]
+        if api_version >= (0, 11):
+            described = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, name)])
+            configs = str(described)
+            assert "'retention.ms': {'value': '12345'" in configs and "'is_default': False" in configs
+        deleted = admin.delete_topics([name])
+        assert [(t["name"], t["error_code"]) for t in deleted["topics"]] == [(name, 0)]
+    finally:
+        admin.close()

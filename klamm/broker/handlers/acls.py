@@ -31,4 +31,4 @@ async def delete_acls(broker: BrokerServices, request: Any) -> dict[str, Any]:
                                 "matching_acls": []} for _ in request.body.filters]}
 
 
-APIS = [Api(29, 1, 3, describe_acls), Api(30, 1, 3, create_acls), Api(31, 1, 3, delete_acls)]
+APIS = [Api(29, 0, 3, describe_acls), Api(30, 0, 3, create_acls), Api(31, 0, 3, delete_acls)]

@@ -76,7 +76,8 @@ def apply_dynamic_broker_configs(broker: BrokerServices, image: Any) -> None:
 
 async def describe_configs(broker: BrokerServices, request: Any) -> dict[str, Any]:
     body = request.body
-    describer = _Describer(broker, body.include_synonyms, getattr(body, "include_documentation", False))
+    describer = _Describer(broker, getattr(body, "include_synonyms", False),  # v1+
+                           getattr(body, "include_documentation", False))
     return {"results": [describer.resource(r) for r in body.resources]}
 
 
@@ -162,9 +163,10 @@ class _Describer:
         return found
 
     def _entry(self, key: ConfigKey, value: str | None, synonyms: list[dict[str, Any]], read_only: bool) -> dict[str, Any]:
+        source = synonyms[0]["source"] if synonyms else ConfigSource.DEFAULT_CONFIG
         return {
             "name": key.name, "value": value, "read_only": read_only,
-            "config_source": synonyms[0]["source"] if synonyms else ConfigSource.DEFAULT_CONFIG,
+            "config_source": source, "is_default": source == ConfigSource.DEFAULT_CONFIG,  # v0 has is_default only
             "is_sensitive": key.sensitive,
             "synonyms": synonyms if self.include_synonyms else [],
             "config_type": key.type.value,
@@ -336,7 +338,7 @@ async def _alter_broker(broker: BrokerServices, name: str, set_configs: Mapping[
 
 
 APIS = [
-    Api(32, 1, 4, describe_configs),
+    Api(32, 0, 4, describe_configs),
     Api(33, 0, 2, alter_configs),
     Api(44, 0, 1, incremental_alter_configs),
 ]

@@ -164,7 +164,7 @@ def _producers_of(broker: BrokerServices, topic: str, index: int) -> dict[str, A
 
 APIS = [
     Api(21, 0, 2, delete_records),
-    Api(23, 2, 4, offset_for_leader_epoch),
-    Api(35, 1, 4, describe_log_dirs),
+    Api(23, 0, 4, offset_for_leader_epoch),
+    Api(35, 0, 4, describe_log_dirs),
     Api(61, 0, 0, describe_producers),
 ]

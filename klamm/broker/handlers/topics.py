@@ -34,7 +34,8 @@ async def create_topics(broker: BrokerServices, request: Any) -> dict[str, Any]:
         specs.append(CreateTopicSpec(name=topic.name, num_partitions=topic.num_partitions,
                                      replication_factor=topic.replication_factor,
                                      assignments=assignments, configs=configs))
-    results = await broker.controller_client.create_topics(specs, validate_only=body.validate_only) if specs else []
+    validate_only = getattr(body, "validate_only", False)  # v1+
+    results = await broker.controller_client.create_topics(specs, validate_only=validate_only) if specs else []
     topics = [_created(broker, result) for result in results]
     topics += [{"name": name, "error_code": ErrorCode.invalid_request,
                 "error_message": f"Create topics request from client contains multiple entries for topic {name}",
@@ -85,4 +86,4 @@ async def create_partitions(broker: BrokerServices, request: Any) -> dict[str, A
     return {"results": [{"name": r.topic, "error_code": r.error, "error_message": r.message} for r in results]}
 
 
-APIS = [Api(19, 2, 7, create_topics), Api(20, 1, 6, delete_topics), Api(37, 0, 3, create_partitions)]
+APIS = [Api(19, 0, 7, create_topics), Api(20, 0, 6, delete_topics), Api(37, 0, 3, create_partitions)]
