@@ -21,7 +21,7 @@ from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
 from kio.serial import entity_reader
 
 from klamm.protocol.api import API_VERSIONS_KEY, MessageTypes, message_types
-from klamm.protocol.guard import check_lengths
+from klamm.protocol.guard import check_lengths, null_check
 from klamm.protocol.encoder import encode
 from klamm.protocol.sendplan import Part
 
@@ -101,6 +101,7 @@ class ServerConnection:
             header, header_size = _reader(header_type)(frame, 0)
             check_lengths(types.request, frame, header_size)
             body, body_size = _reader(types.request)(frame, header_size)
+            null_check(types.request)(body)
         except Exception as exc:  # kio raises several types for bad bytes
             raise ProtocolError(f"malformed request api_key={api_key} v{version}: {exc}") from exc
         return Request(api_key, version, correlation_id, header.client_id, types, body, size)

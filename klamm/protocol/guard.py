@@ -15,8 +15,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import fields
 from functools import cache
+from typing import Any
 
-from kio.serial._introspect import EntityField, EntityTupleField, classify_field, get_field_tag, get_schema_field_type
+from kio.serial._introspect import (EntityField, EntityTupleField, classify_field, get_field_tag,
+                                    get_schema_field_type, is_optional)
 
 Check = Callable[[bytes, int, int], int]  # (frame, position, end) -> new position
 
@@ -137,3 +139,52 @@ def check_lengths(entity_type: type, frame: bytes, position: int) -> None:
     """Raise LengthError if any declared length of a flexible message overruns the frame."""
     if entity_type.__flexible__:  # type: ignore[attr-defined]
         struct_check(entity_type)(frame, position, len(frame))
+
+
+class NullError(ValueError):
+    """A null where the message's schema does not allow one."""
+
+
+@cache
+def null_check(entity_type: type) -> Callable[[Any], None]:
+    """A check that a decoded message has no null in a field its version declares non-nullable.
+
+    kio decodes a -1 length as None whatever the field's nullability; Kafka rejects the request then, so
+    this is checked once here rather than by each handler (which would fail on it with a TypeError).
+    Only what a length can make null is looked at: strings, bytes, arrays and structs.
+    """
+    steps = _null_steps(entity_type)
+
+    def check(value: Any) -> None:
+        for name, nullable, inner, is_array in steps:
+            item = getattr(value, name)
+            if item is None:
+                if not nullable:
+                    raise NullError(f"{type(value).__name__}.{name} is null, which its schema does not allow")
+            elif inner is not None:
+                if is_array:
+                    for element in item:
+                        inner(element)
+                else:
+                    inner(item)
+
+    return check
+
+
+@cache
+def _null_steps(entity_type: type) -> tuple[tuple[str, bool, Callable[[Any], None] | None, bool], ...]:
+    """(field, nullable, check of its elements or None, is an array) for each field that can decode as null."""
+    steps = []
+    for field in fields(entity_type):
+        kind = classify_field(field)
+        nullable = is_optional(field)  # `X | None`, and `tuple[...] | None` for a nullable array
+        if isinstance(kind, (EntityField, EntityTupleField)):
+            inner = null_check(kind.type_) if _null_steps(kind.type_) else None
+            if inner is not None or not nullable:
+                steps.append((field.name, nullable, inner, isinstance(kind, EntityTupleField)))
+        elif not nullable and (kind.is_array or get_schema_field_type(field) in _LENGTH_PREFIXED):
+            steps.append((field.name, False, None, False))
+    return tuple(steps)
+
+
+_LENGTH_PREFIXED = {"string", "bytes", "records"}

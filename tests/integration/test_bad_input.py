@@ -19,6 +19,7 @@ from tests.integration.conftest import (
     CREATE_TOPICS,
     DELETE_TOPICS,
     FETCH,
+    LIST_OFFSETS,
     INIT_PRODUCER_ID,
     METADATA,
     PRODUCE,
@@ -570,3 +571,18 @@ def test_huge_compact_array_length_does_not_kill_the_broker(tmp_path: Any) -> No
     finally:
         child.kill()
         child.wait(10)
+
+
+def test_a_null_where_the_schema_forbids_one_is_malformed(seeded: BrokerThread, caplog: Any) -> None:
+    """ListOffsets v9 with its (non-nullable) topics array null: a clean disconnect, not a handler TypeError."""
+    import logging
+
+    caplog.set_level(logging.ERROR, logger="klamm")
+    with seeded.connect() as c:
+        data = bytearray(c.encode(LIST_OFFSETS, 9, {"replica_id": -1, "isolation_level": 0, "topics": []}, 1))
+        assert data[-2:] == b"\x01\x00"  # the empty compact array (length + 1), then the body's tagged fields
+        data[-2] = 0  # length + 1 == 0: null
+        c.send_raw(bytes(data))
+        c.expect_disconnect()
+    assert not [r for r in caplog.records if "handler failed" in r.getMessage()]  # refused before any handler
+    assert_still_serving(seeded)
