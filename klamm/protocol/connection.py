@@ -99,7 +99,7 @@ class ServerConnection:
         header_type = RequestHeaderV2 if types.request_header_version == 2 else RequestHeaderV1
         try:
             header, header_size = _reader(header_type)(frame, 0)
-            check_lengths(types.request, frame, header_size)
+            frame = check_lengths(types.request, frame, header_size)  # unknown tagged fields cut out
             body, body_size = _reader(types.request)(frame, header_size)
             null_check(types.request)(body)
         except Exception as exc:  # kio raises several types for bad bytes

@@ -8,6 +8,10 @@ This module does that check, walking the same kio dataclasses (fields, Kafka
 types, tags) without building anything: every compact string, bytes and array
 length and every tagged field size must fit in what is left of the frame.
 Non-flexible versions use int32 lengths, which kio already bounds.
+
+The same walk finds tagged fields this broker does not know (a newer client's,
+KIP-482): kio's reader refuses them, so they are cut from the frame first and
+the struct's tag count (and the size of any tagged field around them) fixed.
 """
 
 from __future__ import annotations
@@ -20,7 +24,8 @@ from typing import Any
 from kio.serial._introspect import (EntityField, EntityTupleField, classify_field, get_field_tag,
                                     get_schema_field_type, is_optional)
 
-Check = Callable[[bytes, int, int], int]  # (frame, position, end) -> new position
+Edit = tuple[int, int, bytes]  # replace frame[start:end] with these bytes
+Check = Callable[[bytes, int, int, list[Edit]], int]  # (frame, position, end, edits) -> new position
 
 _FIXED = {
     "int8": 1, "int16": 2, "int32": 4, "int64": 8, "uint8": 1, "uint16": 2, "uint32": 4, "uint64": 8,
@@ -49,7 +54,7 @@ def _uvarint(buf: bytes, position: int, end: int) -> tuple[int, int]:
 
 
 def _fixed(size: int) -> Check:
-    def check(buf: bytes, position: int, end: int) -> int:
+    def check(buf: bytes, position: int, end: int, edits: list[Edit]) -> int:
         position += size
         if position > end:
             raise LengthError("truncated field")
@@ -57,7 +62,7 @@ def _fixed(size: int) -> Check:
     return check
 
 
-def _compact_bytes(buf: bytes, position: int, end: int) -> int:
+def _compact_bytes(buf: bytes, position: int, end: int, edits: list[Edit]) -> int:
     length, position = _uvarint(buf, position, end)
     position += max(length - 1, 0)
     if position > end:
@@ -66,21 +71,21 @@ def _compact_bytes(buf: bytes, position: int, end: int) -> int:
 
 
 def _compact_array(element: Check) -> Check:
-    def check(buf: bytes, position: int, end: int) -> int:
+    def check(buf: bytes, position: int, end: int, edits: list[Edit]) -> int:
         count, position = _uvarint(buf, position, end)
         count -= 1
         if count > end - position:  # every element takes at least one byte
             raise LengthError(f"array of {count} exceeds the frame")
         for _ in range(max(count, 0)):
-            position = element(buf, position, end)
+            position = element(buf, position, end, edits)
         return position
     return check
 
 
 def _nullable_struct(inner: Check) -> Check:
-    def check(buf: bytes, position: int, end: int) -> int:
-        position = _fixed(1)(buf, position, end)
-        return inner(buf, position, end) if buf[position - 1] != 0xFF else position
+    def check(buf: bytes, position: int, end: int, edits: list[Edit]) -> int:
+        position = _fixed(1)(buf, position, end, edits)
+        return inner(buf, position, end, edits) if buf[position - 1] != 0xFF else position
     return check
 
 
@@ -116,29 +121,62 @@ def struct_check(entity_type: type) -> Check:
         else:
             tagged[tag] = _field_check(field)
 
-    def check(buf: bytes, position: int, end: int) -> int:
+    def check(buf: bytes, position: int, end: int, edits: list[Edit]) -> int:
         for field_check in plain:
-            position = field_check(buf, position, end)
+            position = field_check(buf, position, end, edits)
+        count_start = position
         count, position = _uvarint(buf, position, end)
         if count > end - position:
             raise LengthError("too many tagged fields")
+        unknown = 0
         for _ in range(count):
+            entry_start = position
             tag, position = _uvarint(buf, position, end)
+            size_start = position
             size, position = _uvarint(buf, position, end)
             if position + size > end:
                 raise LengthError("tagged field exceeds the frame")
             if tag in tagged:
-                tagged[tag](buf, position, position + size)
+                before = len(edits)
+                tagged[tag](buf, position, position + size, edits)
+                removed = sum(e - s - len(b) for s, e, b in edits[before:])
+                if removed:  # something unknown inside it was cut: its size shrinks by as much
+                    edits.append((size_start, position, _uvarint_bytes(size - removed)))
+            else:
+                edits.append((entry_start, position + size, b""))
+                unknown += 1
             position += size
+        if unknown:
+            edits.append((count_start, _uvarint(buf, count_start, end)[1], _uvarint_bytes(count - unknown)))
         return position
 
     return check
 
 
-def check_lengths(entity_type: type, frame: bytes, position: int) -> None:
-    """Raise LengthError if any declared length of a flexible message overruns the frame."""
-    if entity_type.__flexible__:  # type: ignore[attr-defined]
-        struct_check(entity_type)(frame, position, len(frame))
+def check_lengths(entity_type: type, frame: bytes, position: int) -> bytes:
+    """The frame, with tagged fields unknown here cut out; LengthError if a declared length overruns it."""
+    if not entity_type.__flexible__:  # type: ignore[attr-defined]
+        return frame
+    edits: list[Edit] = []
+    struct_check(entity_type)(frame, position, len(frame), edits)
+    if not edits:
+        return frame
+    out, last = bytearray(), 0
+    for start, end, replacement in sorted(edits):
+        out += frame[last:start]
+        out += replacement
+        last = end
+    out += frame[last:]
+    return bytes(out)
+
+
+def _uvarint_bytes(value: int) -> bytes:
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
 
 
 class NullError(ValueError):

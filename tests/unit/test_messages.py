@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import io
 import os
+import struct
 from typing import Any
 
 import pytest
@@ -179,3 +180,22 @@ def test_flexible_default_response_writes_no_tags(key: int, version: int) -> Non
         if isinstance(default, int) and not isinstance(default, bool):
             changed = dataclasses.replace(response, **{field.name: type(default)(default + 1)})
             assert len(encode(changed)) > len(data)
+
+
+def test_unknown_tagged_fields_are_cut_out_even_inside_a_known_tagged_struct():
+    """Fetch v15's ReplicaState is itself a tagged field: an unknown tag inside it shrinks its size too."""
+    from kio.serial import entity_writer
+
+    from klamm.protocol.api import message_types
+    from klamm.protocol.build import build
+
+    request_type = message_types(1, 15).request
+    request = build(request_type, {"replica_state": {"replica_id": 3, "replica_epoch": 7}, "max_wait": 0})
+    buffer = io.BytesIO()
+    entity_writer(request_type)(buffer, request)
+    data = buffer.getvalue()
+    tail = bytes([1, 1, 13]) + struct.pack(">iq", 3, 7) + b"\x00"  # one tag: 1, 13 bytes, the struct
+    assert data.endswith(tail)
+    grown = data[:-len(tail)] + bytes([2, 1, 18]) + struct.pack(">iq", 3, 7) + bytes([1, 99, 3]) + b"abc" \
+        + bytes([98, 1]) + b"z"  # inside it an unknown tag 99; beside it an unknown tag 98
+    assert check_lengths(request_type, grown, 0) == data
