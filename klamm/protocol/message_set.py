@@ -115,6 +115,8 @@ def _messages(buf: bytes, depth: int = 0) -> Iterator[tuple[int, int, int, bytes
         if codec == 0:
             yield magic, attributes, timestamp, key, value
         else:
+            if codec == Compression.ZSTD:
+                raise KafkaError(ErrorCode.unsupported_compression_type, "zstd needs record batches (magic 2)")
             if depth >= _MAX_NESTING or value is None or codec not in (Compression.GZIP, Compression.SNAPPY, _LZ4):
                 raise _corrupt(f"a compressed message (codec {codec}) that cannot be opened")
             if codec == _LZ4 and magic == 0:
@@ -124,6 +126,8 @@ def _messages(buf: bytes, depth: int = 0) -> Iterator[tuple[int, int, int, bytes
             except Exception as exc:  # each codec library raises its own errors
                 raise _corrupt(f"cannot decompress a message ({exc})") from exc
             for inner_magic, inner_attributes, inner_timestamp, inner_key, inner_value in _messages(inner, depth + 1):
+                if inner_magic != magic:
+                    raise _corrupt(f"a compressed message of magic {magic} holds one of magic {inner_magic}")
                 if magic == 1 and attributes & _LOG_APPEND_TIME:
                     inner_timestamp = timestamp  # LogAppendTime: the wrapper's stamp is every message's
                 yield inner_magic, inner_attributes, inner_timestamp, inner_key, inner_value

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import struct
 import zlib
 
@@ -87,3 +88,18 @@ def test_magic_0_lz4_with_the_old_header_checksum_is_accepted():
     struct.pack_into(">I", raw, 12, zlib.crc32(bytes(raw[16:])))
     records = list(iter_records(to_batch(bytes(raw), NOW)))
     assert [(r.key, r.value) for r in records] == [(k, v) for _, k, v in MESSAGES[:4]]
+
+
+def test_zstd_nested_compression_and_mixed_magic_are_refused():
+    inner = legacy_set(1, 0, MESSAGES[:2])
+    for codec, inner_set, error in ((4, inner, ErrorCode.unsupported_compression_type),
+                                    (1, legacy_set(1, 1, MESSAGES[:2]), ErrorCode.corrupt_message),  # gzip in gzip
+                                    (1, legacy_set(0, 0, MESSAGES[:2]), ErrorCode.corrupt_message)):  # magic 0 in 1
+        wrapper = LegacyRecordBatchBuilder(1, 0, 1 << 20)
+        wrapper.append(0, NOW, None, gzip.compress(inner_set) if codec == 1 else inner_set)
+        raw = bytearray(wrapper.build())
+        raw[17] = codec
+        struct.pack_into(">I", raw, 12, zlib.crc32(bytes(raw[16:])))
+        with pytest.raises(KafkaError) as failed:
+            to_batch(bytes(raw), NOW)
+        assert failed.value.code == error
