@@ -24,6 +24,8 @@ from typing import Any
 from kio.serial._introspect import (EntityField, EntityTupleField, classify_field, get_field_tag,
                                     get_schema_field_type, is_optional)
 
+from klamm.protocol.encoder import uvarint
+
 Edit = tuple[int, int, bytes]  # replace frame[start:end] with these bytes
 Check = Callable[[bytes, int, int, list[Edit]], int]  # (frame, position, end, edits) -> new position
 
@@ -141,13 +143,13 @@ def struct_check(entity_type: type) -> Check:
                 tagged[tag](buf, position, position + size, edits)
                 removed = sum(e - s - len(b) for s, e, b in edits[before:])
                 if removed:  # something unknown inside it was cut: its size shrinks by as much
-                    edits.append((size_start, position, _uvarint_bytes(size - removed)))
+                    edits.append((size_start, position, uvarint(size - removed)))
             else:
                 edits.append((entry_start, position + size, b""))
                 unknown += 1
             position += size
         if unknown:
-            edits.append((count_start, _uvarint(buf, count_start, end)[1], _uvarint_bytes(count - unknown)))
+            edits.append((count_start, _uvarint(buf, count_start, end)[1], uvarint(count - unknown)))
         return position
 
     return check
@@ -169,14 +171,6 @@ def check_lengths(entity_type: type, frame: bytes, position: int) -> bytes:
     out += frame[last:]
     return bytes(out)
 
-
-def _uvarint_bytes(value: int) -> bytes:
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
 
 
 class NullError(ValueError):
