@@ -137,3 +137,49 @@ def test_kafka_python_admin_of_an_old_release(broker, api_version):
         assert [(t["name"], t["error_code"]) for t in deleted["topics"]] == [(name, 0)]
     finally:
         admin.close()
+
+
+@pytest.mark.parametrize("codec", ["gzip", "lz4"])
+@pytest.mark.parametrize("api_version", [(0, 9), (0, 10)], ids=["0.9", "0.10"])
+def test_old_and_new_clients_read_each_other(broker, api_version, codec):
+    """An old client's message sets read by librdkafka in full, and librdkafka's batches by the old client."""
+    old_topic, new_topic = f"old-w-{uuid.uuid4().hex[:6]}", f"new-w-{uuid.uuid4().hex[:6]}"
+    create_topic(broker.bootstrap, old_topic)
+    create_topic(broker.bootstrap, new_topic)
+    stamps = [1_700_000_000_000 + i for i in range(RECORDS)]
+    keys = [None if i % 5 == 0 else f"k{i}".encode() for i in range(RECORDS)]
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, api_version=api_version, compression_type=codec)
+    for key, value, stamp in zip(keys, values("old"), stamps):
+        producer.send(old_topic, value, key=key, partition=0, timestamp_ms=stamp)
+    producer.flush()
+    producer.close()
+    new_producer = Producer({"bootstrap.servers": broker.bootstrap, "compression.type": codec, "linger.ms": 5})
+    for key, value, stamp in zip(keys, values("new"), stamps):
+        new_producer.produce(new_topic, value, key=key, partition=0, timestamp=stamp, headers=[("h", b"v")])
+    assert new_producer.flush(30) == 0
+
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": f"x-{uuid.uuid4().hex[:6]}",
+                         "enable.auto.commit": False})
+    consumer.assign([ConfluentPartition(old_topic, 0, 0)])
+    got = []
+    try:
+        for _ in range(20):
+            got += [m for m in consumer.consume(RECORDS, 1) if m.error() is None]
+            if len(got) >= RECORDS:
+                break
+    finally:
+        consumer.close()
+    assert [(m.key(), m.value()) for m in got] == list(zip(keys, values("old")))
+    # magic 1 carries each message's timestamp; magic 0 has none (-1 after the conversion)
+    assert [m.timestamp()[1] for m in got] == (stamps if api_version >= (0, 10) else [-1] * RECORDS)
+
+    old_consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap, api_version=api_version,
+                                 auto_offset_reset="earliest")
+    old_consumer.assign([TopicPartition(new_topic, 0)])
+    try:
+        read = poll_all(old_consumer)
+    finally:
+        old_consumer.close()
+    assert [(m.key, m.value) for m in read] == list(zip(keys, values("new")))
+    if api_version >= (0, 10):
+        assert [m.timestamp for m in read] == stamps
