@@ -16,7 +16,7 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient, NewTopic
 from kafka.structs import OffsetAndMetadata
 
-from .helpers import create_topic
+from .helpers import create_topic, wait_for
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -130,8 +130,11 @@ def test_kafka_python_admin_of_an_old_release(broker, api_version):
                                                 topic_configs={"retention.ms": "12345"})])
         assert [(t["name"], t["error_code"]) for t in created["topics"]] == [(name, 0)]
         if api_version >= (0, 11):
-            described = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, name)])
-            configs = str(described)
+            def described() -> str:  # any broker may answer: in a cluster, one may not know the topic yet
+                text = str(admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, name)]))
+                return text if "retention.ms" in text else ""
+
+            configs = wait_for(described, what="the topic's configs")
             assert "'retention.ms': {'value': '12345'" in configs and "'is_default': False" in configs
         deleted = admin.delete_topics([name])
         assert [(t["name"], t["error_code"]) for t in deleted["topics"]] == [(name, 0)]
