@@ -211,10 +211,9 @@ class KlammSegmentsDataSource(DataSource):
         return "klamm-segments"
 
     def schema(self) -> str:
-        from klamm.spark.source import HEADERS, SCHEMA
+        from klamm.spark.source import row_schema
 
-        headers = str(self.options.get("includeHeaders", "false")).strip().lower() == "true"
-        return f"{SCHEMA}, {HEADERS}" if headers else SCHEMA
+        return row_schema(self.options)
 
     def reader(self, schema: StructType) -> DataSourceReader:
         return KlammSegmentsReader(segment_options(self.options))

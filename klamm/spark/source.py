@@ -28,6 +28,12 @@ SCHEMA = ("key binary, value binary, topic string, partition int, offset long, t
 HEADERS = "headers array<struct<key: string, value: binary>>"
 
 
+def row_schema(options: Any) -> str:
+    """Spark's Kafka row schema, with `headers` when the includeHeaders option asks for it."""
+    headers = str(options.get("includeHeaders", "false")).strip().lower() == "true"
+    return f"{SCHEMA}, {HEADERS}" if headers else SCHEMA
+
+
 class RangePartition(InputPartition):
     def __init__(self, r: OffsetRange) -> None:
         super().__init__(r)
@@ -42,8 +48,7 @@ class KlammDataSource(DataSource):
         return "klamm"
 
     def schema(self) -> str:
-        headers = str(self.options.get("includeHeaders", "false")).strip().lower() == "true"
-        return f"{SCHEMA}, {HEADERS}" if headers else SCHEMA
+        return row_schema(self.options)
 
     def reader(self, schema: StructType) -> DataSourceReader:
         return KlammBatchReader(source_options(self.options, streaming=False))
