@@ -56,6 +56,7 @@ from klamm.config.topic import TopicConfig
 from klamm.controller.controller import Controller, CreateTopicSpec, SnapshotPolicy
 from klamm.controller.meta_properties import MetaPropertiesError, ensure_meta_properties, read_meta_properties
 from klamm.controller.metadata_log import FileMetadataLog
+from klamm.controller.quorum_info import SingleVoterQuorum
 from klamm.coordinator.runtime import GroupCoordinatorRuntime
 from klamm.coordinator.transactions.runtime import TransactionCoordinatorRuntime
 from klamm.protocol.connection import Request
@@ -97,6 +98,7 @@ class Broker:
         self.controller_only = sorted(set(config.process_roles)) == ["controller"]
         self.lifecycle: BrokerLifecycle | None = None
         self.controller_server: ControllerServer | None = None
+        self.quorum: SingleVoterQuorum | None = None  # the metadata quorum this node leads (not broker-only)
         self._internal_topics_requested: set[str] = set()
         # WriteTxnMarkers to partitions led elsewhere (used from start-up: loading finishes prepared transactions)
         self.txn_markers = TxnMarkerChannel(self.node_id, self._endpoint_of, config.request_timeout_ms)
@@ -141,7 +143,8 @@ class Broker:
                     cluster_id, snapshots=snapshot_policy(self.config), executor=self._snapshot_writer,
                     unclean_leader_election=self.config.unclean_leader_election_enable)
                 self.controller.load()
-            self.controller_client = LocalControllerClient(self.controller, self)
+            self.quorum = SingleVoterQuorum(self.controller.node_id, self.controller.log, self._voter_endpoints())
+            self.controller_client = LocalControllerClient(self.controller, self, self.quorum)
         apply_dynamic_broker_configs(self, self.controller.image)
         self.replicas.apply_image(self.controller.image)
         self._listen(lambda _old, new: self.replicas.apply_image(new))
@@ -232,6 +235,16 @@ class Broker:
                 self.controller_server = ControllerServer(self, host, port)
                 await self.controller_server.start()
                 return
+
+    def _voter_endpoints(self) -> list[tuple[str, str, int]]:
+        """The voter's endpoint as Kafka has it for a static quorum: controller.quorum.voters' address
+        under the first of controller.listener.names."""
+        names = [n.strip().upper() for n in (self.config.controller_listener_names or "").split(",") if n.strip()]
+        if not names or not self.config.controller_quorum_voters:
+            return []
+        _, address = self.config.controller_quorum_voters[0].split("@", 1)
+        host, _, port = address.strip().rpartition(":")
+        return [(names[0], host.strip("[]"), int(port))]
 
     async def handle_as_controller(self, request: Request) -> Any:
         """A request the controller listener passes on to this node's own handler (CreateTopics)."""

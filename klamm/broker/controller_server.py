@@ -18,6 +18,9 @@ includes `controller` and the quorum has voters. It serves, against this node's
   commit); the high watermark is the log end, a single controller commits on append.
   An offset the log was cleaned behind is answered with the newest snapshot's id,
   and FetchSnapshot (59) serves that snapshot file, as KRaft's leader does;
+- DescribeQuorum (55), answered by this node's own handler from its quorum
+  (klamm/controller/quorum_info.py), which the Fetch handler tells of every
+  broker's fetch (replica id and offset: the observers' state);
 - AlterPartition (56), AllocateProducerIds (67), and CreateTopics (19) for the
   internal topics brokers create on first use;
 - the admin writes brokers forward for their clients (KIP-590): CreateTopics,
@@ -39,6 +42,7 @@ from klamm.broker.network import Acceptor, Processor
 from klamm.config.topic import TopicConfig
 from klamm.controller.image import BROKER_RESOURCE, TOPIC_RESOURCE
 from klamm.controller.metadata_log import METADATA_PARTITION, METADATA_TOPIC
+from klamm.controller.quorum_info import SINGLE_VOTER_EPOCH, SingleVoterQuorum
 from klamm.controller.snapshot import SnapshotId
 from klamm.protocol.errors import ErrorCode, KafkaError
 
@@ -49,7 +53,7 @@ log = logging.getLogger("klamm.controller_server")
 
 FETCH, ALTER_CONFIGS, METADATA_FETCH_BYTES = 1, 33, 8 * 1024 * 1024
 SUPPORTED = {1: (12, 12), 18: (0, 4), 19: (2, 7), 20: (6, 6), 33: (2, 2), 37: (3, 3), 43: (2, 2), 44: (1, 1),
-             45: (0, 0), 56: (3, 3), 59: (0, 1), 62: (3, 3), 63: (1, 1), 67: (0, 0)}
+             45: (0, 0), 55: (0, 2), 56: (3, 3), 59: (0, 1), 62: (3, 3), 63: (1, 1), 67: (0, 0)}
 SET, DELETE = 0, 1  # IncrementalAlterConfigs operations
 
 
@@ -57,6 +61,8 @@ class ControllerServer:
     def __init__(self, broker: Broker, host: str, port: int) -> None:
         self.broker = broker
         self.controller = broker.controller
+        assert broker.quorum is not None, "a controller listener needs the quorum it leads"
+        self.quorum: SingleVoterQuorum = broker.quorum
         self.host, self.port = host, port
         self.sessions: dict[int, float] = {}  # broker id -> monotonic time of its last heartbeat
         self.metadata_offsets: dict[int, int] = {}  # broker id -> the metadata offset its last heartbeat reported
@@ -67,8 +73,8 @@ class ControllerServer:
         self._unsubscribe = self.controller.on_change(lambda _old, _new: self._committed.set())
         forwarded = broker.handle_as_controller
         self._apis = {1: self.fetch, 18: self.api_versions, 19: forwarded, 20: forwarded, 33: self.alter_configs,
-                      37: forwarded, 43: forwarded, 44: self.alter_configs, 45: forwarded, 56: self.alter_partition,
-                      59: self.fetch_snapshot,
+                      37: forwarded, 43: forwarded, 44: self.alter_configs, 45: forwarded, 55: forwarded,
+                      56: self.alter_partition, 59: self.fetch_snapshot,
                       62: self.register, 63: self.heartbeat, 67: self.allocate_producer_ids}
 
     async def start(self) -> None:
@@ -172,17 +178,25 @@ class ControllerServer:
         if topic.topic != METADATA_TOPIC or position.partition != METADATA_PARTITION:
             raise KafkaError(ErrorCode.invalid_request, "the controller serves only __cluster_metadata")
         metadata_log = self.controller.log.log  # the Log under FileMetadataLog
+        # The fetch offset is the fetcher's log end: recorded on arrival and again when a long poll ends,
+        # as Kafka's leader does, for DescribeQuorum's observers.
+        self.quorum.record_fetch(body.replica_id, position.fetch_offset)
         deadline = time.monotonic() + body.max_wait.total_seconds()
+        waited = False
         while position.fetch_offset >= metadata_log.log_end_offset and time.monotonic() < deadline:
+            waited = True
             self._committed.clear()
             try:
                 async with asyncio.timeout(max(0.0, deadline - time.monotonic())):
                     await self._committed.wait()
             except TimeoutError:
                 break
+        if waited:
+            self.quorum.record_fetch(body.replica_id, position.fetch_offset)
         entry = {"partition_index": METADATA_PARTITION, "error_code": ErrorCode.none,
                  "high_watermark": metadata_log.log_end_offset, "last_stable_offset": metadata_log.log_end_offset,
-                 "log_start_offset": metadata_log.log_start_offset, "preferred_read_replica": -1, "records": b""}
+                 "log_start_offset": metadata_log.log_start_offset, "preferred_read_replica": -1, "records": b"",
+                 "current_leader": {"leader_id": self.controller.node_id, "leader_epoch": SINGLE_VOTER_EPOCH}}
         if position.fetch_offset < metadata_log.log_start_offset:
             # The log was cleaned behind a snapshot: the fetcher loads that first (FetchSnapshot), as in KRaft.
             newest = max(self.controller.log.snapshots(), default=None)
@@ -205,7 +219,8 @@ class ControllerServer:
         snapshot_id = SnapshotId(wanted.snapshot_id.end_offset, wanted.snapshot_id.epoch)
         answer: dict[str, Any] = {"index": METADATA_PARTITION, "error_code": ErrorCode.none,
                                   "snapshot_id": {"end_offset": snapshot_id.end_offset, "epoch": snapshot_id.epoch},
-                                  "current_leader": {"leader_id": self.controller.node_id, "leader_epoch": 0},
+                                  "current_leader": {"leader_id": self.controller.node_id,
+                                                     "leader_epoch": SINGLE_VOTER_EPOCH},
                                   "size": 0, "position": wanted.position, "unaligned_records": b""}
         try:
             data = self.controller.log.snapshot_bytes(snapshot_id) \
@@ -270,3 +285,4 @@ class ControllerServer:
             results.append({"error_code": error, "error_message": message, "resource_type": resource.resource_type,
                             "resource_name": resource.resource_name})
         return {"responses": results}
+

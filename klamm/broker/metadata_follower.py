@@ -19,9 +19,11 @@ moved its leaderships away.
 AlterPartition, AllocateProducerIds, CreateTopics (internal and auto-created
 topics) — to the controller, and forwards the admin writes clients send to
 this broker (as Kafka's brokers forward them, KIP-590): CreateTopics,
-DeleteTopics, CreatePartitions, ElectLeaders, AlterPartitionReassignments and
-config changes. A config change is validated here first, against this broker's
-configuration and image, as Kafka's broker does before it forwards.
+DeleteTopics, CreatePartitions, ElectLeaders, AlterPartitionReassignments,
+config changes, and DescribeQuorum. A config change is validated here first,
+against this broker's configuration and image, as Kafka's broker does before it
+forwards. The metadata fetches carry this broker's id, so the controller lists
+it among the quorum's observers.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from klamm.controller.records import MetadataRecordError, decode_record
 from klamm.controller.snapshot import SnapshotError, SnapshotId, parse_snapshot
 from klamm.controller.configs import ConfigValidator, decide_alter_broker_configs, decide_alter_topic_configs
 from klamm.controller.elections import ElectionOutcome
+from klamm.controller.quorum_info import QuorumInfo, from_response
 from klamm.controller.topics import (CreatePartitionsResult, CreatePartitionsSpec, CreateTopicSpec, DeleteTopicResult,
                                      TopicResult)
 from klamm.protocol.batch import split_batches
@@ -51,7 +54,7 @@ log = logging.getLogger("klamm.metadata_follower")
 FETCH, CREATE_TOPICS, ALTER_PARTITION, BROKER_REGISTRATION, BROKER_HEARTBEAT, ALLOCATE_PRODUCER_IDS = \
     1, 19, 56, 62, 63, 67
 DELETE_TOPICS, ALTER_CONFIGS, CREATE_PARTITIONS, ELECT_LEADERS, INCREMENTAL_ALTER_CONFIGS = 20, 33, 37, 43, 44
-ALTER_PARTITION_REASSIGNMENTS = 45
+ALTER_PARTITION_REASSIGNMENTS, DESCRIBE_QUORUM = 45, 55
 SET, DELETE = 0, 1  # IncrementalAlterConfigs operations
 ZERO_UUID = uuid.UUID(int=0)
 FETCH_SNAPSHOT, SNAPSHOT_CHUNK_BYTES = 59, 8 << 20
@@ -108,7 +111,8 @@ class MetadataFollower:
                 self.caught_up.set()
 
     def _request(self) -> dict[str, Any]:
-        return {"replica_id": -1, "max_wait": self._max_wait_ms, "min_bytes": 1, "max_bytes": 8 << 20,
+        # The broker's id, as a KRaft observer fetches: the controller reports it in DescribeQuorum.
+        return {"replica_id": self.node_id, "max_wait": self._max_wait_ms, "min_bytes": 1, "max_bytes": 8 << 20,
                 "isolation_level": 0, "session_id": 0, "session_epoch": -1,
                 "topics": [{"topic": METADATA_TOPIC, "partitions": [{
                     "partition": METADATA_PARTITION, "current_leader_epoch": -1, "fetch_offset": self._image.offset + 1,
@@ -364,6 +368,17 @@ class RemoteControllerClient:
         result = response.responses[0]
         if result.error_code != ErrorCode.none:
             raise KafkaError(result.error_code, result.error_message)
+
+    async def describe_quorum(self) -> QuorumInfo:
+        """DescribeQuorum at the controller (Kafka's brokers forward it there)."""
+        response = await self._request(DESCRIBE_QUORUM, 2, {"topics": [
+            {"topic_name": METADATA_TOPIC, "partitions": [{"partition_index": METADATA_PARTITION}]}]})
+        if response.error_code != ErrorCode.none:
+            raise KafkaError(response.error_code, response.error_message)
+        partition = response.topics[0].partitions[0]
+        if partition.error_code != ErrorCode.none:
+            raise KafkaError(partition.error_code, partition.error_message)
+        return from_response(partition, response.nodes)
 
     def close(self) -> None:
         self._connection.close()

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from klamm.controller.controller import Controller
     from klamm.controller.elections import ElectionOutcome
     from klamm.controller.image import MetadataImage
+    from klamm.controller.quorum_info import QuorumDescriber, QuorumInfo
     from klamm.controller.topics import (CreatePartitionsResult, CreatePartitionsSpec, CreateTopicSpec,
                                          DeleteTopicResult, TopicResult)
     from klamm.coordinator.runtime import GroupCoordinatorRuntime
@@ -70,6 +71,8 @@ class ControllerClient(Protocol):
     async def alter_broker_configs(self, node_id: int | None, set_configs: Mapping[str, str],
                                    delete_configs: Iterable[str], *, replace: bool, validate_only: bool,
                                    validate_config: ConfigValidator | None) -> dict[str, str]: ...
+
+    async def describe_quorum(self) -> QuorumInfo: ...
 
 
 class BrokerServices(Protocol):
@@ -114,9 +117,10 @@ class LocalControllerClient:
     before the next request of the connection is handled (request order).
     """
 
-    def __init__(self, controller: Controller, config: MetadataConfigSource) -> None:
+    def __init__(self, controller: Controller, config: MetadataConfigSource, quorum: QuorumDescriber) -> None:
         self._controller = controller
         self._config = config
+        self._quorum = quorum
 
     async def create_topics(self, specs: Sequence[CreateTopicSpec], *, validate_only: bool) -> list[TopicResult]:
         config = self._config.config
@@ -157,3 +161,6 @@ class LocalControllerClient:
                                    validate_config: ConfigValidator | None) -> dict[str, str]:
         return self._controller.alter_broker_configs(node_id, set_configs, delete_configs, replace=replace,
                                                      validate_only=validate_only, validate_config=validate_config)
+
+    async def describe_quorum(self) -> QuorumInfo:
+        return self._quorum.describe_quorum()
