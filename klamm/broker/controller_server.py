@@ -20,7 +20,9 @@ includes `controller` and the quorum has voters. It serves, against this node's
   and FetchSnapshot (59) serves that snapshot file, as KRaft's leader does;
 - DescribeQuorum (55), answered by this node's own handler from its quorum
   (klamm/controller/quorum_info.py), which the Fetch handler tells of every
-  broker's fetch (replica id and offset: the observers' state);
+  broker's fetch (replica id and offset: the observers' state); DescribeCluster
+  (60) as a controller answers it (KIP-919: endpoint type CONTROLLER, the
+  controller's own endpoint), for admin clients given `--bootstrap-controller`;
 - AlterPartition (56), AllocateProducerIds (67), and CreateTopics (19) for the
   internal topics brokers create on first use;
 - the admin writes brokers forward for their clients (KIP-590): CreateTopics,
@@ -44,6 +46,7 @@ from klamm.controller.image import BROKER_RESOURCE, TOPIC_RESOURCE
 from klamm.controller.metadata_log import METADATA_PARTITION, METADATA_TOPIC
 from klamm.controller.quorum_info import SINGLE_VOTER_EPOCH, SingleVoterQuorum
 from klamm.controller.snapshot import SnapshotId
+from klamm.protocol.acl import CLUSTER_OPERATIONS, NOT_INCLUDED
 from klamm.protocol.errors import ErrorCode, KafkaError
 
 if TYPE_CHECKING:
@@ -53,8 +56,9 @@ log = logging.getLogger("klamm.controller_server")
 
 FETCH, ALTER_CONFIGS, METADATA_FETCH_BYTES = 1, 33, 8 * 1024 * 1024
 SUPPORTED = {1: (12, 12), 18: (0, 4), 19: (2, 7), 20: (6, 6), 33: (2, 2), 37: (3, 3), 43: (2, 2), 44: (1, 1),
-             45: (0, 0), 55: (0, 2), 56: (3, 3), 59: (0, 1), 62: (3, 3), 63: (1, 1), 67: (0, 0)}
+             45: (0, 0), 55: (0, 2), 56: (3, 3), 59: (0, 1), 60: (0, 1), 62: (3, 3), 63: (1, 1), 67: (0, 0)}
 SET, DELETE = 0, 1  # IncrementalAlterConfigs operations
+BROKERS_ENDPOINT, CONTROLLERS_ENDPOINT = 1, 2  # DescribeCluster endpoint types
 
 
 class ControllerServer:
@@ -74,7 +78,7 @@ class ControllerServer:
         forwarded = broker.handle_as_controller
         self._apis = {1: self.fetch, 18: self.api_versions, 19: forwarded, 20: forwarded, 33: self.alter_configs,
                       37: forwarded, 43: forwarded, 44: self.alter_configs, 45: forwarded, 55: forwarded,
-                      56: self.alter_partition, 59: self.fetch_snapshot,
+                      56: self.alter_partition, 59: self.fetch_snapshot, 60: self.describe_cluster,
                       62: self.register, 63: self.heartbeat, 67: self.allocate_producer_ids}
 
     async def start(self) -> None:
@@ -237,6 +241,23 @@ class ControllerServer:
                                                                                    METADATA_FETCH_BYTES)]
         return {"error_code": ErrorCode.none, "topics": [{"name": METADATA_TOPIC, "partitions": [answer]}]}
 
+    async def describe_cluster(self, request: Any) -> dict[str, Any]:
+        """DescribeCluster at a controller (KIP-919): the quorum's voters, for endpoint type CONTROLLER only."""
+        body = request.body
+        endpoint_type = getattr(body, "endpoint_type", BROKERS_ENDPOINT)  # v0 cannot name one: BROKERS
+        error = _endpoint_type_error(endpoint_type, request.api_version)
+        if error is not None:
+            return {"error_code": error[0], "error_message": error[1], "endpoint_type": BROKERS_ENDPOINT,
+                    "cluster_id": "", "controller_id": -1, "brokers": []}
+        quorum = self.quorum.describe_quorum()
+        controllers = [{"broker_id": node_id, "host": host, "port": port, "rack": None}
+                       for node_id, endpoints in sorted(quorum.voter_endpoints.items())
+                       for _, host, port in endpoints[:1]]
+        operations = CLUSTER_OPERATIONS if body.include_cluster_authorized_operations else NOT_INCLUDED
+        return {"error_code": ErrorCode.none, "endpoint_type": CONTROLLERS_ENDPOINT,
+                "cluster_id": self.controller.cluster_id, "controller_id": quorum.leader_id, "brokers": controllers,
+                "cluster_authorized_operations": operations}
+
     # ------------------------------------------------------------ writes brokers ask for
     async def alter_partition(self, request: Any) -> dict[str, Any]:
         body = request.body
@@ -286,3 +307,13 @@ class ControllerServer:
                             "resource_name": resource.resource_name})
         return {"responses": results}
 
+
+def _endpoint_type_error(endpoint_type: int, version: int) -> tuple[ErrorCode, str] | None:
+    """Kafka's answer to a DescribeCluster that a controller cannot serve (AuthHelper): v0 INVALID_REQUEST."""
+    if endpoint_type == CONTROLLERS_ENDPOINT:
+        return None
+    if endpoint_type != BROKERS_ENDPOINT:
+        code = ErrorCode.invalid_request if version == 0 else ErrorCode.unsupported_endpoint_type
+        return code, f"Unsupported endpoint type {endpoint_type}"
+    code = ErrorCode.invalid_request if version == 0 else ErrorCode.mismatched_endpoint_type
+    return code, "The request was sent to an endpoint of type CONTROLLER, but we wanted an endpoint of type BROKER"

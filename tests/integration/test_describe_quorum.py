@@ -2,7 +2,9 @@
 
 A combined node with a CONTROLLER listener is started in-process; fetches of
 `__cluster_metadata` sent to that listener with a replica id stand in for
-broker-only nodes.
+broker-only nodes (the cluster of processes does it for real in
+tests/interop/test_cluster_quorum.py). `klamm metadata-quorum` runs against both
+listeners here too, its output compared line by line with Kafka's layout.
 """
 
 from __future__ import annotations
@@ -14,14 +16,15 @@ from typing import Any
 
 import pytest
 
+from klamm.cli.main import main as klamm_main
 from klamm.controller.quorum_info import SINGLE_VOTER_EPOCH
 
 from tests.conftest import free_port
 from tests.integration.conftest import FETCH, BrokerThread, RawClient, create_topic
 
-DESCRIBE_QUORUM = 55
+DESCRIBE_QUORUM, DESCRIBE_CLUSTER = 55, 60
 METADATA_TOPIC = "__cluster_metadata"
-UNKNOWN_TOPIC_OR_PARTITION = 3
+UNKNOWN_TOPIC_OR_PARTITION, INVALID_REQUEST, MISMATCHED_ENDPOINT_TYPE = 3, 42, 114
 
 
 @pytest.fixture
@@ -142,3 +145,61 @@ def test_metadata_fetches_name_the_leader_and_its_epoch(combined: tuple[BrokerTh
     entry = fetch_metadata(controller_port, 7, 0).responses[0].partitions[0]
     assert (entry.current_leader.leader_id, entry.current_leader.leader_epoch) == (1, SINGLE_VOTER_EPOCH)
     assert the_partition(describe(controller_port)).leader_epoch == SINGLE_VOTER_EPOCH
+
+
+def test_describe_cluster_at_the_controller_names_the_controllers(combined: tuple[BrokerThread, int]) -> None:
+    broker, controller_port = combined
+    with RawClient(controller_port) as client:
+        response = client.request(DESCRIBE_CLUSTER, 1, {"include_cluster_authorized_operations": False,
+                                                        "endpoint_type": 2})
+        brokers_type = client.request(DESCRIBE_CLUSTER, 1, {"include_cluster_authorized_operations": False,
+                                                            "endpoint_type": 1})
+        v0 = client.request(DESCRIBE_CLUSTER, 0, {"include_cluster_authorized_operations": False})
+    assert response.error_code == 0 and response.endpoint_type == 2
+    assert response.cluster_id == broker.broker.controller.cluster_id and response.controller_id == 1
+    assert [(b.broker_id, b.host, b.port) for b in response.brokers] == [(1, "127.0.0.1", controller_port)]
+    assert brokers_type.error_code == MISMATCHED_ENDPOINT_TYPE  # Kafka's controller answers that
+    assert v0.error_code == INVALID_REQUEST
+
+
+# ----------------------------------------------------------------- the tool
+
+
+def klamm_quorum(capsys: pytest.CaptureFixture[str], target: str, address: str, *options: str) -> list[str]:
+    code = klamm_main(["metadata-quorum", target, address, "describe", *options])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    return captured.out.splitlines()
+
+
+@pytest.mark.parametrize("target", ["--bootstrap-server", "--bootstrap-controller"])
+def test_the_tool_describes_status_and_replication(combined: tuple[BrokerThread, int], target: str,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    broker, controller_port = combined
+    address = f"127.0.0.1:{controller_port if target == '--bootstrap-controller' else broker.port}"
+    end = log_end(broker)
+    fetch_metadata(controller_port, 2, end - 1)
+    status = klamm_quorum(capsys, target, address, "--status")
+    assert status == [
+        f"ClusterId:              {broker.broker.controller.cluster_id}",
+        "LeaderId:               1",
+        f"LeaderEpoch:            {SINGLE_VOTER_EPOCH}",
+        f"HighWatermark:          {end}",
+        "MaxFollowerLag:         0",
+        "MaxFollowerLagTimeMs:   0",
+        ('CurrentVoters:          [{"id": 1, "directoryId": null, "endpoints": '
+         f'["CONTROLLER://127.0.0.1:{controller_port}"]}}]'),
+        'CurrentObservers:       [{"id": 2, "directoryId": null}]']
+
+    table = [line.split("\t") for line in klamm_quorum(capsys, target, address, "--replication")]
+    assert [c.strip() for c in table[0]] == ["NodeId", "DirectoryId", "LogEndOffset", "Lag", "LastFetchTimestamp",
+                                             "LastCaughtUpTimestamp", "Status", ""]
+    rows = {row[0].strip(): [c.strip() for c in row] for row in table[1:]}
+    zero = "AAAAAAAAAAAAAAAAAAAAAA"
+    assert rows["1"][1:4] + rows["1"][6:] == [zero, str(end), "0", "Leader", ""]
+    assert rows["2"][1:4] + [rows["2"][5]] + rows["2"][6:] == [zero, str(end - 1), "1", "-1", "Observer", ""]
+    assert len(rows) == 2
+
+    readable = [line.split("\t") for line in klamm_quorum(capsys, target, address, "--replication",
+                                                           "--human-readable")]
+    assert readable[1][4].strip().endswith(" ms ago") and readable[2][5].strip() == "-1"

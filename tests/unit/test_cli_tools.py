@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import io
+import uuid
 
 import pytest
 
@@ -12,11 +13,12 @@ pytest.importorskip("confluent_kafka")
 from confluent_kafka import TIMESTAMP_CREATE_TIME, TIMESTAMP_LOG_APPEND_TIME, TIMESTAMP_NOT_AVAILABLE  # noqa: E402
 
 from klamm.cli.main import build_parser  # noqa: E402
-from klamm.cli.tools import configs, consumer_groups, dump_log  # noqa: E402
+from klamm.cli.tools import configs, consumer_groups, dump_log, metadata_quorum  # noqa: E402
 from klamm.cli.tools.common import ToolError  # noqa: E402
 from klamm.cli.tools.console_consumer import Formatter  # noqa: E402
 from klamm.cli.tools.console_producer import LineReader, read_lines  # noqa: E402
 from klamm.cli.tools.progress import ProgressBar  # noqa: E402
+from klamm.controller.quorum_info import NO_DIRECTORY_ID, QuorumInfo, ReplicaInfo  # noqa: E402
 from klamm.protocol.batch import read_batch_header  # noqa: E402
 from klamm.protocol.records import ControlRecordType, NewRecord, build_batch, build_control_batch, decode_batch  # noqa: E402
 
@@ -205,6 +207,83 @@ def test_dump_index_reports_mismatch(tmp_path, capsys):
     assert "Mismatches in :" in captured.err and "  Index offset: 0, log offset: 1" in captured.err
 
 
+# ------------------------------------------------------------------ metadata-quorum
+
+DIRECTORY = uuid.UUID("0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0")
+
+
+def three_voters(**leader: int) -> QuorumInfo:
+    """Leader 2 between two followers (a replicated quorum's answer), one observer with a directory id."""
+    return QuorumInfo(leader_id=2, leader_epoch=5, high_watermark=1200, voters=[
+        ReplicaInfo(1, NO_DIRECTORY_ID, 1190, 1_700_000_000_900, 1_700_000_000_500),
+        ReplicaInfo(2, NO_DIRECTORY_ID, 1200, 1_700_000_001_000, leader.get("caught_up", 1_700_000_001_000)),
+        ReplicaInfo(3, NO_DIRECTORY_ID, 1150, 1_700_000_000_950, -1)],
+        observers=[ReplicaInfo(7, DIRECTORY, 1201, 1_700_000_000_990, 1_700_000_000_800)],
+        voter_endpoints={1: [("CONTROLLER", "c1", 9093)], 2: [("CONTROLLER", "::1", 9093), ("ALT", "c2", 9094)],
+                         3: []})
+
+
+def test_quorum_status_text():
+    assert metadata_quorum.status_text("abc", three_voters()).splitlines() == [
+        "ClusterId:              abc",
+        "LeaderId:               2",
+        "LeaderEpoch:            5",
+        "HighWatermark:          1200",
+        "MaxFollowerLag:         50",  # voter 3, furthest behind
+        "MaxFollowerLagTimeMs:   -1",  # voter 3 was never caught up
+        ('CurrentVoters:          [{"id": 1, "directoryId": null, "endpoints": ["CONTROLLER://c1:9093"]}, '
+         '{"id": 2, "directoryId": null, "endpoints": ["CONTROLLER://[::1]:9093", "ALT://c2:9094"]}, '
+         '{"id": 3, "directoryId": null}]'),
+        'CurrentObservers:       [{"id": 7, "directoryId": "Dx4tPEtaaXiHlqW0w9Lh8A"}]']
+
+
+def test_quorum_status_lag_time_of_the_furthest_follower():
+    info = three_voters()
+    info.voters[2] = ReplicaInfo(3, NO_DIRECTORY_ID, 1150, 1_700_000_000_950, 1_700_000_000_400)
+    assert "MaxFollowerLagTimeMs:   600" in metadata_quorum.status_text("abc", info)
+    alone = QuorumInfo(1, 0, 5, [ReplicaInfo(1, NO_DIRECTORY_ID, 5, 9, 9)], [], {})
+    assert "MaxFollowerLag:         0\nMaxFollowerLagTimeMs:   0\n" in metadata_quorum.status_text("x", alone)
+
+
+def test_quorum_replication_table():
+    rows = metadata_quorum.replication_rows(three_voters(), False, 0)
+    text = metadata_quorum.table_text(metadata_quorum.HEADERS, rows)
+    # Kafka's prettyPrintTable: cells padded to the column width, each followed by a tab
+    assert text.splitlines() == [
+        "NodeId\tDirectoryId           \tLogEndOffset\tLag\tLastFetchTimestamp\tLastCaughtUpTimestamp\tStatus  \t",
+        "2     \tAAAAAAAAAAAAAAAAAAAAAA\t1200        \t0  \t1700000001000     \t1700000001000        \tLeader  \t",
+        "1     \tAAAAAAAAAAAAAAAAAAAAAA\t1190        \t10 \t1700000000900     \t1700000000500        \tFollower\t",
+        "3     \tAAAAAAAAAAAAAAAAAAAAAA\t1150        \t50 \t1700000000950     \t-1                   \tFollower\t",
+        "7     \tDx4tPEtaaXiHlqW0w9Lh8A\t1201        \t-1 \t1700000000990     \t1700000000800        \tObserver\t"]
+
+
+def test_quorum_replication_human_readable():
+    rows = metadata_quorum.replication_rows(three_voters(), True, 1_700_000_001_000)
+    assert [row[4:6] for row in rows] == [["0 ms ago", "0 ms ago"], ["100 ms ago", "500 ms ago"],
+                                          ["50 ms ago", "-1"], ["10 ms ago", "200 ms ago"]]
+    with pytest.raises(ToolError, match="possible drift in system clock.\nCurrent timestamp is 1700000000000, "
+                                        "last fetch timestamp is 1700000001000"):
+        metadata_quorum.replication_rows(three_voters(), True, 1_700_000_000_000)
+
+
+@pytest.mark.parametrize(("options", "message"), [
+    (["--status", "--replication"], "Only one of --status or --replication should be specified"),
+    ([], "One of --status or --replication must be specified with describe sub-command"),
+    (["--status", "--human-readable"], "The option --human-readable is only supported along with --replication")])
+def test_quorum_option_errors(capsys, options, message):
+    args = build_parser().parse_args(["metadata-quorum", "--bootstrap-server", "b:1", "describe", *options])
+    assert metadata_quorum.run(args) == 1
+    assert message in capsys.readouterr().err
+
+
+def test_quorum_needs_exactly_one_bootstrap():
+    parser = build_parser()
+    for argv in (["metadata-quorum", "describe", "--status"],
+                 ["metadata-quorum", "--bootstrap-server", "b:1", "--bootstrap-controller", "c:1", "describe"]):
+        with pytest.raises(SystemExit):
+            parser.parse_args(argv)
+
+
 # ------------------------------------------------------------------ misc
 
 
@@ -225,6 +304,7 @@ def test_parser_knows_every_tool():
                  ["console-consumer", "--bootstrap-server", "b", "--topic", "t"],
                  ["consumer-groups", "--bootstrap-server", "b", "--list"],
                  ["configs", "--bootstrap-server", "b", "--entity-type", "topics", "--describe"],
+                 ["metadata-quorum", "--bootstrap-controller", "c", "describe", "--status"],
                  ["dump-log", "--files", "x.log"]):
         args = parser.parse_args(argv)
         assert isinstance(args, argparse.Namespace) and args.tool_run is not None

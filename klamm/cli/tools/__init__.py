@@ -9,12 +9,15 @@ Each tool lives in its own module with `add_arguments(parser)` and `run(args) ->
     configs           kafka-configs.sh           (ConfigCommand)
     leader-election   kafka-leader-election.sh   (LeaderElectionCommand)
     reassign-partitions kafka-reassign-partitions.sh (ReassignPartitionsCommand: execute, verify, cancel, list)
+    metadata-quorum   kafka-metadata-quorum.sh   (MetadataQuorumCommand: describe --status, --replication)
     dump-log          kafka-dump-log.sh          (DumpLogSegments), offline
     storage           kafka-storage.sh           (StorageTool: random-uuid, format, info), offline
 
 The network tools are built on confluent-kafka (librdkafka), so they work against
-any Kafka-compatible broker; none of them imports klamm.broker. dump-log reads
-segment files with klamm.protocol only.
+any Kafka-compatible broker; none of them imports klamm.broker, except
+reassign-partitions and metadata-quorum, whose APIs librdkafka lacks: they speak
+the protocol with klamm's own client (klamm.broker.client, imported when they
+run). dump-log reads segment files with klamm.protocol only.
 """
 
 from __future__ import annotations
@@ -36,6 +39,8 @@ TOOLS: tuple[tuple[str, str, str], ...] = (
     ("storage", "klamm.cli.tools.storage", "format log directories for a cluster (kafka-storage.sh)"),
     ("reassign-partitions", "klamm.cli.tools.reassign_partitions",
      "move partition replicas between brokers (kafka-reassign-partitions.sh)"),
+    ("metadata-quorum", "klamm.cli.tools.metadata_quorum",
+     "describe the metadata quorum: leader, voters, observers (kafka-metadata-quorum.sh)"),
     ("dump-log", "klamm.cli.tools.dump_log", "print segment, index and time index files offline (kafka-dump-log.sh)"),
 )
 
