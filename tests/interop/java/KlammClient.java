@@ -17,6 +17,9 @@
 //   admin-describe <bootstrap> <topic> [topic ...]
 //   admin-delete <bootstrap> <topic> [topic ...]
 //   admin-describe-cluster <bootstrap>
+//   admin-describe-quorum <bootstrap> [controller]
+//       Admin.describeMetadataQuorum(); with "controller", <bootstrap> is bootstrap.controllers.
+//       Prints {"leaderId","leaderEpoch","highWatermark","voters":[...],"observers":[...],"nodes":{...}}.
 //   admin-list-offsets <bootstrap> <topic> <partition> <spec> [spec ...]
 //       spec: earliest | latest | max-timestamp | <timestamp ms>
 //   batch
@@ -52,6 +55,8 @@ import org.apache.kafka.clients.admin.DescribeClusterResult;
 import org.apache.kafka.clients.admin.ListOffsetsResult;
 import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.admin.OffsetSpec;
+import org.apache.kafka.clients.admin.QuorumInfo;
+import org.apache.kafka.clients.admin.RaftVoterEndpoint;
 import org.apache.kafka.clients.admin.TopicDescription;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
@@ -123,6 +128,7 @@ public final class KlammClient {
                 case "admin-describe": return adminDescribe(a);
                 case "admin-delete": return adminDelete(a);
                 case "admin-describe-cluster": return adminDescribeCluster(a);
+                case "admin-describe-quorum": return adminDescribeQuorum(a);
                 case "admin-list-offsets": return adminListOffsets(a);
                 default: throw new UsageError("unknown command " + a[0]);
             }
@@ -313,8 +319,12 @@ public final class KlammClient {
 
     // -------------------------------------------------------------- admin --
     static Admin admin(String bootstrap) {
+        return admin(bootstrap, AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG);
+    }
+
+    static Admin admin(String bootstrap, String bootstrapKey) {
         Properties p = new Properties();
-        p.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        p.put(bootstrapKey, bootstrap);
         p.put(AdminClientConfig.CLIENT_ID_CONFIG, "klamm-interop-java-admin");
         p.put(AdminClientConfig.REQUEST_TIMEOUT_MS_CONFIG, "15000");
         p.put(AdminClientConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, "30000");
@@ -407,6 +417,47 @@ public final class KlammClient {
             OUT.println(sb);
         }
         return 0;
+    }
+
+    static int adminDescribeQuorum(String[] a) throws Exception {
+        boolean controllers = a.length > 2 && a[2].equals("controller");
+        String key = controllers ? AdminClientConfig.BOOTSTRAP_CONTROLLERS_CONFIG
+                                 : AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG;
+        try (Admin admin = admin(a[1], key)) {
+            QuorumInfo q = admin.describeMetadataQuorum().quorumInfo().get(OP_TIMEOUT_S, TimeUnit.SECONDS);
+            StringBuilder sb = new StringBuilder();
+            sb.append("{\"leaderId\":").append(q.leaderId())
+              .append(",\"leaderEpoch\":").append(q.leaderEpoch())
+              .append(",\"highWatermark\":").append(q.highWatermark())
+              .append(",\"voters\":").append(replicaStates(q.voters()))
+              .append(",\"observers\":").append(replicaStates(q.observers()))
+              .append(",\"nodes\":{");
+            boolean first = true;
+            for (QuorumInfo.Node n : q.nodes().values()) {
+                if (!first) sb.append(',');
+                first = false;
+                List<String> endpoints = new ArrayList<>();
+                for (RaftVoterEndpoint e : n.endpoints()) endpoints.add(e.toString());
+                sb.append(q(Integer.toString(n.nodeId()))).append(':').append(jsonStrings(endpoints));
+            }
+            sb.append("}}");
+            OUT.println(sb);
+        }
+        return 0;
+    }
+
+    static String replicaStates(List<QuorumInfo.ReplicaState> states) {
+        StringBuilder sb = new StringBuilder("[");
+        for (QuorumInfo.ReplicaState r : states) {
+            if (sb.length() > 1) sb.append(',');
+            sb.append("{\"id\":").append(r.replicaId())
+              .append(",\"directoryId\":").append(q(r.replicaDirectoryId().toString()))
+              .append(",\"logEndOffset\":").append(r.logEndOffset())
+              .append(",\"lastFetchTimestamp\":").append(r.lastFetchTimestamp().orElse(-1))
+              .append(",\"lastCaughtUpTimestamp\":").append(r.lastCaughtUpTimestamp().orElse(-1))
+              .append('}');
+        }
+        return sb.append(']').toString();
     }
 
     static int adminListOffsets(String[] a) throws Exception {
