@@ -45,6 +45,7 @@ from klamm.broker.network import (
 )
 from klamm.broker.partition import log_config
 from klamm.broker.client import BrokerConnection
+from klamm.broker.controller_channel import ControllerLocator, QuorumConnection
 from klamm.broker.controller_server import ControllerServer
 from klamm.broker.metadata_follower import BrokerLifecycle, MetadataFollower, ProducerIdBlocks, RemoteControllerClient
 from klamm.broker.replica_fetcher import FetchSettings, ReplicaFetcherManager
@@ -56,7 +57,13 @@ from klamm.config.topic import TopicConfig
 from klamm.controller.controller import Controller, CreateTopicSpec, SnapshotPolicy
 from klamm.controller.meta_properties import MetaPropertiesError, ensure_meta_properties, read_meta_properties
 from klamm.controller.metadata_log import FileMetadataLog
+from klamm.controller.quorum_controller import QuorumController, RaftMetadataLog
 from klamm.controller.quorum_info import SingleVoterQuorum
+from klamm.controller.raft.driver import RaftDriver, raft_config
+from klamm.controller.raft.driver import now_ms as raft_now_ms
+from klamm.controller.raft.file_log import FileRaftLog
+from klamm.controller.raft.node import RaftNode
+from klamm.controller.raft.quorum_state import FileQuorumStateStore
 from klamm.coordinator.runtime import GroupCoordinatorRuntime
 from klamm.coordinator.transactions.runtime import TransactionCoordinatorRuntime
 from klamm.protocol.connection import Request
@@ -98,7 +105,7 @@ class Broker:
         self.controller_only = sorted(set(config.process_roles)) == ["controller"]
         self.lifecycle: BrokerLifecycle | None = None
         self.controller_server: ControllerServer | None = None
-        self.quorum: SingleVoterQuorum | None = None  # the metadata quorum this node leads (not broker-only)
+        self.quorum: SingleVoterQuorum | QuorumController | None = None  # the metadata quorum (not broker-only)
         self._internal_topics_requested: set[str] = set()
         # WriteTxnMarkers to partitions led elsewhere (used from start-up: loading finishes prepared transactions)
         self.txn_markers = TxnMarkerChannel(self.node_id, self._endpoint_of, config.request_timeout_ms)
@@ -135,6 +142,8 @@ class Broker:
         self.logs.startup(lambda topic: log_config(self.replicas.topic_config(topic)))
         if self.broker_only:
             self._follow_the_controller(cluster_id)
+        elif len(self.config.controller_quorum_voters) > 1:
+            self._join_the_quorum(cluster_id)
         else:
             if not self._shared_controller:
                 self._snapshot_writer = ThreadPoolExecutor(1, thread_name_prefix="klamm-metadata-snapshot")
@@ -201,14 +210,13 @@ class Broker:
 
     # a broker of a cluster (process.roles=broker): metadata, lifecycle and writes through the controller
     def _follow_the_controller(self, cluster_id: str) -> None:
-        voter_id, address = self.config.controller_quorum_voters[0].split("@", 1)
-        host, _, port = address.rpartition(":")
+        locator = ControllerLocator(_parse_voters(self.config.controller_quorum_voters))
         timeout_s = self.config.request_timeout_ms / 1000
 
-        def connect() -> BrokerConnection:
-            return BrokerConnection(host, int(port), f"klamm-broker-{self.node_id}", timeout_s)
+        def connect() -> QuorumConnection:
+            return QuorumConnection(locator, f"klamm-broker-{self.node_id}", timeout_s)
 
-        follower = MetadataFollower(self.node_id, cluster_id, int(voter_id), connect)
+        follower = MetadataFollower(self.node_id, cluster_id, locator.leader, connect)  # type: ignore[arg-type]
         self.controller = follower  # type: ignore[assignment]  # what handlers read: the image
         self.lifecycle = BrokerLifecycle(self.node_id, cluster_id, follower, connect,
                                          self.config.broker_heartbeat_interval_ms)
@@ -234,7 +242,34 @@ class Broker:
             if name in names and self.config.controller_quorum_voters:
                 self.controller_server = ControllerServer(self, host, port)
                 await self.controller_server.start()
+                if isinstance(self.quorum, QuorumController):
+                    self.quorum.driver.start()
                 return
+
+    # a dedicated controller of a quorum of several (process.roles=controller)
+    def _join_the_quorum(self, cluster_id: str) -> None:
+        """The metadata log under Raft: this node votes, and controls while it leads."""
+        voters = _parse_voters(self.config.controller_quorum_voters)
+        files = FileMetadataLog(self.logs, segment_bytes=self.config.metadata_log_segment_bytes)
+        node = RaftNode(self.node_id, voters, FileRaftLog(files), FileQuorumStateStore(files.directory,
+                                                                                       frozenset(voters)),
+                        config=raft_config(self.config), now_ms=raft_now_ms())
+        driver = RaftDriver(node, cluster_id, voters)
+        self._snapshot_writer = ThreadPoolExecutor(1, thread_name_prefix="klamm-metadata-snapshot")
+        self.controller = Controller(
+            RaftMetadataLog(files, lambda: node, lambda: driver), self.node_id, cluster_id,  # type: ignore[arg-type]
+            snapshots=snapshot_policy(self.config), executor=self._snapshot_writer,
+            unclean_leader_election=self.config.unclean_leader_election_enable)
+        self.controller.load(bootstrap=False)
+        names = [n.strip().upper() for n in (self.config.controller_listener_names or "").split(",") if n.strip()]
+        endpoints = {v: [(names[0], host, port)] for v, (host, port) in voters.items()}
+        self.quorum = QuorumController(self.controller, driver, files, endpoints)  # type: ignore[assignment]
+        driver.on_step = self.quorum.step  # type: ignore[union-attr]
+        self.controller_client = LocalControllerClient(self.controller, self, self.quorum)  # type: ignore[arg-type]
+
+    def controller_active(self) -> bool:
+        """Whether this node's controller may write: a single controller always, a quorum's while it leads."""
+        return not isinstance(self.quorum, QuorumController) or self.quorum.active
 
     def _voter_endpoints(self) -> list[tuple[str, str, int]]:
         """The voter's endpoint as Kafka has it for a static quorum: controller.quorum.voters' address
@@ -273,6 +308,8 @@ class Broker:
         replicas (auto.leader.rebalance.enable), and unclean elections a config change now allows."""
         while True:
             await asyncio.sleep(self.config.leader_imbalance_check_interval_seconds)
+            if not self.controller_active():
+                continue
             if self.config.auto_leader_rebalance_enable:
                 self.controller.balance_leaders()
             self.controller.elect_leaderless()
@@ -337,6 +374,8 @@ class Broker:
             await self.controller_server.wait_for_brokers_to_catch_up(self.config.broker_session_timeout_ms / 1000)
         if controlled and self.lifecycle is not None and self.lifecycle.broker_epoch >= 0:
             await self.lifecycle.controlled_shutdown(self.config.request_timeout_ms / 1000)
+        if isinstance(self.quorum, QuorumController):
+            await self.quorum.driver.stop()  # resigns first, so another controller stands at once
         if self.controller_server is not None:
             await self.controller_server.stop()
         for task in [*self._tasks, *self._requests_in_flight]:
@@ -456,3 +495,13 @@ def snapshot_policy(config: BrokerConfig) -> SnapshotPolicy:
 def _loop_has_native_sendfile(loop: asyncio.AbstractEventLoop) -> bool:
     """The stock selector loop sends files with os.sendfile; uvloop has no loop.sendfile."""
     return isinstance(loop, asyncio.selector_events.BaseSelectorEventLoop)
+
+
+def _parse_voters(voters: list[str]) -> dict[int, tuple[str, int]]:
+    """controller.quorum.voters' id@host:port entries."""
+    parsed = {}
+    for voter in voters:
+        voter_id, address = voter.strip().split("@", 1)
+        host, _, port = address.strip().rpartition(":")
+        parsed[int(voter_id)] = (host.strip("[]"), int(port))
+    return parsed

@@ -40,11 +40,13 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from klamm.broker.handlers import api_versions
-from klamm.broker.network import Acceptor, Processor
+from klamm.broker.network import Acceptor, CloseConnection, Processor
 from klamm.config.topic import TopicConfig
 from klamm.controller.image import BROKER_RESOURCE, TOPIC_RESOURCE
 from klamm.controller.metadata_log import METADATA_PARTITION, METADATA_TOPIC
+from klamm.controller.quorum_controller import QuorumController
 from klamm.controller.quorum_info import SINGLE_VOTER_EPOCH, SingleVoterQuorum
+from klamm.controller.raft import wire
 from klamm.controller.snapshot import SnapshotId
 from klamm.protocol.acl import CLUSTER_OPERATIONS, NOT_INCLUDED
 from klamm.protocol.errors import ErrorCode, KafkaError
@@ -57,6 +59,11 @@ log = logging.getLogger("klamm.controller_server")
 FETCH, ALTER_CONFIGS, METADATA_FETCH_BYTES = 1, 33, 8 * 1024 * 1024
 SUPPORTED = {1: (12, 12), 18: (0, 4), 19: (2, 7), 20: (6, 6), 33: (2, 2), 37: (3, 3), 43: (2, 2), 44: (1, 1),
              45: (0, 0), 55: (0, 2), 56: (3, 3), 59: (0, 1), 60: (0, 1), 62: (3, 3), 63: (1, 1), 67: (0, 0)}
+RAFT_SUPPORTED = {wire.VOTE: (2, 2), wire.BEGIN_QUORUM_EPOCH: (0, 0), wire.END_QUORUM_EPOCH: (0, 0)}
+# The writes a quorum's standby refuses (the broker then finds the active controller), and whose answer
+# waits until what they appended is committed.
+WRITES = frozenset({19, 20, 33, 37, 43, 44, 45, 56, 62, 63, 67})
+LEADER_ONLY = WRITES | {55}  # and DescribeQuorum, which only the leader can answer
 SET, DELETE = 0, 1  # IncrementalAlterConfigs operations
 BROKERS_ENDPOINT, CONTROLLERS_ENDPOINT = 1, 2  # DescribeCluster endpoint types
 
@@ -66,7 +73,8 @@ class ControllerServer:
         self.broker = broker
         self.controller = broker.controller
         assert broker.quorum is not None, "a controller listener needs the quorum it leads"
-        self.quorum: SingleVoterQuorum = broker.quorum
+        self.quorum: SingleVoterQuorum | QuorumController = broker.quorum
+        self.raft = broker.quorum if isinstance(broker.quorum, QuorumController) else None
         self.host, self.port = host, port
         self.sessions: dict[int, float] = {}  # broker id -> monotonic time of its last heartbeat
         self.metadata_offsets: dict[int, int] = {}  # broker id -> the metadata offset its last heartbeat reported
@@ -80,6 +88,10 @@ class ControllerServer:
                       37: forwarded, 43: forwarded, 44: self.alter_configs, 45: forwarded, 55: forwarded,
                       56: self.alter_partition, 59: self.fetch_snapshot, 60: self.describe_cluster,
                       62: self.register, 63: self.heartbeat, 67: self.allocate_producer_ids}
+        if self.raft is not None:
+            self._apis.update({1: self.raft_request, 59: self.raft_request, wire.VOTE: self.raft_request,
+                               wire.BEGIN_QUORUM_EPOCH: self.raft_request, wire.END_QUORUM_EPOCH: self.raft_request})
+            self.raft.on_activate.append(self._renew_sessions)
 
     async def start(self) -> None:
         config = self.broker.config
@@ -102,10 +114,45 @@ class ControllerServer:
             self._processor.close_all()
 
     def supported_versions(self) -> dict[int, tuple[int, int]]:
-        return dict(SUPPORTED)
+        return {**SUPPORTED, **RAFT_SUPPORTED} if self.raft is not None else dict(SUPPORTED)
 
     async def handle(self, request: Any, connection: Any) -> Any:
-        return await self._apis[request.api_key](request)
+        if self.raft is None or request.api_key not in LEADER_ONLY:
+            return await self._apis[request.api_key](request)
+        # A quorum's write: only the active controller takes it, and answers once it is committed.
+        # Elsewhere the connection closes, and the broker tries the next voter (it has no other way
+        # to learn which controller is active).
+        try:
+            if not self.raft.active:
+                raise KafkaError(ErrorCode.not_controller, "not the active controller")
+            response = await self._apis[request.api_key](request)
+            if request.api_key in WRITES:
+                await self.raft.wait_committed(self.broker.config.request_timeout_ms / 1000)
+        except KafkaError as exc:
+            if exc.code != ErrorCode.not_controller:
+                raise
+            log.debug("%s to controller %d: %s", type(request.body).__name__, self.broker.node_id, exc)
+            raise CloseConnection() from None
+        return response
+
+    async def raft_request(self, request: Any) -> dict[str, Any]:
+        """Vote, BeginQuorumEpoch, EndQuorumEpoch, and Fetch / FetchSnapshot of `__cluster_metadata`, to Raft."""
+        assert self.raft is not None
+        driver = self.raft.driver
+        message = wire.request_message(request.api_key, request.body, driver.node.epoch)
+        if message is None:
+            raise KafkaError(ErrorCode.invalid_request, "the controller serves only __cluster_metadata-0")
+        source = getattr(message, "replica_id", None)
+        if source is None:
+            source = getattr(message, "candidate_id", None)
+        if source is None:
+            source = message.leader_id  # type: ignore[union-attr]
+        return wire.response_body(request.api_key, await driver.handle_request(source, message))
+
+    def _renew_sessions(self) -> None:
+        """A newly active controller gives every registered broker a whole session to heartbeat to it."""
+        now = time.monotonic()
+        self.sessions = {b.node_id: now for b in self.controller.image.brokers.values() if not b.fenced}
 
     async def api_versions(self, request: Any) -> dict[str, Any]:
         return await api_versions.handle(self, request)  # type: ignore[arg-type]
@@ -167,6 +214,8 @@ class ControllerServer:
         while True:
             await asyncio.sleep(min(timeout / 4, 1.0))
             now = time.monotonic()
+            if self.raft is not None and not self.raft.active:
+                continue
             for broker_id, last in list(self.sessions.items()):
                 registration = self.controller.image.brokers.get(broker_id)
                 if now - last > timeout and registration is not None and not registration.fenced:
@@ -249,13 +298,17 @@ class ControllerServer:
         if error is not None:
             return {"error_code": error[0], "error_message": error[1], "endpoint_type": BROKERS_ENDPOINT,
                     "cluster_id": "", "controller_id": -1, "brokers": []}
-        quorum = self.quorum.describe_quorum()
+        if self.raft is not None:  # any voter answers: the leader it knows, if any
+            endpoints, leader_id = self.raft.endpoints, self.raft.node.leader_id
+        else:
+            quorum = self.quorum.describe_quorum()
+            endpoints, leader_id = quorum.voter_endpoints, quorum.leader_id
         controllers = [{"broker_id": node_id, "host": host, "port": port, "rack": None}
-                       for node_id, endpoints in sorted(quorum.voter_endpoints.items())
-                       for _, host, port in endpoints[:1]]
+                       for node_id, node_endpoints in sorted(endpoints.items())
+                       for _, host, port in node_endpoints[:1]]
         operations = CLUSTER_OPERATIONS if body.include_cluster_authorized_operations else NOT_INCLUDED
         return {"error_code": ErrorCode.none, "endpoint_type": CONTROLLERS_ENDPOINT,
-                "cluster_id": self.controller.cluster_id, "controller_id": quorum.leader_id, "brokers": controllers,
+                "cluster_id": self.controller.cluster_id, "controller_id": leader_id, "brokers": controllers,
                 "cluster_authorized_operations": operations}
 
     # ------------------------------------------------------------ writes brokers ask for

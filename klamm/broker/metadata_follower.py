@@ -59,6 +59,9 @@ SET, DELETE = 0, 1  # IncrementalAlterConfigs operations
 ZERO_UUID = uuid.UUID(int=0)
 FETCH_SNAPSHOT, SNAPSHOT_CHUNK_BYTES = 59, 8 << 20
 RETRY_S = 0.2
+LEADER_RETRY_S = 0.05
+LEADER_MOVED = frozenset({ErrorCode.not_leader_or_follower, ErrorCode.fenced_leader_epoch,
+                          ErrorCode.unknown_leader_epoch})
 
 
 class MetadataFollower:
@@ -73,6 +76,10 @@ class MetadataFollower:
         self._listeners: list[Callable[[MetadataImage, MetadataImage], None]] = []
         self.caught_up = asyncio.Event()  # set once a fetch has reached the controller's log end
         self.high_watermark = 0
+        # Where the next fetch starts and the epoch of the batch before it: the end of what was applied,
+        # control batches included (a quorum leader opens its epoch with one).
+        self._fetch_offset = 0
+        self._last_epoch = 0
 
     @property
     def image(self) -> MetadataImage:
@@ -97,6 +104,13 @@ class MetadataFollower:
                 log.info("metadata fetch from the controller: reachable again")
                 unreachable = False
             entry = response.responses[0].partitions[0] if response.responses else None
+            if entry is not None and entry.error_code in LEADER_MOVED:
+                # A voter that does not lead (any more): it names the leader when it knows one.
+                locator = getattr(connection, "locator", None)
+                if locator is not None:
+                    locator.learn(entry.current_leader.leader_id)
+                await asyncio.sleep(LEADER_RETRY_S)
+                continue
             if entry is None or entry.error_code != ErrorCode.none:
                 log.warning("metadata fetch from the controller: %s", entry.error_code.name if entry else "no answer")
                 await asyncio.sleep(RETRY_S)
@@ -105,18 +119,22 @@ class MetadataFollower:
             if entry.snapshot_id.end_offset >= 0:
                 await self._load_snapshot(connection, SnapshotId(entry.snapshot_id.end_offset, entry.snapshot_id.epoch))
                 continue
+            before = self._fetch_offset
             if entry.records:
-                self._apply(bytearray(entry.records))
-            if self._image.offset + 1 >= self.high_watermark:
+                self._apply(bytearray(entry.records), entry.high_watermark)
+            if self._fetch_offset >= self.high_watermark:
                 self.caught_up.set()
+            elif self._fetch_offset == before:
+                await asyncio.sleep(LEADER_RETRY_S)  # only records not yet committed: wait for the commit
 
     def _request(self) -> dict[str, Any]:
         # The broker's id, as a KRaft observer fetches: the controller reports it in DescribeQuorum.
         return {"replica_id": self.node_id, "max_wait": self._max_wait_ms, "min_bytes": 1, "max_bytes": 8 << 20,
                 "isolation_level": 0, "session_id": 0, "session_epoch": -1,
                 "topics": [{"topic": METADATA_TOPIC, "partitions": [{
-                    "partition": METADATA_PARTITION, "current_leader_epoch": -1, "fetch_offset": self._image.offset + 1,
-                    "last_fetched_epoch": -1, "log_start_offset": -1, "partition_max_bytes": 8 << 20}]}],
+                    "partition": METADATA_PARTITION, "current_leader_epoch": -1, "fetch_offset": self._fetch_offset,
+                    "last_fetched_epoch": self._last_epoch, "log_start_offset": -1,
+                    "partition_max_bytes": 8 << 20}]}],
                 "forgotten_topics_data": [], "rack_id": ""}
 
     async def _load_snapshot(self, connection: BrokerConnection, snapshot_id: SnapshotId) -> None:
@@ -152,15 +170,22 @@ class MetadataFollower:
             await asyncio.sleep(RETRY_S)
             return
         builder.offset = snapshot_id.end_offset - 1
+        self._fetch_offset, self._last_epoch = snapshot_id.end_offset, snapshot_id.epoch
         old, self._image = self._image, builder.build()
         log.info("loaded metadata snapshot %s from the controller (%d records)", snapshot_id.file_name,
                  len(snapshot.values))
         for listener in list(self._listeners):
             listener(old, self._image)
 
-    def _apply(self, buf: bytearray) -> None:
+    def _apply(self, buf: bytearray, high_watermark: int) -> None:
+        """Replay the whole batches below the high watermark (a quorum's uncommitted tail may still change)."""
         records = []
         for header in split_batches(buf):
+            if header.next_offset > high_watermark:
+                break
+            if header.next_offset <= self._fetch_offset:
+                continue
+            self._fetch_offset, self._last_epoch = header.next_offset, max(0, header.partition_leader_epoch)
             if header.is_control:
                 continue
             for record in decode_batch(buf, header.position)[1]:

@@ -158,23 +158,24 @@ def _check_single_node(values: Mapping[str, Any]) -> None:
     if roles not in (["broker"], ["controller"], ["broker", "controller"]):
         raise ConfigError("process.roles", ",".join(values["process.roles"]),
                           "process.roles takes broker, controller, or both")
-    if len(voters) > 1:
+    if len(voters) > 1 and roles == ["broker", "controller"]:
         raise ConfigError("controller.quorum.voters", ",".join(values["controller.quorum.voters"]),
-                          "klamm's controller quorum has one voter (a replicated quorum is not supported yet)")
+                          "a quorum of several voters runs on dedicated controllers (process.roles=controller); "
+                          "a combined node (process.roles=broker,controller) is a quorum of one")
     if roles == ["broker"]:
         if not voters:
             raise ConfigError("controller.quorum.voters", "",
                               "process.roles=broker needs controller.quorum.voters naming the controller")
-        if voters[0][0] == node_id:
+        if any(voter_id == node_id for voter_id, _ in voters):
             raise ConfigError("controller.quorum.voters", ",".join(values["controller.quorum.voters"]),
                               f"If process.roles contains just the 'broker' role, the node id {node_id} must not "
                               "be included in the set of voters controller.quorum.voters")
         if not controllers:
             raise ConfigError("controller.listener.names", "",
                               "controller.listener.names must contain at least one value when running in KRaft mode")
-    elif voters and voters[0][0] != node_id:
+    elif voters and all(voter_id != node_id for voter_id, _ in voters):
         raise ConfigError("controller.quorum.voters", ",".join(values["controller.quorum.voters"]),
-                          f"the controller's voter must be this node: only node {node_id} may be a voter")
+                          f"a controller must be one of the voters: node {node_id} is not")
     if roles == ["controller"]:
         _check_controller_only(values, voters, controllers)
         return

@@ -124,8 +124,20 @@ class Controller:
     def image(self) -> MetadataImage:
         return self._image
 
-    def load(self) -> MetadataImage:
-        """Load the newest valid snapshot and replay the log after it; bootstrap an empty log."""
+    def load(self, *, bootstrap: bool = True) -> MetadataImage:
+        """Load the newest valid snapshot and replay the log after it; bootstrap an empty log.
+
+        A quorum's controller (`bootstrap` False) sees only committed records here; it bootstraps
+        the metadata version once it leads (`bootstrap_if_empty`)."""
+        self.reload()
+        if bootstrap and self.log.end_offset == 0:
+            self.bootstrap_if_empty()
+        else:
+            self.maybe_snapshot()
+        return self._image
+
+    def reload(self) -> MetadataImage:
+        """The image again from the newest snapshot and the log (a quorum's: what is committed)."""
         image, start = self._load_snapshot()
         builder = ImageBuilder(image)
         replayed = 0
@@ -134,12 +146,24 @@ class Controller:
             replayed += len(value)
         self._bytes_since_snapshot = replayed
         self._swap(builder.build())
-        if self.log.end_offset == 0:
+        return self._image
+
+    def bootstrap_if_empty(self) -> None:
+        """A new cluster's first record: the metadata.version feature level."""
+        if "metadata.version" not in self._image.features:
             self._commit([MetadataRecord("FeatureLevelRecord", {"name": "metadata.version",
                                                                  "feature_level": METADATA_VERSION})])
-        else:
-            self.maybe_snapshot()
-        return self._image
+
+    def apply_committed(self, records: Sequence[tuple[int, bytes]]) -> None:
+        """Replay records another controller appended, now committed (a standby controller follows the leader)."""
+        if not records:
+            return
+        builder = ImageBuilder(self._image)
+        for offset, value in records:
+            builder.apply(decode_record(value), offset)
+        self._swap(builder.build())
+        self._bytes_since_snapshot += sum(len(value) for _, value in records)
+        self.maybe_snapshot()
 
     def _load_snapshot(self) -> tuple[MetadataImage, int]:
         """(image, offset to replay from): the newest usable snapshot's, else empty from offset 0."""
@@ -200,7 +224,9 @@ class Controller:
         if self._pending is not None:
             return None
         image = self._image
-        snapshot_id = SnapshotId(image.offset + 1, SNAPSHOT_EPOCH)
+        if image.offset + 1 > self.log.committed_end_offset:
+            return None  # a quorum leader's image runs ahead of the commit: snapshot committed state only
+        snapshot_id = SnapshotId(image.offset + 1, self.log.epoch_of(image.offset))
         existing = self.log.snapshots()
         if snapshot_id.end_offset <= 0 or (existing and existing[-1].end_offset >= snapshot_id.end_offset):
             return None

@@ -68,6 +68,15 @@ class MetadataLog(Protocol):
         ...
 
     @property
+    def committed_end_offset(self) -> int:
+        """The end of what is committed: the log end for a single voter, a quorum's high watermark."""
+        ...
+
+    def epoch_of(self, offset: int) -> int:
+        """The leader epoch the record at `offset` was written in (what a snapshot ending after it is named by)."""
+        ...
+
+    @property
     def log_start_offset(self) -> int:
         """The first offset still in the log (records below it live only in snapshots)."""
         ...
@@ -125,6 +134,13 @@ class InMemoryMetadataLog:
     @property
     def log_start_offset(self) -> int:
         return self._start
+
+    @property
+    def committed_end_offset(self) -> int:
+        return self._end
+
+    def epoch_of(self, offset: int) -> int:
+        return 0
 
     def snapshots(self) -> list[SnapshotId]:
         return sorted(self.stored_snapshots)
@@ -205,22 +221,35 @@ class FileMetadataLog:
         self.log.flush()
         return result.last_offset
 
-    def replay(self, from_offset: int = 0) -> Iterator[tuple[int, bytes]]:
+    def replay(self, from_offset: int = 0, until: int | None = None) -> Iterator[tuple[int, bytes]]:
+        """Records from `from_offset` below `until` (the log end); a quorum's control batches are no metadata."""
         offset = max(from_offset, self.log.log_start_offset)
-        while offset < self.log.log_end_offset:
+        end = self.log.log_end_offset if until is None else min(until, self.log.log_end_offset)
+        while offset < end:
             chunk = self.log.read_bytes(offset, _READ_CHUNK)
             if not chunk:
                 break
             for header in split_batches(chunk):
-                _, records = decode_batch(chunk, header.position, check_crc=True)
-                for record in records:
-                    if record.offset >= offset and record.value is not None:
-                        yield record.offset, record.value
+                if header.base_offset >= end:
+                    return
+                if not header.is_control:
+                    _, records = decode_batch(chunk, header.position, check_crc=True)
+                    for record in records:
+                        if offset <= record.offset < end and record.value is not None:
+                            yield record.offset, record.value
                 offset = max(offset, header.next_offset)
 
     @property
     def log_start_offset(self) -> int:
         return self.log.log_start_offset
+
+    @property
+    def committed_end_offset(self) -> int:
+        return self.log.log_end_offset
+
+    def epoch_of(self, offset: int) -> int:
+        """A single voter's batches carry epoch 0 (an older klamm's -1 reads as 0)."""
+        return max(0, self.log.leader_epoch_cache.epoch_for_offset(offset))
 
     def snapshots(self) -> list[SnapshotId]:
         return list_snapshots(self.directory)

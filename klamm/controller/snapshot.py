@@ -34,7 +34,7 @@ from klamm.protocol.errors import KafkaError
 from klamm.protocol.records import NewRecord, Record, build_batch, decode_batch
 
 __all__ = ["SnapshotError", "SnapshotId", "image_records", "list_snapshots", "parse_snapshot", "read_snapshot",
-           "remove_partial_snapshots", "snapshot_path", "write_snapshot"]
+           "remove_partial_snapshots", "snapshot_path", "write_snapshot", "write_snapshot_bytes"]
 
 SUFFIX = ".checkpoint"
 PARTIAL_SUFFIX = ".checkpoint.part"
@@ -148,6 +148,22 @@ def write_snapshot(directory: Path, snapshot_id: SnapshotId, values: Iterable[by
                                        partition_leader_epoch=epoch, timestamp_ms=last_contained_ms))
             offset += len(chunk)
         _write_all(fd, _control_batch(SNAPSHOT_FOOTER, _FOOTER_VALUE.pack(0, 0), offset, epoch, last_contained_ms))
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.rename(partial, final)
+    _fsync_dir(directory)
+    return final
+
+
+def write_snapshot_bytes(directory: Path, snapshot_id: SnapshotId, data: bytes) -> Path:
+    """Store a snapshot fetched whole from the leader (FetchSnapshot), as durably as `write_snapshot`."""
+    parse_snapshot(data, snapshot_id, f"the fetched snapshot {snapshot_id.file_name}")
+    final = snapshot_path(directory, snapshot_id)
+    partial = final.with_name(final.name + ".part")
+    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        _write_all(fd, data)
         os.fsync(fd)
     finally:
         os.close(fd)

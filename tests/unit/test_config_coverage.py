@@ -100,6 +100,9 @@ APPLIED: dict[str, list[str]] = {
     "controller.quorum.voters": [
         "tests/interop/test_cluster_processes.py::test_three_processes_replicate_and_fail_over",
         "tests/unit/test_config_coverage.py::test_kraft_roles_and_quorum_are_checked"],
+    **{f"controller.quorum.{name}": ["tests/unit/test_raft_wiring.py::test_quorum_configs_reach_the_raft_node"]
+       for name in ("election.timeout.ms", "fetch.timeout.ms", "election.backoff.max.ms", "request.timeout.ms",
+                    "retry.backoff.ms", "append.linger.ms")},
     "broker.session.timeout.ms": [
         "tests/interop/test_cluster_processes.py::test_three_processes_replicate_and_fail_over"],
     "broker.heartbeat.interval.ms": [
@@ -439,9 +442,9 @@ def test_cluster_topic_key_is_accepted_on_a_single_node(key: ConfigKey) -> None:
 
 def test_kraft_roles_and_quorum_are_checked() -> None:
     assert BrokerConfig.from_properties({"node.id": "3", "controller.quorum.voters": "3@localhost:9093"})
-    with pytest.raises(ConfigError, match="one voter"):
+    with pytest.raises(ConfigError, match="runs on dedicated controllers"):
         BrokerConfig.from_properties({"node.id": "3", "controller.quorum.voters": "3@a:9093,4@b:9093"})
-    with pytest.raises(ConfigError, match="only node 3 may be a voter"):
+    with pytest.raises(ConfigError, match="node 3 is not"):
         BrokerConfig.from_properties({"node.id": "3", "controller.quorum.voters": "4@b:9093"})
     with pytest.raises(ConfigError, match="id@host:port"):
         BrokerConfig.from_properties({"controller.quorum.voters": "localhost:9093"})
@@ -458,8 +461,14 @@ def test_kraft_roles_and_quorum_are_checked() -> None:
                   "controller.listener.names": "CONTROLLER", "listeners": "CONTROLLER://:9093",
                   "listener.security.protocol.map": "CONTROLLER:PLAINTEXT"}
     assert BrokerConfig.from_properties(controller).process_roles == ["controller"]
-    with pytest.raises(ConfigError, match="only node 2 may be a voter"):
+    with pytest.raises(ConfigError, match="node 2 is not"):
         BrokerConfig.from_properties({**controller, "node.id": "2"})
+    quorum = {**controller, "controller.quorum.voters": "1@localhost:9093,2@localhost:9094,3@localhost:9095"}
+    assert BrokerConfig.from_properties(quorum).controller_quorum_voters[2] == "3@localhost:9095"
+    assert BrokerConfig.from_properties({**quorum, "node.id": "3"}).node_id == 3
+    with pytest.raises(ConfigError, match="the node id 3 must not be included"):
+        BrokerConfig.from_properties({**broker, "node.id": "3", "controller.quorum.voters": quorum[
+            "controller.quorum.voters"]})
     with pytest.raises(ConfigError, match="must only contain KRaft controller listeners"):
         BrokerConfig.from_properties({**controller, "listeners": "PLAINTEXT://:9092,CONTROLLER://:9093",
                                       "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT"})

@@ -71,6 +71,8 @@ async def _describe(args: argparse.Namespace) -> str:
     to_controller = args.bootstrap_controller is not None
     address = args.bootstrap_controller if to_controller else args.bootstrap_server
     connection, versions = await _connect(address)
+    if to_controller:  # of a quorum, only the active controller describes it: ask there (as Kafka's Admin)
+        connection, versions = await _active_controller(connection, versions)
     try:
         quorum = await describe_quorum(connection, versions)
         if args.replication:
@@ -119,6 +121,19 @@ async def describe_quorum(connection: Any, versions: dict[int, int]) -> QuorumIn
     if partition.error_code != 0:
         raise ToolError(getattr(partition, "error_message", None) or partition.error_code.name)
     return from_response(partition, getattr(response, "nodes", ()))
+
+
+async def _active_controller(connection: Any, versions: dict[int, int]) -> tuple[Any, dict[int, int]]:
+    """The controller DescribeCluster names active, when it is not the one `connection` reaches."""
+    version = _version(versions, DESCRIBE_CLUSTER, CLUSTER_VERSION, "DESCRIBE_CLUSTER")
+    response = await connection.request(DESCRIBE_CLUSTER, version, {
+        "include_cluster_authorized_operations": False, "endpoint_type": CONTROLLERS_ENDPOINT})
+    voters = {b.broker_id: (b.host, b.port) for b in response.brokers} if response.error_code == 0 else {}
+    if len(voters) < 2 or response.controller_id not in voters:
+        return connection, versions
+    host, port = voters[response.controller_id]
+    connection.close()
+    return await _connect(f"{host}:{port}")
 
 
 async def cluster_id(connection: Any, versions: dict[int, int], to_controller: bool) -> str:

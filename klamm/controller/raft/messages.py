@@ -32,6 +32,7 @@ class Batch:
     epoch: int
     records: tuple[bytes, ...]
     control: bool = False
+    raw: bytes | None = field(default=None, compare=False, repr=False)  # the batch as stored, when read from a file
 
     @property
     def next_offset(self) -> int:

@@ -38,6 +38,7 @@ import enum
 import itertools
 import logging
 import random
+import struct
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -122,8 +123,11 @@ class _SnapshotDownload:
 
 
 def leader_change_record(leader_id: int, voters: Iterable[int]) -> bytes:
-    """The payload of the LeaderChange control record that opens a leader's epoch."""
-    return f"LeaderChange leader={leader_id} voters={','.join(map(str, sorted(voters)))}".encode()
+    """The LeaderChange control record's value that opens a leader's epoch: Kafka's LeaderChangeMessage v0
+    (flexible: version, leader id, voters, granting voters, each voter its id and no tagged fields)."""
+    ids = sorted(voters)
+    array = bytes([len(ids) + 1]) + b"".join(struct.pack(">i", v) + b"\x00" for v in ids)
+    return struct.pack(">hi", 0, leader_id) + array + array + b"\x00"
 
 
 class RaftNode:
