@@ -173,3 +173,17 @@ def test_a_leader_change_is_kafkas_control_record() -> None:
     # LeaderChangeMessage v0: version 0, leader 2, voters [1, 2, 3] twice (voters, granting voters).
     assert batch.records[0] == (b"\x00\x00" + b"\x00\x00\x00\x02" + (b"\x04" + b"".join(
         i.to_bytes(4, "big") + b"\x00" for i in (1, 2, 3))) * 2 + b"\x00")
+
+
+def test_dump_log_prints_a_leader_change_as_kafka_does(tmp_path: Path) -> None:
+    from klamm.cli.tools import dump_log
+    from klamm.controller.raft.file_log import encode_batch
+    from klamm.protocol.batch import read_batch_header
+    from klamm.protocol.records import decode_batch
+    raw = encode_batch(Batch(0, 4, (leader_change_record(2, [1, 2, 3]),), control=True))
+    header = read_batch_header(raw)
+    [record] = decode_batch(raw, 0)[1]
+    assert dump_log.control_text(record) == (
+        ' LeaderChange: {"version":0,"leaderId":2,"voters":[{"voterId":1},{"voterId":2},{"voterId":3}],'
+        '"grantingVoters":[{"voterId":1},{"voterId":2},{"voterId":3}]}')
+    assert "isControl: true" in dump_log.batch_line(header, True, 0)

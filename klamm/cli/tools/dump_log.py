@@ -13,6 +13,7 @@ klamm.storage.index, klamm.protocol.batch).
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from dataclasses import dataclass, field
@@ -238,7 +239,13 @@ def record_line(header: BatchHeader, record: Record, print_data: bool, skip_meta
     return text
 
 
+RAFT_CONTROL_TYPES = {2: "LeaderChange", 3: "SnapshotHeader", 4: "SnapshotFooter", 5: "KRaftVersion", 6: "KRaftVoters"}
+
+
 def control_text(record: Record) -> str:
+    raft = _raft_control_text(record)
+    if raft is not None:
+        return raft
     try:
         control_type, coordinator_epoch = decode_control_record(record)
     except KafkaError:
@@ -246,6 +253,39 @@ def control_text(record: Record) -> str:
     if control_type in (ControlRecordType.ABORT, ControlRecordType.COMMIT):
         return f" endTxnMarker: {control_type.name} coordinatorEpoch: {coordinator_epoch}"
     return f" controlType: {control_type.name}({int(control_type)})"
+
+
+def _raft_control_text(record: Record) -> str | None:
+    """KRaft's control records in `__cluster_metadata` (a LeaderChange opens each leader's epoch)."""
+    if record.key is None or len(record.key) < 4:
+        return None
+    type_code = int.from_bytes(record.key[2:4], "big", signed=True)
+    name = RAFT_CONTROL_TYPES.get(type_code)
+    if name is None:
+        return None
+    if type_code == 2 and record.value is not None:
+        try:
+            return f" {name}: {json.dumps(leader_change(record.value), separators=(',', ':'))}"
+        except (IndexError, ValueError):
+            pass
+    return f" controlType: {name}({type_code})"
+
+
+def leader_change(value: bytes) -> dict[str, object]:
+    """LeaderChangeMessage v0 (flexible): version, leader id, voters and granting voters, as Kafka prints it."""
+    version, leader_id = int.from_bytes(value[0:2], "big"), int.from_bytes(value[2:6], "big", signed=True)
+    position = 6
+    arrays = []
+    for _ in range(2):
+        count, position = value[position] - 1, position + 1
+        if count < 0 or value[position - 1] >= 0x80:
+            raise ValueError("unexpected array length")
+        voters = []
+        for _ in range(count):
+            voters.append({"voterId": int.from_bytes(value[position:position + 4], "big", signed=True)})
+            position += 5  # the id and its (empty) tagged fields
+        arrays.append(voters)
+    return {"version": version, "leaderId": leader_id, "voters": arrays[0], "grantingVoters": arrays[1]}
 
 
 def _utf8(data: bytes) -> str:
