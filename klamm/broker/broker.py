@@ -107,6 +107,7 @@ class Broker:
         self.controller_server: ControllerServer | None = None
         self.quorum: SingleVoterQuorum | QuorumController | None = None  # the metadata quorum (not broker-only)
         self._internal_topics_requested: set[str] = set()
+        self._as_controller: _ControllerSide | None = None  # a combined node of a quorum: see handle_as_controller
         # WriteTxnMarkers to partitions led elsewhere (used from start-up: loading finishes prepared transactions)
         self.txn_markers = TxnMarkerChannel(self.node_id, self._endpoint_of, config.request_timeout_ms)
         self.controller_client: ControllerClient = None  # type: ignore[assignment]
@@ -142,8 +143,10 @@ class Broker:
         self.logs.startup(lambda topic: log_config(self.replicas.topic_config(topic)))
         if self.broker_only:
             self._follow_the_controller(cluster_id)
-        elif len(self.config.controller_quorum_voters) > 1:
+        elif self.in_quorum:
             self._join_the_quorum(cluster_id)
+            if not self.controller_only:
+                self._reach_the_active_controller(cluster_id)
         else:
             if not self._shared_controller:
                 self._snapshot_writer = ThreadPoolExecutor(1, thread_name_prefix="klamm-metadata-snapshot")
@@ -172,6 +175,10 @@ class Broker:
         self._start_replication()
         if self.broker_only:
             await self._join_the_cluster()
+        elif self.in_quorum:
+            await self._start_controller_listener()
+            if not self.controller_only:  # a broker of the cluster like any other, via the active controller
+                await self._join_the_cluster()
         else:
             if not self.controller_only:
                 self.controller.register_broker(self.node_id, self.advertised_host, self.advertised_port,
@@ -224,13 +231,36 @@ class Broker:
         self._producer_ids = ProducerIdBlocks(self.controller_client)  # type: ignore[arg-type]
         self._tasks.append(asyncio.ensure_future(follower.run()))
 
+    def _reach_the_active_controller(self, cluster_id: str) -> None:
+        """A combined node of a quorum: its broker registers, heartbeats and writes through the active
+        controller (this node's or another's), and reads the committed image of its own controller."""
+        locator = ControllerLocator(_parse_voters(self.config.controller_quorum_voters))
+        timeout_s = self.config.request_timeout_ms / 1000
+
+        def connect() -> QuorumConnection:
+            return QuorumConnection(locator, f"klamm-broker-{self.node_id}", timeout_s)
+
+        self.lifecycle = BrokerLifecycle(self.node_id, cluster_id, self.controller, connect,  # type: ignore[arg-type]
+                                         self.config.broker_heartbeat_interval_ms)
+        # The controller listener's writes are this node's controller's own; the broker's go to the active one.
+        self._as_controller = _ControllerSide(self, self.controller_client)
+        self.controller_client = RemoteControllerClient(connect, self.lifecycle)  # type: ignore[assignment]
+        self._producer_ids = ProducerIdBlocks(self.controller_client)  # type: ignore[arg-type]
+
+    @property
+    def in_quorum(self) -> bool:
+        """A controller of a quorum of several voters (dedicated or combined)."""
+        return not self.broker_only and len(self.config.controller_quorum_voters) > 1
+
     async def _join_the_cluster(self) -> None:
         """Register, catch up with the metadata, get unfenced: then the broker serves (Kafka's start-up)."""
         assert self.lifecycle is not None
         await self.lifecycle.register(self.advertised_host, self.advertised_port, self.listener_name,
                                       self.static_config.broker_rack)
         self._tasks.append(asyncio.ensure_future(self.lifecycle.heartbeat_periodically()))
-        await self.controller.caught_up.wait()  # type: ignore[attr-defined]
+        caught_up = getattr(self.controller, "caught_up", None)  # a quorum's controller is unfenced once caught up
+        if caught_up is not None:
+            await caught_up.wait()
         await self.lifecycle.unfenced.wait()
         await self._producer_ids.prime()
 
@@ -283,7 +313,7 @@ class Broker:
 
     async def handle_as_controller(self, request: Request) -> Any:
         """A request the controller listener passes on to this node's own handler (CreateTopics)."""
-        return await self._apis[request.api_key].handle(self, request)
+        return await self._apis[request.api_key].handle(self._as_controller or self, request)
 
     def _listen(self, listener: Callable[[Any, Any], None]) -> None:
         """Follow metadata changes until stop (a shared controller outlives this broker)."""
@@ -367,7 +397,8 @@ class Broker:
         if controlled and self._shared_controller and self.controller.image.brokers.get(self.node_id) is not None:
             # Controlled shutdown: leaderships move to other ISR members before this broker goes.
             self.controller.controlled_shutdown(self.node_id)
-        if controlled and self.controller_server is not None and self.node_id in self.controller.image.brokers:
+        if controlled and self.controller_server is not None and not self.in_quorum \
+                and self.node_id in self.controller.image.brokers:
             # The combined node of a cluster: its broker shuts down as any other, and the brokers learn of it
             # before its controller goes, since they could not learn anything while it is down.
             self.controller.controlled_shutdown(self.node_id)
@@ -449,7 +480,7 @@ class Broker:
         live = max(1, len(self.broker_endpoints()))
         spec = CreateTopicSpec(name=name, num_partitions=partitions, replication_factor=min(replication_factor, live),
                                assignments=None, configs={"cleanup.policy": "compact", **configs})
-        if self.broker_only:  # asked of the controller; meanwhile the coordinator is not available
+        if self.broker_only or self.in_quorum:  # asked of the controller; meanwhile the coordinator is not available
             self._create_internal_topic_later(spec)
             raise KafkaError(ErrorCode.coordinator_not_available, f"{name} is being created")
         # Synchronous: coordinators create their topic inside a request's synchronous part.
@@ -480,7 +511,7 @@ class Broker:
         task.add_done_callback(self._requests_in_flight.discard)
 
     def allocate_producer_id(self) -> int:
-        if self.broker_only:
+        if self.broker_only or (self.in_quorum and not self.controller_only):
             return self._producer_ids.take()
         return self.controller.allocate_producer_id()
 
@@ -505,3 +536,14 @@ def _parse_voters(voters: list[str]) -> dict[int, tuple[str, int]]:
         host, _, port = address.strip().rpartition(":")
         parsed[int(voter_id)] = (host.strip("[]"), int(port))
     return parsed
+
+
+class _ControllerSide:
+    """The broker as its controller listener's handlers see it: writes go to this node's own controller."""
+
+    def __init__(self, broker: Broker, controller_client: ControllerClient) -> None:
+        self._broker = broker
+        self.controller_client = controller_client
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._broker, name)

@@ -293,9 +293,11 @@ def _image(broker: Any) -> Any:
 
 
 def _is_active_controller(broker: Any) -> bool:
-    """This broker runs the controller: its metadata comes from a local Controller with its own node id."""
+    """This node runs the active controller: a local Controller with its own node id, leading its quorum."""
     controller = getattr(broker, "controller", None)
-    return isinstance(controller, Controller) and controller.node_id == getattr(broker, "node_id", None)
+    local = isinstance(controller, Controller) and controller.node_id == getattr(broker, "node_id", None)
+    active = getattr(broker, "controller_active", None)
+    return local and (active is None or active())
 
 
 def _cleaners(broker: Any) -> list[Any]:

@@ -158,10 +158,6 @@ def _check_single_node(values: Mapping[str, Any]) -> None:
     if roles not in (["broker"], ["controller"], ["broker", "controller"]):
         raise ConfigError("process.roles", ",".join(values["process.roles"]),
                           "process.roles takes broker, controller, or both")
-    if len(voters) > 1 and roles == ["broker", "controller"]:
-        raise ConfigError("controller.quorum.voters", ",".join(values["controller.quorum.voters"]),
-                          "a quorum of several voters runs on dedicated controllers (process.roles=controller); "
-                          "a combined node (process.roles=broker,controller) is a quorum of one")
     if roles == ["broker"]:
         if not voters:
             raise ConfigError("controller.quorum.voters", "",

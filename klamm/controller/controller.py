@@ -109,7 +109,10 @@ class Controller:
         self.log = log
         self.node_id = node_id
         self.cluster_id = cluster_id or random_base64_uuid()
-        self._image = empty_image(self.cluster_id, node_id)
+        self._image = empty_image(self.cluster_id, node_id)  # what decisions see: every record appended
+        self._published = self._image  # what `image` and the listeners see: what is committed
+        self._unpublished: list[MetadataImage] = []  # a quorum leader's images awaiting the commit, oldest first
+        self._defer_publishing = False
         self._listeners: list[ChangeListener] = []
         self._producer_ids: Iterator[int] = iter(())
         self._policy = snapshots
@@ -122,7 +125,22 @@ class Controller:
 
     @property
     def image(self) -> MetadataImage:
-        return self._image
+        """The committed metadata: what brokers and clients are served."""
+        return self._published
+
+    def defer_publishing(self) -> None:
+        """A quorum's controller: publish its own changes only once `publish_committed` says they are committed."""
+        self._defer_publishing = True
+
+    def publish_committed(self, end_offset: int) -> None:
+        """Every record below `end_offset` is committed: publish the newest image that holds no other."""
+        ready = 0
+        while ready < len(self._unpublished) and self._unpublished[ready].offset < end_offset:
+            ready += 1
+        if ready:
+            image = self._unpublished[ready - 1]
+            del self._unpublished[:ready]
+            self._publish(image)
 
     def load(self, *, bootstrap: bool = True) -> MetadataImage:
         """Load the newest valid snapshot and replay the log after it; bootstrap an empty log.
@@ -435,13 +453,21 @@ class Controller:
         builder = ImageBuilder(self._image)
         for i, value in enumerate(values):
             builder.apply(decode_record(value), first_offset + i)
-        self._swap(builder.build())
+        self._swap(builder.build(), committed=not self._defer_publishing)
         self._bytes_since_snapshot += sum(len(value) for value in values)
         self.maybe_snapshot()
         return self._image
 
-    def _swap(self, new: MetadataImage) -> None:
-        old, self._image = self._image, new
+    def _swap(self, new: MetadataImage, *, committed: bool = True) -> None:
+        self._image = new
+        if committed:
+            self._unpublished.clear()
+            self._publish(new)
+        else:
+            self._unpublished.append(new)
+
+    def _publish(self, new: MetadataImage) -> None:
+        old, self._published = self._published, new
         for listener in list(self._listeners):
             try:
                 listener(old, new)

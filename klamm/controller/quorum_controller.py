@@ -100,6 +100,7 @@ class QuorumController:
         self._active_epoch = -1
         self._applied_end = max(controller.image.offset + 1, files.log_start_offset)
         self.on_activate: list[Callable[[], None]] = []
+        controller.defer_publishing()  # brokers and clients see only what a majority holds
 
     # what DescribeQuorum reports
     def describe_quorum(self) -> QuorumInfo:
@@ -136,6 +137,7 @@ class QuorumController:
             self.controller.reload()  # what it applied beyond the commit may never be committed
             self._applied_end = max(node.high_watermark, self.files.log_start_offset)
         if self.active:
+            self.controller.publish_committed(node.high_watermark)
             self.controller.maybe_snapshot()
             return
         if self.files.log_start_offset > self._applied_end:  # a snapshot from the leader replaced the log

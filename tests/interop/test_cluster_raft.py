@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import threading
 import sys
 import time
 from pathlib import Path
@@ -237,5 +238,72 @@ def test_a_controller_far_behind_catches_up_from_a_snapshot(tmp_path: Path) -> N
         wait_for(lambda: quorum.leader() != leader, timeout=30, what="a new leader")
         assert set(names) <= set(admin.list_topics(timeout=15).topics)
         wait_for(lambda: create(admin, "afterwards"), timeout=30, what="a creation afterwards")
+    finally:
+        quorum.kill()
+
+
+class CombinedQuorum:
+    """Three nodes, each broker and controller (process.roles=broker,controller), all three voters."""
+
+    def __init__(self, base: Path) -> None:
+        controller_ports = {n: free_port() for n in (1, 2, 3)}
+        voters = ",".join(f"{n}@127.0.0.1:{p}" for n, p in controller_ports.items())
+        cluster_id = klamm_storage("random-uuid")
+        self.nodes: dict[int, BrokerProcess] = {}
+        for node_id, controller_port in controller_ports.items():
+            port = free_port()
+            config = {"node.id": str(node_id), "controller.quorum.voters": voters, **FAST,
+                      "controller.listener.names": "CONTROLLER", "process.roles": "broker,controller",
+                      "listeners": f"PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}",
+                      "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+                      "replica.lag.time.max.ms": "2000", "replica.fetch.wait.max.ms": "200"}
+            node = BrokerProcess(port, base / f"node{node_id}", base / f"node{node_id}.log", config)
+            properties = base / f"node{node_id}.properties"
+            properties.parent.mkdir(parents=True, exist_ok=True)
+            properties.write_text("".join(f"{k}={v}\n" for k, v in {**config, "log.dirs": str(node.log_dir)}.items()))
+            klamm_storage("format", "--cluster-id", cluster_id, "--config", str(properties))
+            self.nodes[node_id] = node
+        self.bootstrap = ",".join(n.bootstrap for n in self.nodes.values())
+
+    def start(self, *node_ids: int) -> None:
+        """Start nodes together: none is ready before a majority of controllers runs."""
+        threads = [threading.Thread(target=self.nodes[n].start, kwargs={"timeout": 60})
+                   for n in (node_ids or self.nodes)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+
+    def kill(self) -> None:
+        for node in self.nodes.values():
+            if node.running:
+                node.kill()
+
+    def leader(self) -> int:
+        p = subprocess.run([KLAMM, "metadata-quorum", "--bootstrap-server", self.bootstrap, "describe", "--status"],
+                           capture_output=True, text=True, timeout=30, check=False)
+        assert p.returncode == 0, p.stderr
+        return int(dict(line.split(":", 1) for line in p.stdout.splitlines())["LeaderId"])
+
+
+def test_combined_nodes_form_a_quorum_and_survive_the_active_controllers_death(tmp_path: Path) -> None:
+    quorum = CombinedQuorum(tmp_path)
+    try:
+        quorum.start()
+        admin = AdminClient({"bootstrap.servers": quorum.bootstrap})
+        wait_for(lambda: brokers(admin) == {1, 2, 3}, timeout=60, what="three brokers")
+        assert create(admin, "orders", replication=3)
+        with SequenceStream(quorum.bootstrap, "orders") as stream:
+            wait_for(lambda: len(stream.acked) > 200, timeout=30, what="records acknowledged")
+            leader = quorum.leader()
+            quorum.nodes[leader].kill()  # the active controller, and a broker of the ISR
+            wait_for(lambda: quorum.leader() != leader, timeout=30, what="another controller active")
+            count = len(stream.acked)
+            wait_for(lambda: len(stream.acked) > count + 300, timeout=60, what="produces after the kill")
+            wait_for(lambda: create(admin, "after"), timeout=30, what="a creation through the new controller")
+            quorum.start(leader)
+            wait_for(lambda: brokers(admin) == {1, 2, 3}, timeout=60, what="the killed node back")
+        assert not stream.failed, stream.failed[:3]
+        assert {"orders", "after"} <= set(admin.list_topics(timeout=15).topics)
     finally:
         quorum.kill()
