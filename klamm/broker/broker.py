@@ -44,7 +44,6 @@ from klamm.broker.network import (
     check_socket_server_config,
 )
 from klamm.broker.partition import log_config
-from klamm.broker.client import BrokerConnection
 from klamm.broker.controller_channel import ControllerLocator, QuorumConnection
 from klamm.broker.controller_server import ControllerServer
 from klamm.broker.metadata_follower import BrokerLifecycle, MetadataFollower, ProducerIdBlocks, RemoteControllerClient
@@ -217,13 +216,9 @@ class Broker:
 
     # a broker of a cluster (process.roles=broker): metadata, lifecycle and writes through the controller
     def _follow_the_controller(self, cluster_id: str) -> None:
-        locator = ControllerLocator(_parse_voters(self.config.controller_quorum_voters))
-        timeout_s = self.config.request_timeout_ms / 1000
-
-        def connect() -> QuorumConnection:
-            return QuorumConnection(locator, f"klamm-broker-{self.node_id}", timeout_s)
-
-        follower = MetadataFollower(self.node_id, cluster_id, locator.leader, connect)  # type: ignore[arg-type]
+        connect = self._controller_connections()
+        first_voter = min(_parse_voters(self.config.controller_quorum_voters))
+        follower = MetadataFollower(self.node_id, cluster_id, first_voter, connect)  # type: ignore[arg-type]
         self.controller = follower  # type: ignore[assignment]  # what handlers read: the image
         self.lifecycle = BrokerLifecycle(self.node_id, cluster_id, follower, connect,
                                          self.config.broker_heartbeat_interval_ms)
@@ -234,18 +229,19 @@ class Broker:
     def _reach_the_active_controller(self, cluster_id: str) -> None:
         """A combined node of a quorum: its broker registers, heartbeats and writes through the active
         controller (this node's or another's), and reads the committed image of its own controller."""
-        locator = ControllerLocator(_parse_voters(self.config.controller_quorum_voters))
-        timeout_s = self.config.request_timeout_ms / 1000
-
-        def connect() -> QuorumConnection:
-            return QuorumConnection(locator, f"klamm-broker-{self.node_id}", timeout_s)
-
+        connect = self._controller_connections()
         self.lifecycle = BrokerLifecycle(self.node_id, cluster_id, self.controller, connect,  # type: ignore[arg-type]
                                          self.config.broker_heartbeat_interval_ms)
         # The controller listener's writes are this node's controller's own; the broker's go to the active one.
         self._as_controller = _ControllerSide(self, self.controller_client)
         self.controller_client = RemoteControllerClient(connect, self.lifecycle)  # type: ignore[assignment]
         self._producer_ids = ProducerIdBlocks(self.controller_client)  # type: ignore[arg-type]
+
+    def _controller_connections(self) -> Callable[[], QuorumConnection]:
+        """A new connection to the active controller per call; all share what they learn of which one it is."""
+        locator = ControllerLocator(_parse_voters(self.config.controller_quorum_voters))
+        timeout_s = self.config.request_timeout_ms / 1000
+        return lambda: QuorumConnection(locator, f"klamm-broker-{self.node_id}", timeout_s)
 
     @property
     def in_quorum(self) -> bool:
@@ -276,7 +272,7 @@ class Broker:
                     self.quorum.driver.start()
                 return
 
-    # a dedicated controller of a quorum of several (process.roles=controller)
+    # a controller of a quorum of several voters (process.roles=controller, or broker,controller)
     def _join_the_quorum(self, cluster_id: str) -> None:
         """The metadata log under Raft: this node votes, and controls while it leads."""
         voters = _parse_voters(self.config.controller_quorum_voters)
@@ -287,7 +283,7 @@ class Broker:
         driver = RaftDriver(node, cluster_id, voters)
         self._snapshot_writer = ThreadPoolExecutor(1, thread_name_prefix="klamm-metadata-snapshot")
         self.controller = Controller(
-            RaftMetadataLog(files, lambda: node, lambda: driver), self.node_id, cluster_id,  # type: ignore[arg-type]
+            RaftMetadataLog(files, driver), self.node_id, cluster_id,  # type: ignore[arg-type]
             snapshots=snapshot_policy(self.config), executor=self._snapshot_writer,
             unclean_leader_election=self.config.unclean_leader_election_enable)
         self.controller.load(bootstrap=False)

@@ -29,7 +29,6 @@ from klamm.controller.quorum_info import (
     ReplicaInfo,
 )
 from klamm.controller.raft.driver import RaftDriver, now_ms
-from klamm.controller.raft.node import RaftNode
 from klamm.controller.snapshot import Snapshot, SnapshotId
 from klamm.protocol.errors import ErrorCode, KafkaError
 
@@ -39,9 +38,8 @@ __all__ = ["QuorumController", "RaftMetadataLog"]
 
 
 class RaftMetadataLog:
-    def __init__(self, files: FileMetadataLog, node: Callable[[], RaftNode], driver: Callable[[], RaftDriver]) -> None:
+    def __init__(self, files: FileMetadataLog, driver: RaftDriver) -> None:
         self.files = files
-        self._node = node
         self._driver = driver
 
     @property
@@ -49,14 +47,14 @@ class RaftMetadataLog:
         return self.files.end_offset
 
     def append(self, records: Sequence[bytes]) -> int:
-        return self._driver().append(records)
+        return self._driver.append(records)
 
     def replay(self, from_offset: int = 0) -> Iterator[tuple[int, bytes]]:
         return self.files.replay(from_offset, until=self.committed_end_offset)
 
     @property
     def committed_end_offset(self) -> int:
-        return self._node().high_watermark
+        return self._driver.node.high_watermark
 
     def epoch_of(self, offset: int) -> int:
         epoch = self.files.log.leader_epoch_cache.epoch_for_offset(offset)

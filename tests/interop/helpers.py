@@ -39,11 +39,16 @@ def admin(bootstrap: str) -> AdminClient:
 
 
 def topic_ready(bootstrap: str, name: str, partitions: int, a: AdminClient | None = None) -> bool:
-    md = (a or admin(bootstrap)).list_topics(topic=name, timeout=10)
-    t = md.topics.get(name)
-    if t is None or t.error is not None or len(t.partitions) != partitions:
-        return False
-    return all(p.leader >= 0 and p.error is None for p in t.partitions.values())
+    """The topic has leaders, as every broker of `bootstrap` tells (in a cluster each learns it on its own)."""
+    addresses = bootstrap.split(",")
+    clients = [a or admin(bootstrap)] if len(addresses) == 1 else [admin(address) for address in addresses]
+    for client in clients:
+        t = client.list_topics(topic=name, timeout=10).topics.get(name)
+        if t is None or t.error is not None or len(t.partitions) != partitions:
+            return False
+        if not all(p.leader >= 0 and p.error is None for p in t.partitions.values()):
+            return False
+    return True
 
 
 def create_topic(bootstrap: str, name: str, partitions: int = 1, config: dict | None = None) -> str:

@@ -551,9 +551,12 @@ class RaftNode:
                 if end.offset < self.log.start_offset:  # no epoch this old here: all of the fetcher's log goes
                     end = OffsetAndEpoch(0, self.log.start_offset)
                 return _replace(base, diverging=end)
+        high_watermark = self.high_watermark
         self._record_fetch(request, now_ms)
         batches = self.log.read(request.fetch_offset, self.config.max_fetch_batches)
-        if not batches and may_park and request.max_wait_ms > 0 and self.role is Role.LEADER:
+        # Park an empty fetch, unless it moved the high watermark: the fetcher learns that at once.
+        if not batches and may_park and request.max_wait_ms > 0 and self.role is Role.LEADER \
+                and self.high_watermark == high_watermark:
             self._parked.append(_Parked(now_ms + request.max_wait_ms, envelope, self.high_watermark))
             return None
         return _replace(base, high_watermark=self.high_watermark, batches=tuple(batches))
