@@ -31,15 +31,18 @@ unit: $(STAMP)
 interop: test-deps
 	$(PY) -m pytest -q tests/interop
 
-# Every client's interop suite against a cluster of three klamm processes (tests/conftest.py, "cluster");
-# the cluster tests proper (test_cluster_*) build their own clusters and ran above.
+# Every client's interop suite against a cluster of three klamm processes, each broker and controller, the
+# controllers a Raft quorum (tests/conftest.py, "quorum"; KLAMM_CLUSTER_KIND=cluster: one controller). The
+# cluster tests proper (test_cluster_*) build their own clusters and ran above.
+KLAMM_CLUSTER_KIND ?= quorum
 interop-cluster: test-deps
-	KLAMM_TEST_BROKER=cluster $(PY) -m pytest -q --durations=10 tests/interop --ignore-glob='tests/interop/test_cluster_*'
+	KLAMM_TEST_BROKER=$(KLAMM_CLUSTER_KIND) $(PY) -m pytest -q --durations=10 tests/interop --ignore-glob='tests/interop/test_cluster_*'
 
 bench: test-deps
 	$(PY) -m pip install -q -e '.[bench]'
 	$(PY) bench/run.py $(BENCH_ARGS)
 	$(PY) bench/spark.py $(SPARK_BENCH_ARGS)
+	$(PY) bench/controller_failover.py
 
 # The clickstream example (examples/clickstream): klamm -> Spark Structured Streaming -> klamm and Parquet, checked.
 pipeline: $(STAMP)

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Protocol
 
 from klamm.controller.raft.messages import NO_LEADER
+from klamm.storage.checkpoint import fsync_dir
 
 FILE_NAME = "quorum-state"
 
@@ -76,12 +77,4 @@ class FileQuorumStateStore:
             f.flush()
             os.fsync(f.fileno())
         os.replace(temp, self.path)
-        _fsync_directory(self.path.parent)
-
-
-def _fsync_directory(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+        fsync_dir(self.path.parent)

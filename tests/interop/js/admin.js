@@ -81,5 +81,13 @@ run(async (cfg, cleanup) => {
     await sleep(250)
   }
   emit({ step: 'listTopicsAfterDelete', result: listed })
-  await step('fetchTopicMetadataDeleted', () => admin.fetchTopicMetadata({ topics: [t1] }))
+  // In a cluster each broker learns of the deletion on its own: ask until the one asked knows.
+  await step('fetchTopicMetadataDeleted', async () => {
+    let metadata
+    for (let i = 0; i < 40; i++) {
+      metadata = await admin.fetchTopicMetadata({ topics: [t1] })
+      await sleep(250)
+    }
+    return metadata
+  })
 })
