@@ -139,6 +139,9 @@ class ControllerServer:
         """Vote, BeginQuorumEpoch, EndQuorumEpoch, and Fetch / FetchSnapshot of `__cluster_metadata`, to Raft."""
         assert self.raft is not None
         driver = self.raft.driver
+        cluster_id = getattr(request.body, "cluster_id", None)
+        if cluster_id not in (None, "", self.controller.cluster_id):  # another cluster's node: Kafka's check
+            return wire.error_body(request.api_key, ErrorCode.inconsistent_cluster_id)
         message = wire.request_message(request.api_key, request.body, driver.node.epoch)
         if message is None:
             raise KafkaError(ErrorCode.invalid_request, "the controller serves only __cluster_metadata-0")

@@ -20,7 +20,11 @@ from pathlib import Path
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from klamm.controller.raft import wire
+from klamm.controller.raft.messages import VoteRequest
+from klamm.protocol.errors import ErrorCode
 from tests.conftest import BrokerProcess, free_port, klamm_storage
+from tests.integration.conftest import RawClient
 
 from .helpers import SequenceStream, wait_for
 from .tcp_proxy import TcpProxy
@@ -136,6 +140,12 @@ def brokers(admin: AdminClient) -> set[int]:
 def test_killing_the_active_controller_loses_no_acknowledged_creation(quorum: Quorum) -> None:
     admin = AdminClient({"bootstrap.servers": quorum.bootstrap})
     wait_for(lambda: brokers(admin) == {4, 5}, timeout=60, what="both brokers registered with the quorum")
+    # A voter of another cluster asking for votes is refused as Kafka refuses it, and changes nothing.
+    epoch = int(dict(line.split(":", 1) for line in quorum.describe("--status"))["LeaderEpoch"])
+    api_key, version, body = wire.request_body(VoteRequest(epoch + 5, 1, epoch + 5, 1 << 20), "another-cluster", 2)
+    answer = RawClient(quorum.controllers[2].port).request(api_key, version, body)
+    assert answer.error_code == ErrorCode.inconsistent_cluster_id
+    assert int(dict(line.split(":", 1) for line in quorum.describe("--status"))["LeaderEpoch"]) == epoch
     acked: list[str] = []
     deleted: list[str] = []
     for round_ in range(3):

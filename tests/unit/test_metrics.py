@@ -238,7 +238,7 @@ def test_replication_gauges_read_the_image_of_partitions_led_here():
 
     controller = Controller(InMemoryMetadataLog(), 1)
     active = SimpleNamespace(node_id=1, controller=controller, replicas=SimpleNamespace(partitions=hosted))
-    controller._image = image  # the collector reads only `.image`
+    controller._published = image  # the collector reads only `.image` (the committed, published image)
     text = BrokerMetrics(active).exposition().decode()
     assert value(text, "klamm_active_controller") == 1
     assert value(text, "klamm_offline_partitions") == 1

@@ -187,3 +187,10 @@ def test_dump_log_prints_a_leader_change_as_kafka_does(tmp_path: Path) -> None:
         ' LeaderChange: {"version":0,"leaderId":2,"voters":[{"voterId":1},{"voterId":2},{"voterId":3}],'
         '"grantingVoters":[{"voterId":1},{"voterId":2},{"voterId":3}]}')
     assert "isControl: true" in dump_log.batch_line(header, True, 0)
+
+
+@pytest.mark.parametrize("api_key", sorted(wire.VERSIONS))
+def test_a_whole_request_error_crosses_the_wire(api_key: int) -> None:
+    body = wire.error_body(api_key, ErrorCode.inconsistent_cluster_id)
+    decoded = _over_the_wire(api_key, wire.VERSIONS[api_key], body, "response")
+    assert wire.response_message(api_key, decoded).error == ErrorCode.inconsistent_cluster_id

@@ -139,6 +139,13 @@ def request_message(api_key: int, body: Any, current_epoch: int) -> Request | No
                                 p.position, body.max_bytes)
 
 
+def error_body(api_key: int, error: ErrorCode) -> dict[str, Any]:
+    """A response naming no partition, with `error` for the whole request."""
+    if api_key == FETCH:
+        return {"error_code": error, "session_id": 0, "responses": []}
+    return {"error_code": error, "topics": [], **({"node_endpoints": []} if api_key == VOTE else {})}
+
+
 def response_body(api_key: int, response: Response) -> dict[str, Any]:
     """The kio response body for a Raft response."""
     leader = {"leader_id": response.leader_id, "leader_epoch": response.epoch}
