@@ -30,6 +30,15 @@ includes `controller` and the quorum has voters. It serves, against this node's
   AlterPartitionReassignments (45), answered by this node's own handlers, and
   AlterConfigs (33) / IncrementalAlterConfigs (44) of topics and brokers, already
   validated by the forwarding broker (a broker's configs name that broker, not this one).
+
+A controller of a quorum of several voters (klamm/controller/quorum_controller.py)
+serves the same, with Raft under it: Vote, BeginQuorumEpoch and EndQuorumEpoch
+go to its Raft node, and so do Fetch and FetchSnapshot of `__cluster_metadata`,
+from voters and from brokers alike. Only the active controller takes the writes
+above and DescribeQuorum; it answers a write once Raft has committed what it
+appended. A standby closes the connection instead, and the broker tries the next
+voter. Broker sessions are tracked by the active controller only, renewed for
+every broker when it takes over.
 """
 
 from __future__ import annotations
