@@ -29,6 +29,7 @@ from klamm.controller.quorum_info import (
     ReplicaInfo,
 )
 from klamm.controller.raft.driver import RaftDriver, now_ms
+from klamm.controller.raft.node import ReplicaProgress
 from klamm.controller.snapshot import Snapshot, SnapshotId
 from klamm.protocol.errors import ErrorCode, KafkaError
 
@@ -110,13 +111,12 @@ class QuorumController:
         def wall(t: int) -> int:
             return -1 if t < 0 else now_wall - (now_mono - t)
 
-        def info(replica: int, p: object, leader: bool = False) -> ReplicaInfo:
-            if leader:
-                return ReplicaInfo(replica, NO_DIRECTORY_ID, p.end_offset, now_wall, now_wall)  # type: ignore
-            return ReplicaInfo(replica, NO_DIRECTORY_ID, p.end_offset, wall(p.last_fetch_ms),  # type: ignore
-                               wall(p.last_caught_up_ms))  # type: ignore[attr-defined]
+        def info(replica: int, p: ReplicaProgress) -> ReplicaInfo:
+            if replica == self.node.node_id:  # Kafka reports "now" for the leader
+                return ReplicaInfo(replica, NO_DIRECTORY_ID, p.end_offset, now_wall, now_wall)
+            return ReplicaInfo(replica, NO_DIRECTORY_ID, p.end_offset, wall(p.last_fetch_ms), wall(p.last_caught_up_ms))
         return QuorumInfo(self.node.node_id, self.node.epoch, self.node.high_watermark,
-                          [info(v, p, v == self.node.node_id) for v, p in sorted(voters.items())],
+                          [info(v, p) for v, p in sorted(voters.items())],
                           [info(o, p) for o, p in sorted(observers.items())], dict(self.endpoints))
 
     async def wait_committed(self, timeout_s: float) -> None:

@@ -15,7 +15,9 @@ The states are Kafka's (QuorumState):
   the quorum cannot drive the epoch up and depose a healthy leader when it returns.
 - Candidate: bumps the epoch, votes for itself (durably) and asks for votes.
 - Leader: appends a LeaderChange control batch that opens its epoch, tells the
-  voters with BeginQuorumEpoch, serves fetches, and advances the high watermark
+  voters with BeginQuorumEpoch (again, every half fetch timeout, to those that
+  have not fetched: one stuck in a later epoch answers with it, and the quorum
+  follows it there), serves fetches, and advances the high watermark
   to what a majority of voters hold (its own flushed end included), once that
   covers the start of its epoch. It resigns when a majority has not fetched
   within 1.5 fetch timeouts (check quorum).
@@ -180,7 +182,7 @@ class RaftNode:
     def next_deadline_ms(self) -> int:
         """The latest time `tick` must be called (sooner is harmless)."""
         times = [t for t in (self._election_deadline, self._fetch_deadline, self._check_quorum_deadline,
-                             self._flush_deadline) if t is not None]
+                             self._flush_deadline, self._begin_epoch_deadline) if t is not None]
         times += [p.deadline_ms for p in self._parked]
         times += [f.deadline_ms for f in self._in_flight.values()]
         times += [t for dest, t in self._backoff_until.items() if dest not in self._in_flight]
@@ -227,6 +229,8 @@ class RaftNode:
             del self._backoff_until[dest]
         if self._parked:
             self._complete_parked(now_ms)
+        if self._begin_epoch_deadline is not None and now_ms >= self._begin_epoch_deadline:
+            self._remind_silent_voters(now_ms)
         if self._check_quorum_deadline is not None and now_ms >= self._check_quorum_deadline:
             self._check_quorum(now_ms)
         if self._fetch_deadline is not None and now_ms >= self._fetch_deadline:
@@ -255,6 +259,7 @@ class RaftNode:
         self._election_deadline: int | None = None
         self._fetch_deadline: int | None = None
         self._check_quorum_deadline: int | None = None
+        self._begin_epoch_deadline: int | None = None
         self._flush_deadline: int | None = None
         self._granted: set[int] = set()
         self._rejected: set[int] = set()
@@ -340,6 +345,7 @@ class RaftNode:
                               control=True))
         self._flush_deadline = now_ms + self.config.append_linger_ms
         self._check_quorum_deadline = now_ms + self._check_quorum_timeout()
+        self._begin_epoch_deadline = now_ms + self.config.fetch_timeout_ms // 2
         log.info("node %d is the leader of epoch %d", self.node_id, self.epoch)
         self._update_high_watermark(now_ms)
 
@@ -403,6 +409,14 @@ class RaftNode:
             self._become_resigned(now_ms, ())
         else:
             self._check_quorum_deadline = oldest_of_majority + timeout
+
+    def _remind_silent_voters(self, now_ms: int) -> None:
+        """Every half fetch timeout, BeginQuorumEpoch again to the voters that have not fetched meanwhile
+        (as Kafka's leader does since KIP-853): one that moved to a later epoch on its own answers with it,
+        and the quorum moves there too, rather than leave it unable ever to follow this leader."""
+        since = now_ms - self.config.fetch_timeout_ms // 2
+        self._endorsed = {self.node_id} | {v for v, p in self._progress.items() if p.last_fetch_ms >= since}
+        self._begin_epoch_deadline = now_ms + self.config.fetch_timeout_ms // 2
 
     def _flush(self, now_ms: int) -> None:
         self._flush_deadline = None
