@@ -31,10 +31,10 @@ unit: $(STAMP)
 interop: test-deps
 	$(PY) -m pytest -q tests/interop
 
-# Every client's interop suite against a cluster of three klamm processes, each broker and controller, the
-# controllers a Raft quorum (tests/conftest.py, "quorum"; KLAMM_CLUSTER_KIND=cluster: one controller). The
-# cluster tests proper (test_cluster_*) build their own clusters and ran above.
-KLAMM_CLUSTER_KIND ?= quorum
+# Every client's interop suite against a cluster of three klamm processes (tests/conftest.py, "cluster": node 1
+# broker and controller, nodes 2 and 3 brokers; KLAMM_CLUSTER_KIND=quorum: all three broker and controller, a
+# Raft quorum). The cluster tests proper (test_cluster_*) build their own clusters and ran above.
+KLAMM_CLUSTER_KIND ?= cluster
 interop-cluster: test-deps
 	KLAMM_TEST_BROKER=$(KLAMM_CLUSTER_KIND) $(PY) -m pytest -q --durations=10 tests/interop --ignore-glob='tests/interop/test_cluster_*'
 

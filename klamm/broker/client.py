@@ -51,6 +51,10 @@ class BrokerConnection:
             except (OSError, TimeoutError, asyncio.IncompleteReadError, ValueError) as exc:
                 self.close()
                 raise BrokerUnavailable(f"{self.host}:{self.port}: {exc!r}") from exc
+            except asyncio.CancelledError:
+                # Cancelled between sending and reading: the answer would arrive for the next request.
+                self.close()
+                raise
 
     async def _exchange(self, api_key: int, version: int, body: dict[str, Any]) -> Any:
         if self._writer is None:

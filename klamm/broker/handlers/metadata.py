@@ -68,7 +68,11 @@ async def _lookup(broker: BrokerServices, entry: Any, allow_create: bool) -> dic
             return {"error_code": exc.code, "name": name}
         if not allow_create or is_internal(name):
             return {"error_code": ErrorCode.unknown_topic_or_partition, "name": name}
-        await _auto_create(broker, name)
+        try:
+            await _auto_create(broker, name)
+        except KafkaError as exc:  # the client retries; a controller out of reach is no reason to drop it
+            retriable = exc.code in (ErrorCode.not_controller, ErrorCode.request_timed_out)
+            return {"error_code": ErrorCode.leader_not_available if retriable else exc.code, "name": name}
     return _describe(broker, name, broker.controller.image)
 
 
