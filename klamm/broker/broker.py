@@ -303,9 +303,8 @@ class Broker:
         names = [n.strip().upper() for n in (self.config.controller_listener_names or "").split(",") if n.strip()]
         if not names or not self.config.controller_quorum_voters:
             return []
-        _, address = self.config.controller_quorum_voters[0].split("@", 1)
-        host, _, port = address.strip().rpartition(":")
-        return [(names[0], host.strip("[]"), int(port))]
+        host, port = next(iter(_parse_voters(self.config.controller_quorum_voters).values()))
+        return [(names[0], host, port)]
 
     async def handle_as_controller(self, request: Request) -> Any:
         """A request the controller listener passes on to this node's own handler (CreateTopics)."""

@@ -14,7 +14,7 @@ from __future__ import annotations
 import struct
 
 from klamm.controller.metadata_log import FileMetadataLog
-from klamm.controller.raft.log import UNKNOWN
+from klamm.controller.raft.log import epoch_end, last_epoch
 from klamm.controller.raft.messages import Batch, OffsetAndEpoch
 from klamm.controller.snapshot import SnapshotId, list_snapshots, write_snapshot_bytes
 from klamm.protocol.batch import split_batches
@@ -68,23 +68,13 @@ class FileRaftLog:
         return self.log.recovery_point
 
     def last_fetched_epoch(self) -> int:
-        entries = self.log.leader_epoch_cache.entries
-        if entries:
-            return entries[-1].epoch
-        snapshot = self.latest_snapshot()
-        return snapshot.epoch if snapshot is not None and snapshot.offset == self.start_offset else 0
+        return last_epoch(self._epochs(), self.latest_snapshot(), self.start_offset)
 
     def end_offset_for_epoch(self, epoch: int) -> OffsetAndEpoch:
-        entries = self.log.leader_epoch_cache.entries
-        floor = [i for i, e in enumerate(entries) if e.epoch <= epoch]
-        if floor:
-            i = floor[-1]
-            end = entries[i + 1].start_offset if i + 1 < len(entries) else self.end_offset
-            return OffsetAndEpoch(entries[i].epoch, end)
-        snapshot = self.latest_snapshot()
-        if snapshot is not None and snapshot.offset == self.start_offset and snapshot.epoch <= epoch:
-            return snapshot
-        return UNKNOWN
+        return epoch_end(self._epochs(), self.end_offset, self.latest_snapshot(), self.start_offset, epoch)
+
+    def _epochs(self) -> list[tuple[int, int]]:
+        return [(e.epoch, e.start_offset) for e in self.log.leader_epoch_cache.entries]
 
     def append(self, batch: Batch) -> None:
         if batch.base_offset != self.end_offset:

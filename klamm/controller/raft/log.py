@@ -19,6 +19,7 @@ batch past the flushed end offset. Truncation counts as durable at once.
 from __future__ import annotations
 
 from bisect import bisect_right
+from collections.abc import Sequence
 from typing import Protocol
 
 from klamm.controller.raft.messages import Batch, OffsetAndEpoch
@@ -55,6 +56,26 @@ class RaftLog(Protocol):
     def install_snapshot(self, snapshot_id: OffsetAndEpoch, data: bytes) -> None: ...
 
 
+def last_epoch(epochs: Sequence[tuple[int, int]], snapshot: OffsetAndEpoch | None, log_start: int) -> int:
+    """The epoch of the last record: of the log's last batch, else of the snapshot it starts at, else 0."""
+    if epochs:
+        return epochs[-1][0]
+    return snapshot.epoch if snapshot is not None and snapshot.offset == log_start else 0
+
+
+def epoch_end(epochs: Sequence[tuple[int, int]], log_end: int, snapshot: OffsetAndEpoch | None, log_start: int,
+              epoch: int) -> OffsetAndEpoch:
+    """Where the largest epoch not above `epoch` ends, given the log's (epoch, first offset) entries, ascending;
+    the snapshot the log starts at when no entry is that old; UNKNOWN when nothing is."""
+    index = bisect_right(epochs, (epoch, float("inf"))) - 1
+    if index >= 0:
+        end = epochs[index + 1][1] if index + 1 < len(epochs) else log_end
+        return OffsetAndEpoch(epochs[index][0], end)
+    if snapshot is not None and snapshot.offset == log_start and snapshot.epoch <= epoch:
+        return snapshot
+    return UNKNOWN
+
+
 class MemoryRaftLog:
     def __init__(self) -> None:
         self.batches: list[Batch] = []
@@ -77,20 +98,10 @@ class MemoryRaftLog:
         return self._flushed
 
     def last_fetched_epoch(self) -> int:
-        if self._epochs:
-            return self._epochs[-1][0]
-        snapshot = self.latest_snapshot()
-        return snapshot.epoch if snapshot and snapshot.offset == self._start else 0
+        return last_epoch(self._epochs, self.latest_snapshot(), self._start)
 
     def end_offset_for_epoch(self, epoch: int) -> OffsetAndEpoch:
-        index = bisect_right(self._epochs, (epoch, float("inf"))) - 1
-        if index >= 0:
-            end = self._epochs[index + 1][1] if index + 1 < len(self._epochs) else self.end_offset
-            return OffsetAndEpoch(self._epochs[index][0], end)
-        snapshot = self.latest_snapshot()
-        if snapshot is not None and snapshot.offset == self._start and snapshot.epoch <= epoch:
-            return snapshot
-        return UNKNOWN
+        return epoch_end(self._epochs, self.end_offset, self.latest_snapshot(), self._start, epoch)
 
     def append(self, batch: Batch) -> None:
         if batch.base_offset != self.end_offset or not batch.records:

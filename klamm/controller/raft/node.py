@@ -554,17 +554,17 @@ class RaftNode:
         base = FetchResponse(ErrorCode.none, self.epoch, self.node_id, self.high_watermark, self.log.start_offset)
         snapshot = self.log.latest_snapshot()
         if request.fetch_offset < self.log.start_offset:
-            return _replace(base, snapshot_id=snapshot)
+            return replace(base, snapshot_id=snapshot)
         boundary = snapshot is not None and request.fetch_offset == self.log.start_offset == snapshot.offset \
             and request.last_fetched_epoch == snapshot.epoch
         if request.fetch_offset > 0 and not boundary:
             end = self.log.end_offset_for_epoch(request.last_fetched_epoch)
             if end.epoch != request.last_fetched_epoch or end.offset < request.fetch_offset:
                 if end.offset < self.log.start_offset and snapshot is not None:
-                    return _replace(base, snapshot_id=snapshot)
+                    return replace(base, snapshot_id=snapshot)
                 if end.offset < self.log.start_offset:  # no epoch this old here: all of the fetcher's log goes
                     end = OffsetAndEpoch(0, self.log.start_offset)
-                return _replace(base, diverging=end)
+                return replace(base, diverging=end)
         high_watermark = self.high_watermark
         self._record_fetch(request, now_ms)
         batches = self.log.read(request.fetch_offset, self.config.max_fetch_batches)
@@ -573,7 +573,7 @@ class RaftNode:
                 and self.high_watermark == high_watermark:
             self._parked.append(_Parked(now_ms + request.max_wait_ms, envelope, self.high_watermark))
             return None
-        return _replace(base, high_watermark=self.high_watermark, batches=tuple(batches))
+        return replace(base, high_watermark=self.high_watermark, batches=tuple(batches))
 
     def _leader_only_error(self, epoch: int) -> ErrorCode | None:
         if epoch < self.epoch:
@@ -717,7 +717,3 @@ class RaftNode:
             self._snapshot = None
             self._advance_follower_hw(download.snapshot_id.offset)
             log.info("node %d installed snapshot %s", self.node_id, download.snapshot_id)
-
-
-def _replace(response: FetchResponse, **changes: object) -> FetchResponse:
-    return replace(response, **changes)  # type: ignore[arg-type]
