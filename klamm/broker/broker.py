@@ -50,6 +50,7 @@ from klamm.broker.metadata_follower import BrokerLifecycle, MetadataFollower, Pr
 from klamm.broker.replica_fetcher import FetchSettings, ReplicaFetcherManager
 from klamm.broker.replica_manager import ReplicaManager
 from klamm.broker.txn_marker_channel import TxnMarkerChannel
+from klamm.broker.txn_verification import TxnVerifier
 from klamm.broker.services import ControllerClient, LocalControllerClient
 from klamm.config.broker import BrokerConfig
 from klamm.config.topic import TopicConfig
@@ -109,6 +110,7 @@ class Broker:
         self._as_controller: _ControllerSide | None = None  # a combined node of a quorum: see handle_as_controller
         # WriteTxnMarkers to partitions led elsewhere (used from start-up: loading finishes prepared transactions)
         self.txn_markers = TxnMarkerChannel(self.node_id, self._endpoint_of, config.request_timeout_ms)
+        self.txn_verifier = TxnVerifier(self.node_id, self._endpoint_of, config.request_timeout_ms)  # KIP-890
         self.controller_client: ControllerClient = None  # type: ignore[assignment]
         self.replicas: ReplicaManager = None  # type: ignore[assignment]
         self.group_coordinator: GroupCoordinatorRuntime = None  # type: ignore[assignment]  # group coordinator
@@ -412,6 +414,7 @@ class Broker:
         if self.fetchers is not None:
             await self.fetchers.stop()
         self.txn_markers.close()
+        self.txn_verifier.close()
         for closing in (self.lifecycle, self.controller_client):
             if hasattr(closing, "close") and not isinstance(closing, Controller):
                 closing.close()

@@ -7,8 +7,13 @@ recompresses only when the topic's compression.type differs from the batch's
 (at its compression.<codec>.level), and hands the bytes to the log, which
 assigns offsets in place.
 Transactional batches are accepted only once the transaction coordinator
-knows the partition is in the producer's transaction (`verify_txn`); markers
-are appended by the coordinator (`append_marker`). The last stable offset is
+knows the partition is in the producer's transaction (`verify_txn`, asked for
+the batch that opens the producer's transaction here). A coordinator on another
+broker answers later: the batch then waits in the queue below, holding a
+verification guard for its producer that any transactional append of that
+producer (a marker that ended the transaction meanwhile, above all) takes away,
+so that it cannot open a transaction the coordinator already ended (Kafka's
+VerificationGuard). Markers are appended by the coordinator (`append_marker`). The last stable offset is
 the high watermark bounded by the first offset of the oldest open transaction.
 Invariant: log_start_offset <= high_watermark <= log_end_offset.
 
@@ -101,9 +106,11 @@ class Partition:
         self._time_ms = time_ms or (lambda: int(time.time() * 1000))
         self._waiters: set[asyncio.Future[None]] = set()
         self._rules: tuple[TopicConfig, BatchRules] | None = None
-        # Appends waiting for an earlier one (prepared in a worker thread) to go first: (prepared, result).
-        self._queue: deque[tuple[asyncio.Future[tuple[bytearray, list[BatchHeader]]],
-                                 asyncio.Future[AppendResult]]] = deque()
+        # Appends waiting for an earlier one (prepared in a worker thread, or verified by another broker) to go
+        # first: (prepared, result, check run just before the append).
+        self._queue: deque[tuple[asyncio.Future[tuple[bytearray, list[BatchHeader]]], asyncio.Future[AppendResult],
+                                 Callable[[], None] | None]] = deque()
+        self._verification_guards: dict[int, object] = {}  # producer id -> guard of its pending verification
         self.flusher = flusher  # None (tools, tests without a loop): every flush runs inline
         self.flush_inline = flush_inline
         if flusher is not None:
@@ -116,6 +123,7 @@ class Partition:
         With `node_id` the partition is replicated: a LeaderState tracks the followers of `replicas`.
         """
         self.leader_epoch = leader_epoch
+        self._verification_guards.clear()
         if self.log.leader_epoch_cache.latest_epoch < leader_epoch:
             self.log.leader_epoch_cache.assign(leader_epoch, self.log.log_end_offset)
         self.replicas, self.isr = list(replicas), list(isr)
@@ -131,6 +139,7 @@ class Partition:
         """Follow `leader_id` in `leader_epoch`: no more produce here; appends waiting for the ISR fail."""
         self.leader, self.leader_id, self.leader_epoch = None, leader_id, leader_epoch
         self.replicas, self.isr = list(replicas), list(isr)
+        self._verification_guards.clear()
         self.high_watermark = min(self.high_watermark, self.log.log_end_offset)
         self._fail_replication_waiters(ErrorCode.not_leader_or_follower)
         self._wake_waiters()  # long polls answer NOT_LEADER_OR_FOLLOWER now
@@ -288,25 +297,34 @@ class Partition:
         return self._rules[1]
 
     def submit(self, records: bytes | bytearray | memoryview,
-               verify_txn: Callable[[BatchHeader], None] | None = None) -> AppendResult | asyncio.Future[AppendResult]:
+               verify_txn: Callable[[BatchHeader], asyncio.Future[ErrorCode] | None] | None = None
+               ) -> AppendResult | asyncio.Future[AppendResult]:
         """Append, as `append` does, or return a future when the append has to wait.
 
         Header checks run now. A batch whose record checks or recompression are costly
-        (OFFLOAD_MIN_BYTES and up) is prepared in a worker thread; later appends to this
-        partition queue behind it, so a partition's appends keep the order of their
-        submit calls (a connection's pipelined requests, the requests of several
-        connections). Must be called on the event loop thread.
+        (OFFLOAD_MIN_BYTES and up) is prepared in a worker thread, and a batch whose
+        transaction another broker verifies (`verify_txn` returns a future of the produce
+        error) waits for that answer; later appends to this partition queue behind them,
+        so a partition's appends keep the order of their submit calls (a connection's
+        pipelined requests, the requests of several connections). Must be called on the
+        event loop thread.
         """
         self.check_leader()
         buf, headers = self._validate(records)
-        if verify_txn is not None and headers[0].is_transactional:
-            verify_txn(headers[0])
+        verification = check = None
+        if verify_txn is not None and headers[0].is_transactional and not self._in_transaction(headers[0]):
+            verification = verify_txn(headers[0])
+            if verification is not None:
+                check = self._guard_check(headers[0].producer_id)
         rules, now = self.batch_rules(), self._time_ms()
         offload = len(buf) >= OFFLOAD_MIN_BYTES and rules.is_costly(headers, now)
-        if not offload and not self._queue:
+        if not offload and verification is None and not self._queue:
             return self._append(*prepare_batches(buf, headers, rules, now))
         loop = asyncio.get_running_loop()
-        if offload:
+        prepared: asyncio.Future[tuple[bytearray, list[BatchHeader]]]
+        if verification is not None:
+            prepared = asyncio.ensure_future(_verified_then_prepared(verification, offload, buf, headers, rules, now))
+        elif offload:
             prepared = loop.run_in_executor(None, prepare_batches, buf, headers, rules, now)
         else:
             prepared = loop.create_future()
@@ -315,19 +333,39 @@ class Partition:
             except KafkaError as exc:
                 prepared.set_exception(exc)
         result: asyncio.Future[AppendResult] = loop.create_future()
-        self._queue.append((prepared, result))
+        self._queue.append((prepared, result, check))
         prepared.add_done_callback(lambda _: self._drain_queue())
         return result
+
+    def _in_transaction(self, header: BatchHeader) -> bool:
+        """The producer's transaction is open here already: its first batch was verified (Kafka's sentinel)."""
+        entry = self.log.producer_state.last_entry(header.producer_id)
+        return entry is not None and entry.current_txn_first_offset >= 0
+
+    def _guard_check(self, producer_id: int) -> Callable[[], None]:
+        """A check that the producer's transaction was not ended here while its verification was under way."""
+        guard = self._verification_guards.setdefault(producer_id, object())
+
+        def check() -> None:
+            entry = self.log.producer_state.last_entry(producer_id)
+            if (entry is None or entry.current_txn_first_offset < 0) \
+                    and self._verification_guards.get(producer_id) is not guard:
+                raise KafkaError(ErrorCode.invalid_txn_state,
+                                 f"the transaction of producer {producer_id} ended while it was verified")
+        return check
 
     def _drain_queue(self) -> None:
         """Append every prepared batch at the head of the queue, in order."""
         while self._queue and self._queue[0][0].done():
-            prepared, result = self._queue.popleft()
+            prepared, result, check = self._queue.popleft()
             if prepared.cancelled():  # the executor shut down
                 result.cancel()
                 continue
             try:
-                appended = self._append(*prepared.result())
+                batch = prepared.result()
+                if check is not None:
+                    check()
+                appended = self._append(*batch)
             except Exception as exc:  # a KafkaError, or a failed write: that request's answer
                 if not result.done():
                     result.set_exception(exc)
@@ -348,6 +386,10 @@ class Partition:
     def _append(self, buf: bytearray, headers: list[BatchHeader]) -> AppendResult:
         append_time = self._time_ms() if self.config.message_timestamp_type == "LogAppendTime" else None
         result = self.log.append(buf, headers, leader_epoch=self.leader_epoch, log_append_time_ms=append_time)
+        if self._verification_guards:
+            for header in headers:
+                if header.is_transactional:  # its transaction is open, or ended by this marker
+                    self._verification_guards.pop(header.producer_id, None)
         self._maybe_flush(result)
         if not result.duplicate:
             self._advance_high_watermark()
@@ -468,6 +510,23 @@ class BatchRules:
 
     def recompresses(self, header: BatchHeader) -> bool:
         return self.codec is not None and header.compression != self.codec
+
+
+_VERIFICATION_MESSAGES = {
+    ErrorCode.not_enough_replicas: "Unable to verify the partition has been added to the transaction",
+    ErrorCode.invalid_txn_state: "Partition was not added to the transaction"}
+
+
+async def _verified_then_prepared(verification: asyncio.Future[ErrorCode], offload: bool, buf: bytearray,
+                                  headers: list[BatchHeader], rules: BatchRules,
+                                  now_ms: int) -> tuple[bytearray, list[BatchHeader]]:
+    """A batch whose transaction another broker verifies: prepared once the coordinator said yes."""
+    error = await verification
+    if error != ErrorCode.none:
+        raise KafkaError(error, _VERIFICATION_MESSAGES.get(error))
+    if offload:
+        return await asyncio.get_running_loop().run_in_executor(None, prepare_batches, buf, headers, rules, now_ms)
+    return prepare_batches(buf, headers, rules, now_ms)
 
 
 def prepare_batches(buf: bytearray, headers: list[BatchHeader], rules: BatchRules,

@@ -289,6 +289,43 @@ def test_transactions_span_partitions_led_by_other_brokers(cluster: EmbeddedClus
         eventually(lambda: stable.last_stable_offset == stable.log_end_offset >= 4)
 
 
+def test_a_partition_leader_verifies_transactions_with_a_coordinator_on_another_broker(cluster: EmbeddedCluster) -> None:
+    """KIP-890: a transactional batch for a partition not in the ongoing transaction is refused by its
+    leader, which asks the coordinator (another broker) with AddPartitionsToTxn verify_only."""
+    from tests.integration.test_coordinator_failures import ADD_PARTITIONS, END_TXN
+
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    admin.create_topics([NewTopic("vt", 3, 3)])["vt"].result(15)
+    coordinator = coordinator_of(cluster, "vtid", key_type=1)
+    index = next(i for i in range(3) if cluster.partition("vt", i).leader != coordinator)
+    at_coordinator = RawClient(cluster.brokers[coordinator].port)
+    at_leader = RawClient(cluster.brokers[cluster.partition("vt", index).leader].port)
+    pid = init(at_coordinator, "vtid").producer_id
+
+    def produce(seq: int) -> int:
+        records = build_batch([(None, b"v%d" % seq)], producer_id=pid, producer_epoch=0, base_sequence=seq,
+                              transactional=True)
+        return at_leader.request(PRODUCE, 9, {"acks": -1, "timeout": 10_000, "transactional_id": "vtid", "topic_data": [
+            {"name": "vt", "partition_data": [{"index": index, "records": records}]}]}
+                                 ).responses[0].partition_responses[0].error_code
+
+    def add() -> int:
+        return at_coordinator.request(ADD_PARTITIONS, 3, {
+            "v3_and_below_transactional_id": "vtid", "v3_and_below_producer_id": pid,
+            "v3_and_below_producer_epoch": 0, "v3_and_below_topics": [{"name": "vt", "partitions": [index]}]}
+        ).results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code
+
+    assert produce(0) == ErrorCode.invalid_txn_state  # not added: no transaction may start here
+    assert add() == 0
+    assert produce(0) == 0 and produce(1) == 0
+    assert at_coordinator.request(END_TXN, 3, {"transactional_id": "vtid", "producer_id": pid, "producer_epoch": 0,
+                                               "committed": False}).error_code == 0
+    leader = cluster.brokers[cluster.partition("vt", index).leader].replicas.partitions[("vt", index)]
+    eventually(lambda: leader.last_stable_offset == leader.log_end_offset == 3)  # two batches and the marker
+    assert produce(2) == ErrorCode.invalid_txn_state  # the transaction ended: a late batch opens none
+    assert leader.last_stable_offset == leader.log_end_offset == 3
+
+
 def test_an_append_answers_a_follower_long_poll_at_once() -> None:
     # A follower's fetch parked at the log end must be answered by the next append, not by its
     # max_wait: acks=all completes only when the followers fetch again. Every follower here parks

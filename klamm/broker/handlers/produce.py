@@ -13,8 +13,9 @@ before the ack, the response waits, after every append, for the flush job
 covering each such partition's batch (group commit, klamm.broker.log_flush).
 A transactional batch is accepted
 only for a partition already added to the producer's ongoing transaction
-(Kafka's transaction.partition.verification.enable), asked of the local
-transaction coordinator. Per-partition failures are error
+(Kafka's transaction.partition.verification.enable): the batch that opens the
+producer's transaction on a partition is checked with its transaction
+coordinator, this broker's or another's (klamm.broker.txn_verification). Per-partition failures are error
 codes; with acks=0 there is no response, and a failure closes the connection
 as Kafka does, so the producer notices.
 
@@ -37,6 +38,7 @@ from klamm.broker.handlers.leader_hints import LeaderHints
 from klamm.broker.services import BrokerServices
 from klamm.broker.metrics import batch_records_count
 from klamm.broker.network import CloseConnection
+from klamm.broker.txn_verification import produce_error
 from klamm.protocol import message_set
 from klamm.protocol.errors import ErrorCode, KafkaError
 from klamm.protocol.topics import is_internal
@@ -110,9 +112,12 @@ def _submit(broker: BrokerServices, topic: str, index: int, records: Any, acks: 
             records = message_set.to_batch(records, int(time.time() * 1000))
         verify = None
         if transactional_id is not None and broker.config.transaction_partition_verification_enable:
-            def verify(header: Any) -> None:
-                broker.transactions.check_produce(transactional_id, header.producer_id, header.producer_epoch,
-                                                  (topic, index))
+            def verify(header: Any) -> asyncio.Future[ErrorCode] | None:
+                try:
+                    return broker.transactions.verify_produce(transactional_id, header.producer_id,
+                                                              header.producer_epoch, (topic, index))
+                except KafkaError as exc:
+                    raise KafkaError(produce_error(exc.code), exc.message) from None
         result = partition.submit(records, verify)
     except KafkaError as exc:
         return _failed(index, exc)

@@ -251,6 +251,7 @@ class TransactionCoordinator:
 
     def check_produce(self, transactional_id: str, producer_id: int, epoch: int, tp: tuple[str, int]) -> None:
         """A transactional batch may go to `tp` only once the partition is in the producer's transaction."""
+        self._validate(transactional_id)
         md = self.txns.get(transactional_id)
         if md is None or md.producer_id != producer_id:
             raise KafkaError(ErrorCode.invalid_producer_id_mapping)

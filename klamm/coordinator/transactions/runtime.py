@@ -24,6 +24,7 @@ from collections.abc import Callable
 from typing import Any
 
 from klamm.coordinator.loading import PartitionLoads, read_batches
+from klamm.coordinator.partitioning import partition_for
 from klamm.coordinator.records import CoordinatorRecord
 from klamm.coordinator.runtime import append_error, wall_clock_ms
 from klamm.coordinator.timer import Timer
@@ -321,18 +322,27 @@ class TransactionCoordinatorRuntime:
                 return response
         return ErrorCode.concurrent_transactions, -1, -1
 
-    def check_produce(self, transactional_id: str, producer_id: int, epoch: int, tp: tuple[str, int]) -> None:
-        """Verify a transactional batch against the coordinator, when that coordinator is this broker.
+    def verify_produce(self, transactional_id: str, producer_id: int, epoch: int,
+                       tp: tuple[str, int]) -> asyncio.Future[ErrorCode] | None:
+        """Verify a batch that opens the producer's transaction on `tp` (KIP-890); raises the coordinator's error.
 
-        A transactional id coordinated by another broker is not verified here (Kafka asks that
-        coordinator with AddPartitionsToTxn verify_only, which klamm does not do yet).
+        None when this broker coordinates the transactional id and the partition is in its
+        ongoing transaction; a future of the produce error when another broker does
+        (klamm.broker.txn_verification asks it).
         """
+        topic = self.broker.controller.image.topics_by_name.get(TRANSACTION_STATE)
+        if topic is None or not topic.partitions:
+            raise KafkaError(ErrorCode.coordinator_not_available, "no transaction coordinator yet")
+        index = partition_for(transactional_id, len(topic.partitions))
         coordinator = self.coordinator
-        if coordinator is None:
-            raise KafkaError(ErrorCode.invalid_producer_id_mapping)
-        if coordinator.partition_for(transactional_id) not in coordinator.owned:
-            return
-        coordinator.check_produce(transactional_id, producer_id, epoch, tp)
+        if coordinator is not None and index in coordinator.owned:
+            coordinator.check_produce(transactional_id, producer_id, epoch, tp)
+            return None
+        leader = topic.partitions[index].leader
+        if leader < 0 or leader == self.broker.node_id:  # led here but not served yet, or leaderless
+            raise KafkaError(ErrorCode.coordinator_not_available,
+                             f"the coordinator of {transactional_id!r} is not available")
+        return self.broker.txn_verifier.verify(leader, transactional_id, producer_id, epoch, tp)
 
     async def _run_timers(self) -> None:
         await run_timers(self.timer, self._wake, self._fire_timers)
