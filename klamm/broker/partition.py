@@ -110,7 +110,7 @@ class Partition:
         # first: (prepared, result, check run just before the append).
         self._queue: deque[tuple[asyncio.Future[tuple[bytearray, list[BatchHeader]]], asyncio.Future[AppendResult],
                                  Callable[[], None] | None]] = deque()
-        self._verification_guards: dict[int, object] = {}  # producer id -> guard of its pending verification
+        self._verification_guards: dict[int, tuple[object, int]] = {}  # producer id -> (guard, created ms)
         self.flusher = flusher  # None (tools, tests without a loop): every flush runs inline
         self.flush_inline = flush_inline
         if flusher is not None:
@@ -344,7 +344,7 @@ class Partition:
 
     def _guard_check(self, producer_id: int) -> Callable[[], None]:
         """A check that the producer's transaction was not ended here while its verification was under way."""
-        guard = self._verification_guards.setdefault(producer_id, object())
+        guard = self._verification_guards.setdefault(producer_id, (object(), self._time_ms()))
 
         def check() -> None:
             entry = self.log.producer_state.last_entry(producer_id)
@@ -353,6 +353,12 @@ class Partition:
                 raise KafkaError(ErrorCode.invalid_txn_state,
                                  f"the transaction of producer {producer_id} ended while it was verified")
         return check
+
+    def expire_verification_guards(self, before_ms: int) -> None:
+        """Forget guards of verifications begun before `before_ms` that no append took (refused, given up)."""
+        for producer_id, (_, created_ms) in list(self._verification_guards.items()):
+            if created_ms < before_ms:
+                del self._verification_guards[producer_id]
 
     def _drain_queue(self) -> None:
         """Append every prepared batch at the head of the queue, in order."""

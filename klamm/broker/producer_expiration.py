@@ -1,6 +1,7 @@
 """Producer ids expire: every producer.id.expiration.check.interval.ms, each hosted partition forgets
 the producers idle for producer.id.expiration.ms with no open transaction (Kafka's
-PeriodicProducerExpirationCheck / ProducerStateManager.removeExpiredProducers).
+PeriodicProducerExpirationCheck / ProducerStateManager.removeExpiredProducers), and the
+transaction verification guards as old.
 
 Both settings are read on every pass, so a dynamic change of producer.id.expiration.ms applies
 at the next check.
@@ -22,6 +23,7 @@ def expire_producers(partitions: Iterable[Any], now_ms: int, expiration_ms: int)
     removed = 0
     for partition in partitions:
         removed += partition.log.producer_state.remove_expired_producers(now_ms, expiration_ms)
+        partition.expire_verification_guards(now_ms - expiration_ms)
     return removed
 
 

@@ -150,3 +150,21 @@ def test_requests_for_one_coordinator_are_batched_and_a_newer_epoch_fences_the_w
     second = {t["transactional_id"]: t for t in asked[1]["transactions"]}
     assert second["b"]["topics"] == [{"name": "t", "partitions": [0, 1]}] and second["c"]["producer_epoch"] == 1
     assert all(t["verify_only"] for body in asked for t in body["transactions"])
+
+
+def test_guards_no_append_took_expire_with_the_producer_ids(tmp_path):
+    p = make(tmp_path)
+    coordinator = Coordinator()
+
+    async def run():
+        pending = p.submit(txn_batch(0), coordinator)
+        coordinator.asked[0].set_result(ErrorCode.invalid_txn_state)
+        with pytest.raises(KafkaError):
+            await pending
+
+    asyncio.run(run())
+    assert PID in p._verification_guards
+    p.expire_verification_guards(p._time_ms() - 60_000)  # younger than that: kept
+    assert PID in p._verification_guards
+    p.expire_verification_guards(p._time_ms() + 1)
+    assert not p._verification_guards
