@@ -113,6 +113,8 @@ _GENERAL = [
     _k("compression.zstd.level", T.INT, 3, M, "Default zstd level.", ZSTD_LEVEL),
     _k("fetch.max.bytes", T.INT, 55 * 1024 * 1024, M, "Most bytes returned for one fetch request.", Range(1024)),
     _k("max.incremental.fetch.session.cache.slots", T.INT, 1000, M, "Incremental fetch sessions kept.", Range(0)),
+    _k("max.request.partition.size.limit", T.INT, 2000, M,
+       "Most partitions one DescribeTopicPartitions answer holds.", Range(1)),
     _k("authorizer.class.name", T.STRING, "", L, "Authorizer implementation; empty disables authorization.",
        unsupported="klamm has no authorizer (ACL requests answer SECURITY_DISABLED)"),
     _k("metrics.port", T.INT, METRICS_PORT_DEFAULT, L,

@@ -155,3 +155,22 @@ def test_list_offsets(java_client, broker, topic):
     assert (o[str(TS_BASE + 5)]["offset"], o[str(TS_BASE + 5)]["timestamp"]) == (5, TS_BASE + 5)
     assert o[str(TS_BASE + n - 1)]["offset"] == n - 1
     assert o[str(TS_BASE + 100)]["offset"] == -1
+
+
+@pytest.mark.single_node
+def test_admin_describe_pages_through_describe_topic_partitions(java_client, broker_factory):
+    """The Java admin (3.7+) describes topics with DescribeTopicPartitions when the broker offers it, following
+    next_cursor; with max.request.partition.size.limit=2 a topic of 5 partitions takes three requests."""
+    from tests.conftest import free_port
+    from tests.interop.test_metrics import scrape, total
+
+    metrics_port = free_port()
+    broker = broker_factory({"max.request.partition.size.limit": 2, "metrics.port": metrics_port})
+    bs = broker.bootstrap
+    created, described = java_client.batch([["admin-create", bs, "paged", 5], ["admin-describe", bs, "paged"]])
+    created.ok()
+    described.ok()
+    (topic,) = described.lines
+    assert [p["partition"] for p in topic["partitions"]] == [0, 1, 2, 3, 4]
+    assert all(p["leader"] == 1 and p["isr"] == [1] for p in topic["partitions"])
+    assert total(scrape(metrics_port), "klamm_requests_total", api="DescribeTopicPartitions") == 3

@@ -59,3 +59,26 @@ def test_pinned_older_protocol_versions(broker, topic, api_version):
     finally:
         consumer.close()
     assert got == [f"v{i}".encode() for i in range(10)]
+
+
+def test_admin_describe_topic_partitions_and_list_config_resources(broker, make_topic):
+    """kafka-python's admin calls DescribeTopicPartitions (KIP-966) and ListConfigResources (KIP-1142)."""
+    from kafka.admin import KafkaAdminClient
+
+    topic = make_topic("dtp")
+    create_topic(broker.bootstrap, topic, partitions=3)
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    try:
+        first = admin.describe_topic_partitions([topic], response_partition_limit=2)
+        assert [p["partition_index"] for p in first["topics"][0]["partitions"]] == [0, 1]
+        assert first["next_cursor"] == {"topic_name": topic, "partition_index": 2}
+        rest = admin.describe_topic_partitions([topic], response_partition_limit=2, cursor=first["next_cursor"])
+        assert [p["partition_index"] for p in rest["topics"][0]["partitions"]] == [2]
+        assert rest["next_cursor"] is None
+        replicas = len(broker.bootstrap.split(","))  # one node, or each node of a test cluster
+        assert all(len(p["replica_nodes"]) == min(3, replicas) for p in first["topics"][0]["partitions"])
+        listed = admin.list_config_resources()
+        assert topic in listed["topic"] and len(listed["broker"]) == replicas
+        assert admin.list_config_resources(["TOPIC"]).keys() == {"topic"}
+    finally:
+        admin.close()

@@ -132,6 +132,8 @@ APPLIED: dict[str, list[str]] = {
                    f"{EFFECTS}::test_log_dirs_hold_the_data",
                    f"{EFFECTS}::test_cluster_id_that_disagrees_with_the_data_stops_start_up"],
     "auto.create.topics.enable": [f"{EFFECTS}::test_auto_create_topics_enable_false_creates_nothing"],
+    "max.request.partition.size.limit": [
+        "tests/integration/test_describe_topic_partitions.py::test_max_request_partition_size_limit_caps_the_page"],
     "max.incremental.fetch.session.cache.slots": [
         "tests/integration/test_fetch_sessions.py::test_full_cache_answers_sessionless"],
     "metrics.port": [f"{EFFECTS}::test_metrics_host_and_port_bind_the_endpoint",

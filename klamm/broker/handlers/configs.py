@@ -337,7 +337,33 @@ async def _alter_broker(broker: BrokerServices, name: str, set_configs: Mapping[
                                                         validate_only=validate_only, validate_config=validate)
 
 
+# ListConfigResources (74; v0 was ListClientMetricsResources)
+CLIENT_METRICS, GROUP = 16, 32
+
+
+async def list_config_resources(broker: BrokerServices, request: Any) -> dict[str, Any]:
+    """The resources DescribeConfigs can describe (KIP-1142), all of the supported types for an empty list.
+
+    v0 knows client metrics resources only. klamm has no client metrics subscriptions
+    and no group configs, so those types list nothing; broker loggers are not served
+    (DescribeConfigs refuses them), so asking for them is UNSUPPORTED_VERSION, as Kafka
+    answers a type it does not support.
+    """
+    supported = (TOPIC, BROKER, CLIENT_METRICS, GROUP) if request.api_version >= 1 else (CLIENT_METRICS,)
+    wanted = set(getattr(request.body, "resource_types", ()) or supported)
+    if not wanted <= set(supported):
+        return {"error_code": ErrorCode.unsupported_version, "config_resources": []}
+    image = broker.controller.image
+    resources: list[dict[str, Any]] = []
+    if TOPIC in wanted:
+        resources += [{"resource_name": name, "resource_type": TOPIC} for name in sorted(image.topics_by_name)]
+    if BROKER in wanted:
+        resources += [{"resource_name": str(node_id), "resource_type": BROKER} for node_id in sorted(image.brokers)]
+    return {"error_code": ErrorCode.none, "config_resources": resources}
+
+
 APIS = [
+    Api(74, 0, 1, list_config_resources),
     Api(32, 0, 4, describe_configs),
     Api(33, 0, 2, alter_configs),
     Api(44, 0, 1, incremental_alter_configs),

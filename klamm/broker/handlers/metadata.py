@@ -90,17 +90,9 @@ def _describe(broker: BrokerServices, name: str, image: Any) -> dict[str, Any]:
     live = set(image.brokers)
     partitions = []
     for index in sorted(topic.partitions):
-        p = topic.partitions[index]
-        leader = p.leader if p.leader in live else -1
-        partitions.append({
-            "error_code": ErrorCode.none if leader >= 0 else ErrorCode.leader_not_available,
-            "partition_index": index,
-            "leader_id": leader,
-            "leader_epoch": p.leader_epoch,
-            "replica_nodes": list(p.replicas),
-            "isr_nodes": list(p.isr),
-            "offline_replicas": [r for r in p.replicas if r not in live],
-        })
+        partition = _partition(topic.partitions[index], index, live)
+        partition["error_code"] = ErrorCode.none if partition["leader_id"] >= 0 else ErrorCode.leader_not_available
+        partitions.append(partition)
     return {
         "error_code": ErrorCode.none,
         "name": name,
@@ -111,4 +103,70 @@ def _describe(broker: BrokerServices, name: str, image: Any) -> dict[str, Any]:
     }
 
 
-APIS = [Api(3, 0, 12, handle)]
+def _partition(p: Any, index: int, live: set[int]) -> dict[str, Any]:
+    return {
+        "partition_index": index,
+        "leader_id": p.leader if p.leader in live else -1,
+        "leader_epoch": p.leader_epoch,
+        "replica_nodes": list(p.replicas),
+        "isr_nodes": list(p.isr),
+        "offline_replicas": [r for r in p.replicas if r not in live],
+    }
+
+
+# DescribeTopicPartitions (KIP-966)
+async def describe_topic_partitions(broker: BrokerServices, request: Any) -> dict[str, Any]:
+    """Topics in name order and their partitions, at most response_partition_limit partitions (capped by
+    max.request.partition.size.limit) an answer; next_cursor says where the next request starts.
+
+    All topics for an empty list; the cursor's topic must be among those named. Named topics that do
+    not exist are answered UNKNOWN_TOPIC_OR_PARTITION (INVALID_TOPIC_EXCEPTION for an invalid name).
+    """
+    body = request.body
+    image = broker.controller.image
+    cursor = body.cursor
+    start_topic = cursor.topic_name if cursor is not None else ""
+    every_topic = not body.topics
+    names = set(image.topics_by_name) if every_topic else {t.name for t in body.topics}
+    names = {name for name in names if name >= start_topic}
+    if cursor is not None and (cursor.partition_index < 0 or not every_topic and cursor.topic_name not in names):
+        # Kafka's error response: INVALID_REQUEST for each topic asked for
+        return {"topics": [{"error_code": ErrorCode.invalid_request, "name": t.name, "is_internal": False,
+                            "partitions": []} for t in body.topics], "next_cursor": None}
+    remaining = max(1, min(broker.config.max_request_partition_size_limit, body.response_partition_limit))
+    live = set(image.brokers)
+    topics: list[dict[str, Any]] = []
+    next_cursor = None
+    for name in sorted(names):
+        topic = image.topics_by_name.get(name)
+        if topic is None:
+            if not every_topic:
+                topics.append(_unknown_topic(name))
+            continue
+        if remaining == 0:  # the previous topic ended the answer exactly: the next one starts the next
+            next_cursor = {"topic_name": name, "partition_index": 0}
+            break
+        first = cursor.partition_index if cursor is not None and name == cursor.topic_name else 0
+        end = min(len(topic.partitions), first + remaining)
+        topics.append({"error_code": ErrorCode.none, "name": name, "topic_id": topic.topic_id,
+                       "is_internal": is_internal(name), "topic_authorized_operations": TOPIC_OPERATIONS,
+                       "partitions": [{**_partition(topic.partitions[i], i, live), "eligible_leader_replicas": [],
+                                       "last_known_elr": []} for i in range(first, end) if i in topic.partitions]})
+        if end < len(topic.partitions):
+            next_cursor = {"topic_name": name, "partition_index": end}
+            break
+        remaining -= max(0, end - first)
+    return {"topics": topics, "next_cursor": next_cursor}
+
+
+def _unknown_topic(name: str) -> dict[str, Any]:
+    try:
+        validate_topic_name(name)
+        error = ErrorCode.unknown_topic_or_partition
+    except KafkaError:
+        error = ErrorCode.invalid_topic_exception
+    return {"error_code": error, "name": name, "topic_id": uuid.UUID(int=0), "is_internal": is_internal(name),
+            "partitions": [], "topic_authorized_operations": TOPIC_OPERATIONS}
+
+
+APIS = [Api(3, 0, 12, handle), Api(75, 0, 0, describe_topic_partitions)]
