@@ -169,8 +169,15 @@ def _message(offset: int, magic: int, timestamp_type: int, timestamp: int, key: 
     return _OFFSET_SIZE.pack(offset, len(body)) + body
 
 
-def from_batches(data: bytes, magic: int) -> bytes:
-    """The records of whole v2 batches as an uncompressed message set of `magic`; markers are left out."""
+def from_batches(data: bytes, magic: int, max_bytes: int | None = None, first_offset: int = 0) -> bytes:
+    """The records of whole v2 batches as an uncompressed message set of `magic`; markers are left out.
+
+    Records below `first_offset` (the fetch offset, inside the first batch) are left out too.
+    With `max_bytes` the set stops at the last whole message that fits (the first one always
+    goes), and batches past it are not decoded: a fetch of compressed batches answers no more
+    than the bytes it read, however far they decompress (KIP-283). The client fetches the rest
+    from the next offset.
+    """
     try:
         headers = split_batches(data)
     except InvalidBatch as exc:
@@ -180,6 +187,13 @@ def from_batches(data: bytes, magic: int) -> bytes:
         if header.attributes & ATTR_CONTROL:
             continue
         timestamp_type = 1 if header.attributes & ATTR_TIMESTAMP_TYPE else 0
+        if header.last_offset < first_offset:
+            continue
         for record in decode_batch(data, header.position)[1]:
-            out += _message(record.offset, magic, timestamp_type, record.timestamp, record.key, record.value)
+            if record.offset < first_offset:
+                continue
+            message = _message(record.offset, magic, timestamp_type, record.timestamp, record.key, record.value)
+            if max_bytes is not None and out and len(out) + len(message) > max_bytes:
+                return bytes(out)
+            out += message
     return bytes(out)

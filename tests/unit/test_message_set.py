@@ -103,3 +103,26 @@ def test_zstd_nested_compression_and_mixed_magic_are_refused():
         with pytest.raises(KafkaError) as failed:
             to_batch(bytes(raw), NOW)
         assert failed.value.code == error
+
+
+def test_down_conversion_stops_at_the_bytes_read_however_far_batches_decompress():
+    """KIP-283: a compressed batch of 2,000 zero-filled 1 KB records is ~10 KB on disk and 2 MB as a message
+    set; a fetch answers whole messages up to the size it read, from the first record on."""
+    records = [(None, bytes(1024))] * 2000
+    data = build_batch(records, base_offset=100, timestamp_ms=NOW, compression=1)
+    data += build_batch([(None, b"after")], base_offset=2100, timestamp_ms=NOW)
+    whole = from_batches(data, 1)
+    bounded = from_batches(data, 1, len(data))
+    assert len(data) < 20_000 < 2_000_000 < len(whole)
+    assert len(data) - 1100 < len(bounded) <= len(data)
+    read = list(MemoryRecords(bounded).next_batch())
+    assert read[0].offset == 100 and [m.offset for m in read] == list(range(100, 100 + len(read)))
+    assert whole.startswith(bounded)
+    # the first message always goes, however small the budget
+    assert [m.offset for m in MemoryRecords(from_batches(data, 0, 1)).next_batch()] == [100]
+
+
+def test_down_conversion_starts_at_the_fetch_offset_inside_a_batch():
+    data = build_batch([(None, b"%d" % i) for i in range(10)], base_offset=50, timestamp_ms=NOW, compression=1)
+    read = [m.offset for m in MemoryRecords(from_batches(data, 1, first_offset=57)).next_batch()]
+    assert read == [57, 58, 59]

@@ -85,12 +85,15 @@ async def handle(broker: BrokerServices, request: Any) -> dict[str, Any]:
     if session is not None:
         entries = _remember(session, entries, incremental)
     # No await from here on: the files read above are still open, and leased now.
-    for (_, _, partition, _), entry in entries:
+    for (_, position, partition, _), entry in entries:
         read = entry["records"]
         if read:  # only the reads that go out: a long poll reads again
             if request.api_version < 4:  # message sets: converted down, no zero copy (as in Kafka)
                 data = os.pread(read.file.fileno(), read.length, read.position)
-                entry["records"] = message_set.from_batches(data, 1 if request.api_version >= 2 else 0)
+                # from the fetch offset on, and no larger than what was read, however far compressed
+                # batches expand (KIP-283)
+                entry["records"] = message_set.from_batches(data, 1 if request.api_version >= 2 else 0, read.length,
+                                                            position.fetch_offset)
             else:
                 entry["records"] = FileRegion(read.file.lease(), read.position, read.length)
             if replica_id < 0:  # replication is not a topic's bytes out
