@@ -16,12 +16,10 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any, Final
 
-from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
-from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
 from kio.serial import entity_reader
 
 from klamm.protocol.api import API_VERSIONS_KEY, MessageTypes, message_types
-from klamm.protocol.guard import check_lengths, null_check
+from klamm.protocol.guard import check_lengths, null_check, read_request_header
 from klamm.protocol.encoder import encode
 from klamm.protocol.sendplan import Part
 
@@ -96,15 +94,14 @@ class ServerConnection:
                 return Request(api_key, version, correlation_id, None, None, None, size)
             raise ProtocolError(f"unsupported api key {api_key} version {version}")
         types = message_types(api_key, version)
-        header_type = RequestHeaderV2 if types.request_header_version == 2 else RequestHeaderV1
         try:
-            header, header_size = _reader(header_type)(frame, 0)
+            client_id, header_size = read_request_header(frame, types.request_header_version == 2)
             frame = check_lengths(types.request, frame, header_size)  # unknown tagged fields cut out
             body, body_size = _reader(types.request)(frame, header_size)
             null_check(types.request)(body)
         except Exception as exc:  # kio raises several types for bad bytes
             raise ProtocolError(f"malformed request api_key={api_key} v{version}: {exc}") from exc
-        return Request(api_key, version, correlation_id, header.client_id, types, body, size)
+        return Request(api_key, version, correlation_id, client_id, types, body, size)
 
     def encode_response(self, request: Request, response: Any) -> list[Part]:
         """Frame `response` (a dict of kio field names, or a kio entity) for `request`.

@@ -55,6 +55,36 @@ def _uvarint(buf: bytes, position: int, end: int) -> tuple[int, int]:
             raise LengthError("varint too long")
 
 
+def read_request_header(frame: bytes, flexible: bool) -> tuple[str | None, int]:
+    """(client id, header size) of a request header v1, or v2 when `flexible`.
+
+    v2 keeps v1's int16-length client id and adds tagged fields; none is defined, so every
+    one is skipped (KIP-482: a newer client's header tag must not cost the connection).
+    """
+    end = len(frame)
+    if end < 10:
+        raise LengthError("truncated request header")
+    length = int.from_bytes(frame[8:10], "big", signed=True)
+    position = 10
+    client_id = None
+    if length >= 0:
+        if position + length > end:
+            raise LengthError("client id exceeds the frame")
+        client_id = frame[position:position + length].decode()
+        position += length
+    elif length != -1:
+        raise LengthError(f"client id length {length}")
+    if flexible:
+        count, position = _uvarint(frame, position, end)
+        for _ in range(count):
+            _, position = _uvarint(frame, position, end)
+            size, position = _uvarint(frame, position, end)
+            position += size
+            if position > end:
+                raise LengthError("tagged field exceeds the frame")
+    return client_id, position
+
+
 def _fixed(size: int) -> Check:
     def check(buf: bytes, position: int, end: int, edits: list[Edit]) -> int:
         position += size

@@ -36,3 +36,19 @@ def test_unknown_tags_in_nested_structs_are_skipped(broker: BrokerThread) -> Non
     assert correlation_id == 8
     assert [(t.name, t.error_code) for t in response.topics] == [("tagged-topic", 0)]
     assert response.topics[0].topic_id != uuid.UUID(int=0)
+
+
+def test_unknown_tags_in_the_request_header_are_skipped(broker: BrokerThread) -> None:
+    with broker.connect() as client:
+        frame = client.encode(API_VERSIONS, 3, {"client_software_name": "t", "client_software_version": "1"}, 9)
+        client_id = b"klamm-tests"
+        at = frame.index(client_id) + len(client_id)
+        assert frame[at:at + 1] == b"\x00"  # the header's empty tagged section (after the int16-length client id)
+        header_tags = bytes([2, 5, 2]) + b"hi" + bytes([40, 0])  # two unknown header tags
+        client.send_raw(reframe(frame[4:at] + header_tags + frame[at + 1:]))
+        correlation_id, response = client.receive(API_VERSIONS, 3)
+        assert correlation_id == 9 and response.error_code == 0
+        # the connection is still good, and a null client id is read as none
+        null_id = frame[4:12] + b"\xff\xff" + frame[at:]
+        client.send_raw(reframe(null_id))
+        assert client.receive(API_VERSIONS, 3)[0] == 9
