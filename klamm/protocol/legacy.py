@@ -17,6 +17,8 @@ from functools import cache
 from typing import Any
 
 from kio.index import api_key_map
+from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
+from kio.schema.response_header.v0.header import ResponseHeader as ResponseHeaderV0
 from kio.serial._introspect import EntityField, EntityTupleField, classify_field
 from kio.static.primitive import i8, i16, i32, i64
 
@@ -25,7 +27,7 @@ from klamm.protocol.schema import FieldSpec, MessageSpec, packaged_spec
 # APIs whose removed versions are served, by spec name.
 SPEC_NAMES = {0: "Produce", 1: "Fetch", 2: "ListOffsets", 8: "OffsetCommit", 9: "OffsetFetch", 19: "CreateTopics",
               20: "DeleteTopics", 23: "OffsetForLeaderEpoch", 29: "DescribeAcls",
-              30: "CreateAcls", 31: "DeleteAcls", 32: "DescribeConfigs", 35: "DescribeLogDirs"}
+              27: "WriteTxnMarkers", 30: "CreateAcls", 31: "DeleteAcls", 32: "DescribeConfigs", 35: "DescribeLogDirs"}
 
 
 class LegacyTypeError(LookupError):
@@ -44,15 +46,20 @@ def _kio_class(api_key: int, version: int, suffix: str) -> type | None:
 
 
 def _template(api_key: int, version: int, suffix: str) -> type:
-    """kio's class of the lowest version above `version` (its fields are a superset of the removed ones)."""
+    """kio's class of the lowest version above `version` (its fields are a superset of the removed ones).
+
+    It may be flexible (WriteTxnMarkers v1): a field's type and metadata are the same in
+    both encodings, and the derived class is not flexible, which is what its readers and
+    writers go by.
+    """
     for candidate in range(version + 1, version + 20):
         found = _kio_class(api_key, candidate, suffix)
         if found is not None:
-            if found.__flexible__:
-                raise LegacyTypeError(f"kio's lowest {api_key_map[api_key]} {suffix} v{candidate} is flexible")
             return found
     raise LegacyTypeError(f"kio has no {api_key_map[api_key]} {suffix} to derive v{version} from")
 
+
+_HEADERS = {"Request": RequestHeaderV1, "Response": ResponseHeaderV0}  # of every non-flexible version
 
 # A removed field has no kio counterpart: integers, booleans and their arrays are typed from the spec alone.
 _PRIMITIVES = {"int8": i8, "int16": i16, "int32": i32, "int64": i64, "bool": bool}
@@ -117,6 +124,6 @@ def legacy_message_types(api_key: int, version: int) -> tuple[type, type]:
             raise LegacyTypeError(f"{spec.name} has no non-flexible version {version}")
         template = _template(api_key, version, suffix)
         classvars = {"__type__": template.__type__, "__version__": version, "__flexible__": False,
-                     "__api_key__": api_key, "__header_schema__": template.__header_schema__}
+                     "__api_key__": api_key, "__header_schema__": _HEADERS[suffix]}
         classes.append(_derive(template, spec.fields, spec, version, classvars))
     return classes[0], classes[1]

@@ -92,8 +92,8 @@ WRITE_TXN_MARKERS = 27
 
 
 def write_marker(client: RawClient, pid: int, topic: str, index: int, commit_: bool, coordinator_epoch: int,
-                 epoch: int = 0) -> int:
-    response = client.request(WRITE_TXN_MARKERS, 1, {"markers": [{
+                 epoch: int = 0, version: int = 1) -> int:
+    response = client.request(WRITE_TXN_MARKERS, version, {"markers": [{
         "producer_id": pid, "producer_epoch": epoch, "transaction_result": commit_, "coordinator_epoch": coordinator_epoch,
         "topics": [{"name": topic, "partition_indexes": [index]}]}]})
     [marker] = response.markers
@@ -114,3 +114,12 @@ def test_write_txn_markers_ends_a_transaction_on_a_partition_led_here(broker: Br
 
     move_leader(broker, "t", 0, OTHER_NODE)
     assert write_marker(client, pid, "t", 0, True, coordinator_epoch=5) == ErrorCode.not_leader_or_follower
+
+
+def test_write_txn_markers_v0_as_a_kafka_3_coordinator_sends_it(broker: BrokerThread, client: RawClient) -> None:
+    pid = open_transaction(client, "tid0", "t0")
+    assert last_stable_offset(client, "t0") == 0
+    assert write_marker(client, pid, "t0", 0, False, coordinator_epoch=0, version=0) == 0
+    assert last_stable_offset(client, "t0") == 2
+    assert write_marker(client, pid, "missing", 0, True, coordinator_epoch=0, version=0) == \
+        ErrorCode.unknown_topic_or_partition

@@ -170,4 +170,4 @@ async def list_transactions(broker: BrokerServices, request: Any) -> dict[str, A
 
 # WriteTxnMarkers v0 is not in kio; v2 (KIP-890's transaction version 2) is not served yet.
 APIS = [Api(24, 0, 5, add_partitions_to_txn), Api(25, 0, 4, add_offsets_to_txn), Api(26, 0, 4, end_txn),
-        Api(27, 1, 1, write_txn_markers), Api(28, 0, 4, txn_offset_commit), Api(65, 0, 0, describe_transactions), Api(66, 0, 1, list_transactions)]
+        Api(27, 0, 1, write_txn_markers), Api(28, 0, 4, txn_offset_commit), Api(65, 0, 0, describe_transactions), Api(66, 0, 1, list_transactions)]
