@@ -2,6 +2,8 @@
 
 kafka-python pinned to an old `api_version`, and librdkafka told not to ask for
 versions (`api.version.request=false`) with an old `broker.version.fallback`.
+The Java client (3.9.1) reads what kafka-python 0.9/0.10 writes, and kafka-python
+0.9/0.10 what the Java client writes (with headers, which old clients never see).
 """
 
 from __future__ import annotations
@@ -17,6 +19,9 @@ from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient, Ne
 from kafka.structs import OffsetAndMetadata
 
 from .helpers import create_topic, wait_for
+from .records import Rec, diff, expected, from_java
+from .records import key as stream_key
+from .records import value as stream_value
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -186,3 +191,83 @@ def test_old_and_new_clients_read_each_other(broker, api_version, codec):
     assert [(m.key, m.value) for m in read] == list(zip(keys, values("new")))
     if api_version >= (0, 10):
         assert [m.timestamp for m in read] == stamps
+
+
+# ------------------------------------------------------------------ the Java client with old clients ---
+JAVA_CODECS = ["none", "gzip", "snappy", "lz4"]
+JAVA_OLD_VERSIONS = {"0.9": (0, 9), "0.10": (0, 10)}
+TS_BASE = 1_700_000_000_000
+
+
+def old_record(prefix: str, i: int) -> Rec:
+    """Record i of records.py's stream as an old client writes it: no headers (they came with 0.11)."""
+    return Rec(stream_key(prefix, i), stream_value(prefix, i), ())
+
+
+@pytest.fixture(scope="module")
+def java_cross_read(broker, java_client):
+    """Per old version and codec: kafka-python writes message sets to one topic, the Java client (3.9.1,
+    idempotent, headers) writes v2 batches to another; one JVM reads every old topic and writes every new one."""
+    suffix = uuid.uuid4().hex[:6]
+    runs, commands = {}, []
+    for name, api_version in JAVA_OLD_VERSIONS.items():
+        for codec in JAVA_CODECS:
+            tag = f"{name}-{codec}"
+            old_topic, new_topic = f"kp{tag}-to-java-{suffix}", f"java-to-kp{tag}-{suffix}"
+            create_topic(broker.bootstrap, old_topic)
+            create_topic(broker.bootstrap, new_topic)
+            producer = KafkaProducer(bootstrap_servers=broker.bootstrap, api_version=api_version,
+                                     compression_type=None if codec == "none" else codec)
+            futures = [producer.send(old_topic, rec.value, key=rec.key, partition=0, timestamp_ms=TS_BASE + i)
+                       for i, rec in enumerate(old_record(f"kp{tag}", i) for i in range(RECORDS))]
+            offsets = [f.get(30).offset for f in futures]
+            producer.close()
+            assert offsets == list(range(RECORDS)), (tag, offsets)
+            runs[tag] = (old_topic, new_topic, len(commands))
+            commands += [["consume", broker.bootstrap, old_topic, 0, 0, RECORDS],
+                         ["produce", broker.bootstrap, new_topic, RECORDS, codec, f"prefix=j{tag}", f"ts={TS_BASE}"]]
+    results = java_client.batch(commands, timeout=240)
+    return {tag: (old_topic, new_topic, results[k], results[k + 1]) for tag, (old_topic, new_topic, k) in runs.items()}
+
+
+@pytest.mark.java
+@pytest.mark.parametrize("codec", JAVA_CODECS)
+@pytest.mark.parametrize("version", list(JAVA_OLD_VERSIONS))
+def test_java_reads_the_message_sets_of_an_old_client(java_cross_read, version, codec):
+    """kafka-python 0.9/0.10 message sets (magic 0/1, each codec) read by the Java client record for record."""
+    tag = f"{version}-{codec}"
+    consumed = java_cross_read[tag][2].ok()
+    assert [o["offset"] for o in consumed.lines] == list(range(RECORDS))
+    got = [from_java(o) for o in consumed.lines]
+    want = [old_record(f"kp{tag}", i) for i in range(RECORDS)]
+    assert got == want, diff(got, want)
+    # magic 1 (0.10) carries each message's CreateTime; magic 0 has none: -1 after the conversion, as in Kafka
+    stamps = [TS_BASE + i for i in range(RECORDS)] if version == "0.10" else [-1] * RECORDS
+    assert [(o["timestamp"], o["timestampType"]) for o in consumed.lines] == [(t, "CreateTime") for t in stamps]
+
+
+@pytest.mark.java
+@pytest.mark.parametrize("codec", JAVA_CODECS)
+@pytest.mark.parametrize("version", list(JAVA_OLD_VERSIONS))
+def test_an_old_client_reads_the_batches_of_java(broker, java_cross_read, version, codec):
+    """The Java client's v2 batches (with headers) read by kafka-python 0.9/0.10: headers dropped,
+    key and value byte-equal, the CreateTime of each record in magic 1 (0.10)."""
+    tag = f"{version}-{codec}"
+    _, new_topic, _, produced = java_cross_read[tag]
+    produced.ok()
+    assert sorted((o["i"], o["offset"]) for o in produced.lines) == [(i, i) for i in range(RECORDS)]
+    want = expected(f"j{tag}", RECORDS)
+    assert any(r.headers for r in want)  # the Java records have headers: they must not reach an old client
+    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap, api_version=JAVA_OLD_VERSIONS[version],
+                             auto_offset_reset="earliest")
+    consumer.assign([TopicPartition(new_topic, 0)])
+    try:
+        read = poll_all(consumer)
+    finally:
+        consumer.close()
+    assert [m.offset for m in read] == list(range(RECORDS))
+    got = [Rec(m.key, m.value, tuple(m.headers or ())) for m in read]
+    want = [Rec(r.key, r.value, ()) for r in want]
+    assert got == want, diff(got, want)
+    if version == "0.10":
+        assert [m.timestamp for m in read] == [TS_BASE + i for i in range(RECORDS)]
