@@ -80,6 +80,10 @@ class LogFlusher:
     def forget(self, log_: Log) -> None:
         self._watchers.pop(log_, None)
 
+    def busy(self, log_: Log) -> bool:
+        """A flush job of `log_` runs in a worker now."""
+        return log_ in self._running
+
     def _notify(self, log_: Log) -> None:
         watcher = self._watchers.get(log_)
         if watcher is not None:

@@ -354,6 +354,13 @@ class Partition:
                                  f"the transaction of producer {producer_id} ended while it was verified")
         return check
 
+    def replace_log(self, log: Log) -> None:
+        """Serve from `log`, a complete copy of the current one (klamm.broker.replica_moves)."""
+        if self.flusher is not None:
+            self.flusher.forget(self.log)
+            self.flusher.watch(log, self._on_flushed)
+        self.log = log
+
     def expire_verification_guards(self, before_ms: int) -> None:
         """Forget guards of verifications begun before `before_ms` that no append took (refused, given up)."""
         for producer_id, (_, created_ms) in list(self._verification_guards.items()):

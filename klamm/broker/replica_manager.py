@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import replace
 
 from klamm.broker.log_flush import LogFlusher
+from klamm.broker.replica_moves import ReplicaMoves
 from klamm.broker.partition import Partition, log_config
 from klamm.broker.replication import IsrProposal
 from klamm.config.broker import BrokerConfig
@@ -45,6 +46,9 @@ class ReplicaManager:
         self.partitions: dict[tuple[str, int], Partition] = {}
         self._topic_configs: dict[str, TopicConfig] = {}
         self.flusher = LogFlusher(lambda: [partition.log for partition in self.partitions.values()])
+        # AlterReplicaLogDirs: replicas moving to another log dir
+        self.moves = ReplicaMoves(logs, self.flusher, lambda topic, index: self.partitions.get((topic, index)),
+                                  self._schedule_delete)
         # Set by the broker: AlterPartition for a leader's proposal, and the replica fetchers' update.
         self.send_isr_proposal: Callable[[Partition, IsrProposal], None] | None = None
         self.followers_changed: Callable[[dict[tuple[str, int], Partition]], None] | None = None
@@ -163,6 +167,7 @@ class ReplicaManager:
                 partition.remove_waiter(future)
 
     def shutdown(self) -> None:
+        self.moves.stop()
         self.logs.shutdown()
 
 

@@ -4,11 +4,17 @@ Layout of each log directory (Kafka's):
 
     <topic>-<partition>/                   one Log each (klamm.storage.log)
     <topic>-<partition>.<uuidhex>-delete/  a deleted log not yet removed
+    <uuidhex>-future/<topic>-<partition>/  a replica being moved here from another log dir (AlterReplicaLogDirs);
+                                           removed at startup: the move starts again when asked again
     recovery-point-offset-checkpoint       offset checkpoint: per log, offsets below are fsynced
     log-start-offset-checkpoint            offset checkpoint: per log, its log start offset
     cleaner-offset-checkpoint              offset checkpoint: per compacted log, where its dirty
                                            section starts (written by klamm.storage.cleaner)
     .kafka_cleanshutdown                   present only between a clean shutdown and the next startup
+
+A move ends by renaming the complete copy into place, marked complete first, and only
+then detaching the old one; a startup that finds a partition in two log directories keeps
+the one marked complete.
 
 Invariants: a partition lives in exactly one log directory; the clean-shutdown
 marker is deleted as soon as the logs are loaded, so a crash afterwards is
@@ -37,6 +43,8 @@ RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 DELETE_SUFFIX = "-delete"
+FUTURE_SUFFIX = "-future"
+MOVED_MARKER = "klamm-moved-replica"  # in a moved log's directory until the old copy is detached
 
 logger = logging.getLogger(__name__)
 
@@ -57,7 +65,28 @@ class LogManager:
         """Load every `<topic>-<partition>` directory of every log dir (config per topic from `configs`)."""
         for log_dir in self.log_dirs:
             log_dir.mkdir(parents=True, exist_ok=True)
+        self._settle_moves()
+        for log_dir in self.log_dirs:
             self._load_dir(log_dir, configs or (lambda topic: self.default_config))
+
+    def _settle_moves(self) -> None:
+        """Finish what a crash cut short in promote_future_log: the copy marked complete wins."""
+        found: dict[tuple[str, int], list[Path]] = {}
+        for log_dir in self.log_dirs:
+            for path in sorted(log_dir.iterdir()):
+                if path.is_dir() and path.name.endswith(FUTURE_SUFFIX):
+                    shutil.rmtree(path, ignore_errors=True)  # a copy still under way
+                elif path.is_dir() and (parsed := parse_log_dir_name(path.name)) is not None:
+                    found.setdefault(parsed, []).append(path)
+        for paths in found.values():
+            complete = [path for path in paths if (path / MOVED_MARKER).exists()]
+            if complete and len(paths) > 1:
+                for path in paths:
+                    if path not in complete:
+                        path.rename(path.with_name(f"{path.name}.{uuid.uuid4().hex}{DELETE_SUFFIX}"))
+                        fsync_dir(path.parent)
+            for path in complete:
+                (path / MOVED_MARKER).unlink()
 
     def _load_dir(self, log_dir: Path, configs: Callable[[str], LogConfig]) -> None:
         marker = log_dir / CLEAN_SHUTDOWN_FILE
@@ -127,6 +156,42 @@ class LogManager:
         self._logs[key] = log
         self._log_dir_of[key] = log_dir
         return log
+
+    def log_dir_of(self, topic: str, partition: int) -> Path | None:
+        return self._log_dir_of.get((topic, partition))
+
+    def create_future_log(self, topic: str, partition: int, log_dir: Path, config: LogConfig) -> Log:
+        """An empty log for (topic, partition) in `log_dir`, staged aside until promote_future_log."""
+        staging = log_dir / f"{uuid.uuid4().hex}{FUTURE_SUFFIX}"
+        return Log.open(staging / f"{topic}-{partition}", config, clean_shutdown=True, time_ms=self._time_ms)
+
+    def discard_future_log(self, future: Log) -> None:
+        future.delete()
+        shutil.rmtree(future.directory.parent, ignore_errors=True)
+
+    def promote_future_log(self, future: Log) -> tuple[Log, Log | None]:
+        """Make the complete copy `future` its partition's log: (the reopened log, the old one, detached as
+        delete_log detaches, for the caller to delete later)."""
+        key = (future.topic, future.partition)
+        staging, config, end, start = future.directory.parent, future.config, future.log_end_offset, \
+            future.log_start_offset
+        log_dir = staging.parent
+        future.close()
+        marker = future.directory / MOVED_MARKER
+        marker.write_bytes(b"")
+        fsync_dir(future.directory)
+        final = log_dir / future.directory.name
+        future.directory.rename(final)
+        fsync_dir(log_dir)
+        staging.rmdir()
+        old = self.delete_log(*key)
+        log = Log.open(final, config, recovery_point=end, log_start_offset=start, clean_shutdown=True,
+                       time_ms=self._time_ms)
+        (final / MOVED_MARKER).unlink()
+        self._logs[key] = log
+        self._log_dir_of[key] = log_dir
+        self._checkpoint_dir(log_dir)
+        return log, old
 
     def _least_loaded_dir(self) -> Path:
         counts = {log_dir: 0 for log_dir in self.log_dirs}

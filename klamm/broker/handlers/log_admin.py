@@ -1,5 +1,5 @@
-"""Log management APIs: DeleteRecords (21), OffsetForLeaderEpoch (23), DescribeLogDirs (35),
-DescribeProducers (61).
+"""Log management APIs: DeleteRecords (21), OffsetForLeaderEpoch (23), AlterReplicaLogDirs (34),
+DescribeLogDirs (35), DescribeProducers (61).
 
 All answer from the hosted partitions' logs, as Kafka's ReplicaManager does on
 a leader. With a single replica a DeleteRecords is complete as soon as the
@@ -96,6 +96,38 @@ def _end_offset_for(broker: BrokerServices, topic: str, request: Any) -> dict[st
     return {"error_code": ErrorCode.none, "partition": index, "leader_epoch": epoch, "end_offset": end_offset}
 
 
+# -- AlterReplicaLogDirs ------------------------------------------------------------------------
+
+
+async def alter_replica_log_dirs(broker: BrokerServices, request: Any) -> dict[str, Any]:
+    """Move replicas hosted here to another of this broker's log dirs (klamm.broker.replica_moves).
+
+    Answered once each move has begun, as Kafka does; DescribeLogDirs shows the copy (is_future_key)
+    until it takes over. A path that is not one of log.dirs is LOG_DIR_NOT_FOUND, a partition not
+    hosted here REPLICA_NOT_AVAILABLE.
+    """
+    log_dirs = {Path(d).resolve(): Path(d) for d in broker.log_dirs}
+    results: dict[str, list[dict[str, Any]]] = {}
+    for wanted in request.body.dirs:
+        log_dir = log_dirs.get(Path(wanted.path).resolve()) if Path(wanted.path).is_absolute() else None
+        for topic in wanted.topics:
+            for index in topic.partitions:
+                results.setdefault(topic.name, []).append(
+                    {"partition_index": index, "error_code": _move(broker, topic.name, index, log_dir)})
+    return {"results": [{"topic_name": name, "partitions": partitions} for name, partitions in results.items()]}
+
+
+def _move(broker: BrokerServices, topic: str, index: int, log_dir: Path | None) -> ErrorCode:
+    if log_dir is None:
+        return ErrorCode.log_dir_not_found
+    try:
+        partition = _partition_or_error(broker, topic, index)
+    except KafkaError as exc:
+        return ErrorCode.replica_not_available if exc.code == ErrorCode.not_leader_or_follower else exc.code
+    broker.replicas.moves.start(partition, log_dir)
+    return ErrorCode.none
+
+
 # -- DescribeLogDirs ---------------------------------------------------------------------------
 
 
@@ -107,7 +139,11 @@ async def describe_log_dirs(broker: BrokerServices, request: Any) -> dict[str, A
             continue  # the metadata log belongs to the quorum, not to the log manager, in Kafka
         if wanted is not None and (log.topic, log.partition) not in wanted:
             continue
-        by_dir.setdefault(log.directory.parent.resolve(), defaultdict(list))[log.topic].append(log)
+        by_dir.setdefault(log.directory.parent.resolve(), defaultdict(list))[log.topic].append((log, None))
+        future = broker.replicas.moves.future_log(log.topic, log.partition)
+        if future is not None:  # a move under way: the copy, in its log dir (staged one level down)
+            by_dir.setdefault(future.directory.parent.parent.resolve(), defaultdict(list))[log.topic].append(
+                (future, log))
     results = [_describe_dir(directory, topics) for directory, topics in by_dir.items()]
     return {"error_code": ErrorCode.none, "results": results}
 
@@ -118,7 +154,8 @@ def _wanted_partitions(topics: Any) -> set[tuple[str, int]] | None:
     return {(t.topic, p) for t in topics for p in t.partitions}
 
 
-def _describe_dir(directory: Path, topics: dict[str, list[Any]]) -> dict[str, Any]:
+def _describe_dir(directory: Path, topics: dict[str, list[tuple[Any, Any]]]) -> dict[str, Any]:
+    """Each log of the directory; a future log (a copy being made) with its lag behind the current one."""
     try:
         usage = shutil.disk_usage(directory)
         total, usable = usage.total, usage.free
@@ -128,8 +165,10 @@ def _describe_dir(directory: Path, topics: dict[str, list[Any]]) -> dict[str, An
         "error_code": ErrorCode.none,
         "log_dir": str(directory),
         "topics": [{"name": name, "partitions": [
-            {"partition_index": log.partition, "partition_size": log.size_in_bytes(), "offset_lag": 0,
-             "is_future_key": False} for log in sorted(logs, key=lambda log: log.partition)]}
+            {"partition_index": log.partition, "partition_size": log.size_in_bytes(),
+             "offset_lag": 0 if current is None else max(0, current.log_end_offset - log.log_end_offset),
+             "is_future_key": current is not None}
+            for log, current in sorted(logs, key=lambda entry: (entry[0].partition, entry[1] is not None))]}
             for name, logs in sorted(topics.items())],
         "total_bytes": total,
         "usable_bytes": usable,
@@ -165,6 +204,7 @@ def _producers_of(broker: BrokerServices, topic: str, index: int) -> dict[str, A
 APIS = [
     Api(21, 0, 2, delete_records),
     Api(23, 0, 4, offset_for_leader_epoch),
+    Api(34, 0, 2, alter_replica_log_dirs),
     Api(35, 0, 4, describe_log_dirs),
     Api(61, 0, 0, describe_producers),
 ]
