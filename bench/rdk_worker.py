@@ -57,6 +57,7 @@ def _consumer(args: dict) -> Consumer:
     conf = {"bootstrap.servers": args["bootstrap"], **CONSUMER_CONF}
     if "fetch_wait_ms" in args:
         conf["fetch.wait.max.ms"] = int(args["fetch_wait_ms"])
+    conf.update({k.removeprefix("rdk."): v for k, v in args.items() if k.startswith("rdk.")})
     return Consumer(conf)
 
 

@@ -82,6 +82,8 @@ class Workload:
     segments: int = 0  # latency-delete: segments of the topic deleted during the measurement
     klamm_only: bool = False  # needs klamm configs (internal.segment.bytes): no tansu cell
     topic_configs: dict[str, str] = dataclasses.field(default_factory=dict)  # set on the topic at creation
+    rdk_conf: dict[str, str] = dataclasses.field(default_factory=dict)  # librdkafka properties of the client
+    clients: tuple[str, ...] = ()  # only these clients (empty: every one)
 
 
 def make_workloads(scale: float) -> list[Workload]:
@@ -99,6 +101,14 @@ def make_workloads(scale: float) -> list[Workload]:
                  topic_configs={"flush.messages": "1"}),
         Workload("consume-100B", "consume 100 B × {n:,} (produce-100B's topic)", "consume",
                  records=n(1_000_000), size=100, source="produce-100B", base_timeout=600),
+        # An old-protocol consumer: Fetch v1, whose magic-0 message sets the broker converts from the stored
+        # v2 batches (KIP-283 bounded). librdkafka takes any fallback >= 0.10 as a cue to ask ApiVersions, so
+        # 0.9.0 (Fetch v1) is the oldest path it can be held to; Fetch v2 (magic 1) differs by a timestamp.
+        Workload("consume-100B-fetch-v1", "consume 100 B × {n:,} with Fetch v1 (down-converted magic-0 message "
+                 "sets; librdkafka api.version.request=false, broker.version.fallback=0.9.0)", "consume",
+                 records=n(1_000_000), size=100, source="produce-100B", base_timeout=900, klamm_only=True,
+                 clients=("librdkafka",),
+                 rdk_conf={"api.version.request": "false", "broker.version.fallback": "0.9.0"}),
         Workload("consume-100KB", "consume 100 KB × {n:,}", "consume",
                  records=n(20_000), size=100_000, seed=True, base_timeout=600),
         Workload("latency", "end-to-end latency, 100 B, 1 rec/ms × {n:,}", "latency",
@@ -610,6 +620,8 @@ def run_broker(name: str, workloads: list[Workload], clients: list[str], java_cm
                 results.setdefault((w.key + "/seed", seed_client), {})[name] = res
                 log(f"{name}: seed -> {brief(res)}")
             for c in clients:
+                if w.clients and c not in w.clients:
+                    continue
                 tag = f"{name}-{w.key}-{c}"
                 log(f"{name}: {w.key} with {c} (timeout {timeout:.0f}s)")
                 err = ensure_alive(f"{w.key}/{c}")
@@ -655,9 +667,12 @@ def run_one(b: Broker, w: Workload, client: str, java_cmd, runid: str, seed_topi
             return {"ok": False, "error": f"source topic incomplete ({src.get('error', 'not run')})"}
         if src.get("broker_start") != b.starts:
             return {"ok": False, "error": "source topic lost when the broker was restarted"}
-        return run_client(client, java_cmd, "consume",
-                          dict(bootstrap=b.bootstrap, topic=topic, expect=w.records,
-                               timeout_ms=int(timeout * 1000)), timeout + 30, logdir, tag, b)
+        cpu = cpu_seconds(b.pids())
+        res = run_client(client, java_cmd, "consume",
+                         dict(bootstrap=b.bootstrap, topic=topic, expect=w.records, timeout_ms=int(timeout * 1000),
+                              **{f"rdk.{k}": v for k, v in w.rdk_conf.items()}), timeout + 30, logdir, tag, b)
+        res["broker_cpu_s"] = round(cpu_seconds(b.pids()) - cpu, 3)
+        return res
     if w.kind == "latency":
         topic = f"{w.key}-{client}-{runid}"
         create_topic(b.bootstrap, topic, replication_factor=b.replication_factor)
@@ -817,6 +832,8 @@ def build_rows(workloads: list[Workload], clients: list[str], results: dict) -> 
             entries.append((f"produce {human_size(w.size)} × {w.records:,}, acks=1 (seed)", c,
                             (w.key + "/seed", c), "thr"))
         for c in clients:
+            if w.clients and c not in w.clients:
+                continue
             if w.kind in ("latency", "latency-delete"):
                 entries.append((f"{title} — p50", c, (w.key, c), "p50_ms"))
                 entries.append((f"{title} — p99", c, (w.key, c), "p99_ms"))
