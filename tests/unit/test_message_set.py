@@ -115,8 +115,10 @@ def test_down_conversion_stops_at_the_bytes_read_however_far_batches_decompress(
     bounded = from_batches(data, 1, len(data))
     assert len(data) < 20_000 < 2_000_000 < len(whole)
     assert len(data) - 1100 < len(bounded) <= len(data)
-    read = list(MemoryRecords(bounded).next_batch())
-    assert read[0].offset == 100 and [m.offset for m in read] == list(range(100, 100 + len(read)))
+    records, read = MemoryRecords(bounded), []
+    while (batch := records.next_batch()) is not None:
+        read += list(batch)
+    assert len(read) >= 5 and [m.offset for m in read] == list(range(100, 100 + len(read)))
     assert whole.startswith(bounded)
     # the first message always goes, however small the budget
     assert [m.offset for m in MemoryRecords(from_batches(data, 0, 1)).next_batch()] == [100]
@@ -124,5 +126,8 @@ def test_down_conversion_stops_at_the_bytes_read_however_far_batches_decompress(
 
 def test_down_conversion_starts_at_the_fetch_offset_inside_a_batch():
     data = build_batch([(None, b"%d" % i) for i in range(10)], base_offset=50, timestamp_ms=NOW, compression=1)
-    read = [m.offset for m in MemoryRecords(from_batches(data, 1, first_offset=57)).next_batch()]
+    records = MemoryRecords(from_batches(data, 1, first_offset=57))
+    read = []
+    while (batch := records.next_batch()) is not None:
+        read += [m.offset for m in batch]
     assert read == [57, 58, 59]
