@@ -2,8 +2,9 @@
 
 Offsets travel in Spark's JSON form: {"topic": {"0": 23, "1": -2}}, where -2
 means earliest and -1 latest. Everything that names the Kafka client is a
-`kafka.`-prefixed option and goes to confluent-kafka unchanged, except the few
-that the source must own (Spark refuses the same ones).
+`kafka.`-prefixed option and goes to confluent-kafka, Java client names translated
+(klamm.spark.client_properties), except the few that the source must own (Spark
+refuses the same ones).
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+from klamm.spark.client_properties import UnsupportedProperty, librdkafka_properties
 
 EARLIEST = -2
 LATEST = -1
@@ -65,7 +68,10 @@ def kafka_properties(options: Mapping[str, str]) -> dict[str, str]:
     owned = sorted(_OWNED & set(props))
     if owned:
         raise OptionError(f"Kafka option 'kafka.{owned[0]}' is not supported: the source manages it")
-    return props
+    try:
+        return librdkafka_properties(props)
+    except UnsupportedProperty as exc:
+        raise OptionError(str(exc)) from None
 
 
 def _flag(options: Mapping[str, str], name: str, default: bool) -> bool:

@@ -175,6 +175,22 @@ def test_options_are_checked_as_spark_does(spark, spark_broker, topic_name):
             reader(spark, bs, **options).collect()
 
 
+def test_java_client_options_of_a_spark_kafka_pipeline_carry_over(spark, spark_broker, topic_name):
+    """Options written for Spark's own Kafka source (Java client names) read and write here unchanged."""
+    bs = spark_broker.bootstrap_servers
+    create(bs, topic_name, 1)
+    java = {"kafka.max.poll.records": "500", "kafka.fetch.max.wait.ms": "100", "kafka.receive.buffer.bytes": "65536",
+            "kafka.default.api.timeout.ms": "60000", "kafka.client.dns.lookup": "use_all_dns_ips",
+            "kafka.partition.assignment.strategy": "org.apache.kafka.clients.consumer.RangeAssignor"}
+    df = spark.createDataFrame([("k", "v")], "key string, value string")
+    (df.write.format("klamm").mode("append").option("kafka.bootstrap.servers", bs).option("topic", topic_name)
+       .option("kafka.max.request.size", "2000000").option("kafka.buffer.memory", "33554432").save())
+    got = reader(spark, bs, subscribe=topic_name, **java).collect()
+    assert [(bytes(r.key), bytes(r.value)) for r in got] == [(b"k", b"v")]
+    with pytest.raises(Exception, match="JKS truststore"):
+        reader(spark, bs, subscribe=topic_name, **{"kafka.ssl.truststore.location": "/x.jks"}).collect()
+
+
 def test_write_then_read_back_byte_for_byte(spark, spark_broker, topic_name):
     bs = spark_broker.bootstrap_servers
     create(bs, topic_name, 2)
