@@ -9,8 +9,9 @@ micro-batch in one Kafka transaction. Its transactional.id is fixed by the
 query's id and the task's partition, so a retried or replayed task fences the
 one before it. The same transaction commits the batch id as the offset of a
 consumer group named like the transactional.id (TxnOffsetCommit, on partition 0
-of the `topic` option's topic): a task whose group already holds its batch id
-writes nothing, so a batch that Spark replays after a crash is not written twice.
+of the `topic` option's topic, or of the `exactlyOnceTopic` option's when the
+topics come from a column): a task whose group already holds its batch id writes
+nothing, so a batch that Spark replays after a crash is not written twice.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ class SinkOptions:
     topic: str | None
     exactly_once: bool = False
     transactional_prefix: str = "klamm-spark"
+    bookkeeping_topic: str | None = None  # exactlyOnce: partition 0 holds each task's last batch id
 
 
 @dataclass(frozen=True)
@@ -66,10 +68,12 @@ def sink_options(options: Mapping[str, str], schema: StructType) -> SinkOptions:
     _check_column(schema, "partition", (IntegerType,))
     _check_column(schema, "headers", (ArrayType,))
     exactly_once = str(options.get("exactlyOnce", "false")).strip().lower() == "true"
-    if exactly_once and topic is None:
-        raise OptionError("exactlyOnce=true needs the topic option (its partition 0 keeps each task's last batch)")
+    bookkeeping = options.get("exactlyOnceTopic", topic)
+    if exactly_once and bookkeeping is None:
+        raise OptionError("exactlyOnce=true with topics from the 'topic' column needs the exactlyOnceTopic option: "
+                          "an existing topic whose partition 0 keeps each task's last batch id")
     return SinkOptions(kafka_properties(options), topic, exactly_once,
-                       options.get("transactionalIdPrefix", "klamm-spark"))
+                       options.get("transactionalIdPrefix", "klamm-spark"), bookkeeping)
 
 
 def _bytes(value: Any) -> bytes | None:
@@ -122,7 +126,7 @@ def _last_batch(options: SinkOptions, group: str) -> int:
     consumer = Consumer({**options.kafka, "group.id": group, "isolation.level": "read_committed",
                          "enable.auto.commit": False})
     try:
-        committed = consumer.committed([TopicPartition(options.topic, 0)], timeout=60)[0]
+        committed = consumer.committed([TopicPartition(options.bookkeeping_topic, 0)], timeout=60)[0]
         return committed.offset - 1 if committed.offset >= 0 else -1
     finally:
         consumer.close()
@@ -147,7 +151,7 @@ def produce_exactly_once(options: SinkOptions, batches: Iterator[pa.RecordBatch]
         count = produce_all(options, batches, producer)
         group = Consumer({**options.kafka, "group.id": transactional_id})
         try:
-            producer.send_offsets_to_transaction([TopicPartition(options.topic, 0, int(batch) + 1)],
+            producer.send_offsets_to_transaction([TopicPartition(options.bookkeeping_topic, 0, int(batch) + 1)],
                                                  group.consumer_group_metadata(), 60)
         finally:
             group.close()

@@ -294,11 +294,13 @@ def test_a_failed_micro_batch_is_replayed_from_the_checkpoint_with_the_same_reco
     assert got == expected(sent)  # batch 2 written twice over the same rows: each record once
 
 
-@pytest.mark.parametrize("exactly_once", [True, False], ids=["exactly-once", "at-least-once"])
+@pytest.mark.parametrize("exactly_once, topic_column", [(True, False), (True, True), (False, False)],
+                         ids=["exactly-once", "exactly-once-topic-column", "at-least-once"])
 def test_a_batch_replayed_after_a_crash_is_written_once_with_exactly_once(spark, spark_broker, topic_name, tmp_path,
-                                                                           exactly_once):
+                                                                           exactly_once, topic_column):
     """The job dies after the sink committed batch 0 but before Spark recorded it (its commit file is
-    gone): the restarted query writes batch 0 again. Exactly-once skips it; at-least-once duplicates it."""
+    gone): the restarted query writes batch 0 again. Exactly-once skips it; at-least-once duplicates it.
+    With topics from a column, exactlyOnceTopic names where the batch ids are kept."""
     bs = spark_broker.bootstrap_servers
     source, sink = topic_name, topic_name + "-out"
     create(bs, source, 2)
@@ -307,10 +309,14 @@ def test_a_batch_replayed_after_a_crash_is_written_once_with_exactly_once(spark,
     checkpoint = tmp_path / "checkpoint"
 
     def run() -> None:
-        query = (spark.readStream.format("klamm").option("kafka.bootstrap.servers", bs).option("subscribe", source)
-                 .option("startingOffsets", "earliest").load().selectExpr("key", "value")
-                 .writeStream.format("klamm").option("kafka.bootstrap.servers", bs).option("topic", sink)
-                 .option("exactlyOnce", str(exactly_once).lower())
+        rows = (spark.readStream.format("klamm").option("kafka.bootstrap.servers", bs).option("subscribe", source)
+                .option("startingOffsets", "earliest").load())
+        if topic_column:
+            write = (rows.selectExpr("key", "value", f"'{sink}' as topic").writeStream.format("klamm")
+                     .option("exactlyOnceTopic", sink))
+        else:
+            write = rows.selectExpr("key", "value").writeStream.format("klamm").option("topic", sink)
+        query = (write.option("kafka.bootstrap.servers", bs).option("exactlyOnce", str(exactly_once).lower())
                  .option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start())
         query.awaitTermination(180)
         assert query.exception() is None, query.exception()
