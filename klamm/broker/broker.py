@@ -375,6 +375,7 @@ class Broker:
             return
         self._metrics_server = MetricsServer(self.metrics, self.config.metrics_host, self.config.metrics_port)
         await self._metrics_server.start()
+        self._tasks.append(asyncio.ensure_future(self.metrics.watch_loop_lag()))
         self.metrics_port = self._metrics_server.port
         log.info("metrics endpoint on http://%s:%d/metrics", self.config.metrics_host or "0.0.0.0", self.metrics_port)
 

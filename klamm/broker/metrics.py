@@ -18,6 +18,11 @@ so a process can run several brokers. Two kinds of figures:
 ISR shrinks and expands (Kafka's IsrShrinksPerSec and IsrExpandsPerSec) are
 counted by the leader when a new image commits its partition's changed ISR.
 
+Event-loop lag (klamm's own, `klamm_event_loop_lag_seconds`): a timer asks to run
+every LOOP_LAG_INTERVAL_S and records how late it ran. Everything on the loop waits
+that long behind whatever held it (a request handled, a segment rolled): it is the
+time a request could not even be read.
+
 The endpoint is served on the broker's own event loop (`MetricsServer`), not in
 prometheus_client's HTTP thread: the collector then reads partitions and groups
 on the thread that changes them, so a scrape never sees a dict mid-update.
@@ -47,6 +52,8 @@ _RECORDS_COUNT_OFFSET = 57
 
 # Kafka request latencies span sub-millisecond metadata calls to 500 ms long polls and beyond
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+LOOP_LAG_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0)
+LOOP_LAG_INTERVAL_S = 0.1
 
 
 def display_api_name(api_key: int) -> str:
@@ -84,12 +91,23 @@ class BrokerMetrics:
                                     registry=self.registry)
         self._isr_expands = Counter("klamm_isr_expands", "ISR expansions of partitions this broker leads.",
                                     registry=self.registry)
+        self._loop_lag = Histogram("klamm_event_loop_lag_seconds",
+                                   "How late the event loop ran a timer: how long everything on it waited.",
+                                   buckets=LOOP_LAG_BUCKETS, registry=self.registry)
         self._node_id = getattr(broker, "node_id", None)
         self._request_series: dict[tuple[int, int], tuple[Any, Any]] = {}
         self._in_series: dict[str, tuple[Any, Any]] = {}
         self._out_series: dict[str, Any] = {}
         self.parked_fetches = 0  # fetches waiting in wait_for_append (Kafka's fetch purgatory)
         self.registry.register(BrokerStateCollector(broker, self))
+
+    async def watch_loop_lag(self, interval_s: float = LOOP_LAG_INTERVAL_S) -> None:
+        """Runs until cancelled: each tick's delay past its due time is one observation."""
+        loop = asyncio.get_running_loop()
+        while True:
+            due = loop.time() + interval_s
+            await asyncio.sleep(interval_s)
+            self._loop_lag.observe(max(0.0, loop.time() - due))
 
     # hot paths: a dict lookup and increments
     def request_done(self, api_key: int, version: int, seconds: float) -> None:

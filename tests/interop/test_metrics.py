@@ -117,6 +117,17 @@ def test_request_figures(traffic):
     assert one(series, "klamm_network_sent_bytes_total") > 0
 
 
+def test_event_loop_lag(traffic):
+    broker, _, _ = traffic
+    wait_for(lambda: total(scrape(broker.metrics_port), "klamm_event_loop_lag_seconds_count") >= 3,
+             what="three event-loop lag observations (one each 100 ms)")
+    series = scrape(broker.metrics_port)
+    count = total(series, "klamm_event_loop_lag_seconds_count")
+    # an idle loop runs its timer within a few milliseconds: most observations fall in the 10 ms bucket
+    assert total(series, "klamm_event_loop_lag_seconds_bucket", le="0.01") >= count / 2
+    assert total(series, "klamm_event_loop_lag_seconds_bucket", le="+Inf") == count
+
+
 def test_connections_and_parked_fetches(traffic):
     broker, _, _ = traffic
     series = scrape(broker.metrics_port)
