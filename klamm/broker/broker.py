@@ -90,6 +90,8 @@ class Broker:
         self.node_id = config.node_id
         self.log_dirs = [Path(d) for d in config.log_dirs]
         self._apis: dict[int, Api] = registry()
+        # shared by every connection (read only): a copy each would cost ~5 KiB per connection
+        self._supported = {key: (api.min_version, api.max_version) for key, api in self._apis.items()}
         self.listener_name, self.host, self.port = parse_listener(config.listeners[0])
         self._per_ip_overrides = check_socket_server_config(config)  # fails before anything starts
         self.advertised_host = self.host
@@ -447,7 +449,7 @@ class Broker:
 
     # request dispatch
     def supported_versions(self) -> dict[int, tuple[int, int]]:
-        return {key: (api.min_version, api.max_version) for key, api in self._apis.items()}
+        return self._supported
 
     async def handle(self, request: Request, connection: ClientConnection) -> Any:
         self.bytes_in += request.size

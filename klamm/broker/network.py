@@ -118,6 +118,10 @@ class _FileShim:
 
 
 class ClientConnection(asyncio.Protocol):
+    # Slots and futures made only while waiting: an idle connection costs little (bench/idle_connections.py).
+    __slots__ = ("processor", "peer", "client_host", "last_active", "_on_lost", "_sans_io", "_transport", "_pending",
+                 "_wakeup", "_drained", "_reading_paused", "_closed", "_writer_task")
+
     def __init__(self, processor: Processor, on_lost: Callable[[], None] | None = None) -> None:
         self.processor = processor
         self.peer = "?"
@@ -126,11 +130,10 @@ class ClientConnection(asyncio.Protocol):
         self._on_lost = on_lost
         self._sans_io = ServerConnection(processor.max_request_size, processor.supported())
         self._transport: asyncio.Transport | None = None
-        self._pending: collections.deque[asyncio.Future[Any]] = collections.deque()
-        self._requests: collections.deque[Request] = collections.deque()
-        self._wakeup = asyncio.Event()
-        self._can_write = asyncio.Event()
-        self._can_write.set()
+        # the requests in flight, in arrival order: (future of the handler's response, request)
+        self._pending: collections.deque[tuple[asyncio.Future[Any], Request]] = collections.deque()
+        self._wakeup: asyncio.Future[None] | None = None  # the writer waits on it for the next request
+        self._drained: asyncio.Future[None] | None = None  # set while the transport's buffer is too full
         self._reading_paused = False
         self._closed = False
         self._writer_task: asyncio.Task[None] | None = None
@@ -155,21 +158,31 @@ class ClientConnection(asyncio.Protocol):
         self.processor.connections.discard(self)
         self.processor.budget.forget(self)
         pending, self._pending = self._pending, collections.deque()
-        self._requests.clear()
-        for future in pending:
+        for future, _ in pending:
             future.cancel()
             future.add_done_callback(_release_result)  # a response already made holds file leases
-        self._wakeup.set()
-        self._can_write.set()
+        self._wake()
+        self._writable()
         if self._on_lost is not None:
             on_lost, self._on_lost = self._on_lost, None
             on_lost()
 
     def pause_writing(self) -> None:
-        self._can_write.clear()
+        if self._drained is None:
+            self._drained = asyncio.get_running_loop().create_future()
 
     def resume_writing(self) -> None:
-        self._can_write.set()
+        self._writable()
+
+    def _writable(self) -> None:
+        drained, self._drained = self._drained, None
+        if drained is not None and not drained.done():
+            drained.set_result(None)
+
+    def _wake(self) -> None:
+        wakeup, self._wakeup = self._wakeup, None
+        if wakeup is not None and not wakeup.done():
+            wakeup.set_result(None)
 
     # request flow
     def read_requests(self) -> None:
@@ -218,19 +231,17 @@ class ClientConnection(asyncio.Protocol):
         request.leave_queue = leave_queue
         future = asyncio.ensure_future(self.processor.handler(request, self))
         future.add_done_callback(lambda _: leave_queue())
-        self._pending.append(future)
-        self._requests.append(request)
-        self._wakeup.set()
+        self._pending.append((future, request))
+        self._wake()
 
     async def _write_responses(self) -> None:
         try:
             while not self._closed:
                 if not self._pending:
-                    self._wakeup.clear()
-                    await self._wakeup.wait()
+                    self._wakeup = asyncio.get_running_loop().create_future()
+                    await self._wakeup
                     continue
-                future = self._pending[0]
-                request = self._requests[0]
+                future, request = self._pending[0]
                 try:
                     response = await future
                 except asyncio.CancelledError:
@@ -251,11 +262,11 @@ class ClientConnection(asyncio.Protocol):
                 if self._closed:
                     return  # connection_lost took the pending responses (and releases this one)
                 self._pending.popleft()
-                self._requests.popleft()
                 if self._reading_paused and len(self._pending) < MAX_IN_FLIGHT // 2:
                     self.read_requests()
                 if response is not None:
                     await self._respond(request, response)
+                future = request = response = None  # an idle connection keeps nothing of its last exchange
         except (ConnectionError, OSError, asyncio.exceptions.SendfileNotAvailableError, RuntimeError) as exc:
             # The peer went away mid-response (sendfile reports it as "not available",
             # a closed transport as RuntimeError): this connection ends, nothing else.
@@ -295,8 +306,8 @@ class ClientConnection(asyncio.Protocol):
                 await self._send_file(transport, part)
             else:
                 transport.write(part)
-            if not self._can_write.is_set():
-                await self._can_write.wait()
+            if self._drained is not None:
+                await self._drained
         self.processor.bytes_sent += sum(len(p) for p in parts)
 
     async def _send_file(self, transport: asyncio.Transport, region: FileRegion) -> None:
@@ -323,7 +334,7 @@ class ClientConnection(asyncio.Protocol):
             self._closed = True
             if self._transport is not None:
                 self._transport.close()
-            self._wakeup.set()
+            self._wake()
 
 
 def _release_result(future: asyncio.Future[Any]) -> None:
