@@ -60,7 +60,7 @@ def test_kafka_python_of_an_old_release(broker, topic, api_version, codec):
     assert got == [(i, b"key", v) for i, v in enumerate(want)]
 
 
-@pytest.mark.parametrize("api_version", [(0, 9), (0, 10)], ids=["0.9", "0.10"])
+@pytest.mark.parametrize("api_version", [(0, 9), (0, 10), (0, 11), (1, 0)], ids=["0.9", "0.10", "0.11", "1.0"])
 def test_kafka_python_of_an_old_release_in_a_group(broker, topic, api_version):
     create_topic(broker.bootstrap, topic, 2)
     producer = KafkaProducer(bootstrap_servers=broker.bootstrap, api_version=api_version)
