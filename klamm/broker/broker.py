@@ -50,6 +50,7 @@ from klamm.broker.metadata_follower import BrokerLifecycle, MetadataFollower, Pr
 from klamm.broker.replica_fetcher import FetchSettings, ReplicaFetcherManager
 from klamm.broker.replica_manager import ReplicaManager
 from klamm.broker.txn_marker_channel import TxnMarkerChannel
+from klamm.broker.tls import server_context
 from klamm.broker.txn_verification import TxnVerifier
 from klamm.broker.services import ControllerClient, LocalControllerClient
 from klamm.config.broker import BrokerConfig
@@ -93,6 +94,7 @@ class Broker:
         # shared by every connection (read only): a copy each would cost ~5 KiB per connection
         self._supported = {key: (api.min_version, api.max_version) for key, api in self._apis.items()}
         self.listener_name, self.host, self.port = parse_listener(config.listeners[0])
+        self.security_protocol = config.security_protocol_of(self.listener_name)
         self._per_ip_overrides = check_socket_server_config(config)  # fails before anything starts
         self.advertised_host = self.host
         self.advertised_port = self.port
@@ -210,7 +212,8 @@ class Broker:
         quotas = ConnectionQuotas(config.max_connections, config.max_connections_per_ip, self._per_ip_overrides)
         sockets = SocketSettings(config.socket_send_buffer_bytes, config.socket_receive_buffer_bytes,
                                  config.socket_listen_backlog_size)
-        self._acceptor = Acceptor(self.host, self.port, self._processors, quotas, sockets)
+        tls = server_context(config) if self.security_protocol == "SSL" else None
+        self._acceptor = Acceptor(self.host, self.port, self._processors, quotas, sockets, tls)
         await self._acceptor.start()
         self.port = self._acceptor.port
         advertised = self.config.advertised_listeners or self.config.listeners

@@ -34,6 +34,7 @@ import ipaddress
 import logging
 import os
 import socket
+import ssl
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -46,6 +47,7 @@ from klamm.protocol.sendplan import FileRegion, Part, release_regions
 log = logging.getLogger("klamm.network")
 
 MAX_IN_FLIGHT = 100  # per connection; reading pauses beyond this
+TLS_HANDSHAKE_TIMEOUT_S = 10.0  # a connection that does not finish its TLS handshake by then is closed
 USE_OS_DEFAULT = -1  # socket.*.buffer.bytes
 
 
@@ -120,10 +122,11 @@ class _FileShim:
 class ClientConnection(asyncio.Protocol):
     # Slots and futures made only while waiting: an idle connection costs little (bench/idle_connections.py).
     __slots__ = ("processor", "peer", "client_host", "last_active", "_on_lost", "_sans_io", "_transport", "_pending",
-                 "_wakeup", "_drained", "_reading_paused", "_closed", "_writer_task")
+                 "_wakeup", "_drained", "_reading_paused", "_closed", "_writer_task", "_sendfile")
 
-    def __init__(self, processor: Processor, on_lost: Callable[[], None] | None = None) -> None:
+    def __init__(self, processor: Processor, on_lost: Callable[[], None] | None = None, tls: bool = False) -> None:
         self.processor = processor
+        self._sendfile = processor.native_sendfile and not tls  # TLS encrypts in user space: no zero copy
         self.peer = "?"
         self.client_host = ""
         self.last_active = time.monotonic()
@@ -312,7 +315,7 @@ class ClientConnection(asyncio.Protocol):
 
     async def _send_file(self, transport: asyncio.Transport, region: FileRegion) -> None:
         fd = region.file.fileno()
-        if not self.processor.native_sendfile:
+        if not self._sendfile:
             transport.write(os.pread(fd, region.length, region.position))
             return
         position, length = region.position, region.length
@@ -463,15 +466,17 @@ class Acceptor:
     """Listens on one address, admits connections within the quotas, hands each to the next processor."""
 
     def __init__(self, host: str, port: int, processors: list[Processor], quotas: ConnectionQuotas | None = None,
-                 sockets: SocketSettings | None = None) -> None:
+                 sockets: SocketSettings | None = None, tls: ssl.SSLContext | None = None) -> None:
         self.host = host
         self.port = port
+        self.tls = tls  # an SSL listener: each connection's handshake runs in a task of its own
         self.processors = processors
         self.quotas = quotas or ConnectionQuotas(2**31 - 1, 2**31 - 1)
         self.settings = sockets or SocketSettings()
         self._next = 0
         self._listeners: list[socket.socket] = []
         self._tasks: list[asyncio.Task[None]] = []
+        self._handshakes: set[asyncio.Task[None]] = set()
 
     async def start(self) -> None:
         self._listeners = _listen(self.host, self.port, self.settings)
@@ -494,13 +499,23 @@ class Acceptor:
                          self.quotas.limit_for(ip))
                 sock.close()
                 continue
-            try:
-                self._configure(sock)
-                await loop.connect_accepted_socket(lambda: self._new_connection(ip), sock)
-            except OSError as exc:
-                log.info("connection from %s failed at accept: %s", ip, exc)
-                sock.close()
-                self.quotas.release(ip)
+            if self.tls is not None:  # a slow or silent client must not hold up the next accept
+                handshake = asyncio.ensure_future(self._connect(sock, ip))
+                self._handshakes.add(handshake)
+                handshake.add_done_callback(self._handshakes.discard)
+            else:
+                await self._connect(sock, ip)
+
+    async def _connect(self, sock: socket.socket, ip: str) -> None:
+        try:
+            self._configure(sock)
+            await asyncio.get_running_loop().connect_accepted_socket(
+                lambda: self._new_connection(ip), sock, ssl=self.tls,
+                ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT_S if self.tls is not None else None)
+        except (OSError, ssl.SSLError, TimeoutError) as exc:
+            log.info("connection from %s failed at %s: %s", ip, "the TLS handshake" if self.tls else "accept", exc)
+            sock.close()
+            self.quotas.release(ip)
 
     def _configure(self, sock: socket.socket) -> None:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
@@ -512,12 +527,12 @@ class Acceptor:
     def _new_connection(self, ip: str) -> ClientConnection:
         processor = self.processors[self._next % len(self.processors)]
         self._next += 1
-        return ClientConnection(processor, on_lost=lambda: self.quotas.release(ip))
+        return ClientConnection(processor, on_lost=lambda: self.quotas.release(ip), tls=self.tls is not None)
 
     async def stop(self) -> None:
-        for task in self._tasks:
+        for task in (*self._tasks, *self._handshakes):
             task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await asyncio.gather(*self._tasks, *self._handshakes, return_exceptions=True)
         for listener in self._listeners:
             listener.close()
         self._listeners = []

@@ -67,6 +67,10 @@ class _BrokerConfigBase(BaseModel):
         """The current value of a broker config, by Kafka name."""
         return getattr(self, BROKER_CONFIG_DEF[name].attr)
 
+    def security_protocol_of(self, listener_name: str) -> str:
+        """The protocol listener.security.protocol.map gives a listener (PLAINTEXT, SSL, ...)."""
+        return _protocol_map(self.listener_security_protocol_map).get(listener_name.upper(), "PLAINTEXT")
+
     def topic_defaults(self) -> dict[str, str]:
         """Broker-level defaults of every topic config that has a broker synonym, keyed by topic name."""
         defaults: dict[str, str] = {}
@@ -176,7 +180,7 @@ def _check_single_node(values: Mapping[str, Any]) -> None:
         _check_controller_only(values, voters, controllers)
         return
     _check_listeners(values["listeners"], controllers, values["listener.security.protocol.map"],
-                     broker_only=roles == ["broker"])
+                     broker_only=roles == ["broker"], alone=roles != ["broker"] and len(voters) <= 1)
 
 
 def _check_controller_only(values: Mapping[str, Any], voters: list[tuple[int, str]], controllers: set[str]) -> None:
@@ -207,8 +211,10 @@ def _voter(entry: str) -> tuple[int, str]:
     return int(voter_id), address.strip()
 
 
-def _check_listeners(listeners: list[str], controllers: set[str], protocol_map: str, *, broker_only: bool) -> None:
-    """The first listener is the broker's (PLAINTEXT); a controller's own listeners may follow it."""
+def _check_listeners(listeners: list[str], controllers: set[str], protocol_map: str, *, broker_only: bool,
+                     alone: bool) -> None:
+    """The first listener is the broker's (PLAINTEXT, or SSL on a node `alone`: one with no other broker to
+    reach); a controller's own listeners may follow it (PLAINTEXT)."""
     names = [listener.partition("://")[0].strip().upper() for listener in listeners if "://" in listener]
     if not names:
         return  # the broker reports a malformed listener when it parses it
@@ -219,10 +225,17 @@ def _check_listeners(listeners: list[str], controllers: set[str], protocol_map: 
     for name in names:
         if name not in protocols:
             raise ConfigError("listeners", ",".join(listeners), f"No security protocol defined for listener {name}")
-    for name in [names[0], *(n for n in names[1:] if n in controllers)]:
+    if protocols[names[0]] == "SSL" and not alone:
+        raise ConfigError("listeners", ",".join(listeners),
+                          f"listener {names[0]} uses SSL, which klamm serves on a single node only: its brokers "
+                          "and controllers reach each other in PLAINTEXT")
+    if protocols[names[0]] not in ("PLAINTEXT", "SSL"):
+        raise ConfigError("listeners", ",".join(listeners),
+                          f"listener {names[0]} uses {protocols[names[0]]}, but klamm serves PLAINTEXT and SSL only")
+    for name in (n for n in names[1:] if n in controllers):
         if protocols[name] != "PLAINTEXT":
             raise ConfigError("listeners", ",".join(listeners),
-                              f"listener {name} uses {protocols[name]}, but klamm serves PLAINTEXT only")
+                              f"listener {name} uses {protocols[name]}, but klamm's controllers speak PLAINTEXT only")
     if broker_only and any(n in controllers for n in names):
         raise ConfigError("controller.listener.names", ",".join(sorted(controllers)),
                           "controller.listener.names must not contain a value appearing in the 'listeners' "

@@ -132,6 +132,19 @@ APPLIED: dict[str, list[str]] = {
                    f"{EFFECTS}::test_log_dirs_hold_the_data",
                    f"{EFFECTS}::test_cluster_id_that_disagrees_with_the_data_stops_start_up"],
     "auto.create.topics.enable": [f"{EFFECTS}::test_auto_create_topics_enable_false_creates_nothing"],
+    "ssl.keystore.type": ["tests/integration/test_tls.py::test_what_cannot_work_is_refused_with_the_reason"],
+    "ssl.keystore.location": ["tests/integration/test_tls.py::test_clients_verify_the_broker_and_fetch_the_same_bytes"],
+    "ssl.keystore.password": ["tests/integration/test_tls.py::test_an_encrypted_private_key_opens_with_its_password"],
+    "ssl.key.password": ["tests/integration/test_tls.py::test_an_encrypted_private_key_opens_with_its_password"],
+    "ssl.keystore.key": ["tests/integration/test_tls.py::test_inline_pem_stores_and_the_tls_versions_enabled"],
+    "ssl.keystore.certificate.chain": ["tests/integration/test_tls.py::test_inline_pem_stores_and_the_tls_versions_enabled"],
+    "ssl.truststore.type": ["tests/integration/test_tls.py::test_what_cannot_work_is_refused_with_the_reason"],
+    "ssl.truststore.location": ["tests/integration/test_tls.py::test_mutual_tls_admits_only_certificates_of_the_trusted_ca"],
+    "ssl.truststore.password": ["tests/integration/test_tls.py::test_what_cannot_work_is_refused_with_the_reason"],
+    "ssl.truststore.certificates": ["tests/integration/test_tls.py::test_inline_pem_stores_and_the_tls_versions_enabled"],
+    "ssl.client.auth": ["tests/integration/test_tls.py::test_mutual_tls_admits_only_certificates_of_the_trusted_ca"],
+    "ssl.enabled.protocols": ["tests/integration/test_tls.py::test_inline_pem_stores_and_the_tls_versions_enabled"],
+    "ssl.protocol": ["tests/integration/test_tls.py::test_what_cannot_work_is_refused_with_the_reason"],
     "max.request.partition.size.limit": [
         "tests/integration/test_describe_topic_partitions.py::test_max_request_partition_size_limit_caps_the_page"],
     "max.incremental.fetch.session.cache.slots": [
@@ -481,10 +494,13 @@ def test_kraft_roles_and_quorum_are_checked() -> None:
 
 
 def test_listeners_klamm_cannot_serve_are_refused() -> None:
-    with pytest.raises(ConfigError, match="listener PLAINTEXT uses SSL, but klamm serves PLAINTEXT only"):
-        BrokerConfig.from_properties({"listener.security.protocol.map": "PLAINTEXT:SSL"})
-    with pytest.raises(ConfigError, match="listener SSL uses SSL"):
-        BrokerConfig.from_properties({"listeners": "SSL://:9093"})
+    with pytest.raises(ConfigError, match="listener PLAINTEXT uses SASL_SSL, but klamm serves PLAINTEXT and SSL"):
+        BrokerConfig.from_properties({"listener.security.protocol.map": "PLAINTEXT:SASL_SSL"})
+    with pytest.raises(ConfigError, match="listener SSL uses SSL, which klamm serves on a single node only"):
+        BrokerConfig.from_properties({"listeners": "SSL://:9093", "process.roles": "broker", "node.id": "2",
+                                      "controller.quorum.voters": "1@127.0.0.1:9094",
+                                      "controller.listener.names": "CONTROLLER"})
+    assert BrokerConfig.from_properties({"listeners": "SSL://:9093"}).listeners == ["SSL://:9093"]  # one node
     with pytest.raises(ConfigError, match="No security protocol defined for listener CLIENT"):
         BrokerConfig.from_properties({"listeners": "CLIENT://:9092"})
     with pytest.raises(ConfigError, match="EXTERNAL would not be bound"):

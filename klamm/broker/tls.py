@@ -1,0 +1,105 @@
+"""The TLS context of an SSL listener, from Kafka's ssl.* broker configs.
+
+Stores are PEM, as KIP-651 defines them for Kafka: the key store is one file holding the
+private key and its certificate chain (ssl.keystore.location), or both inline
+(ssl.keystore.key, ssl.keystore.certificate.chain); the trust store is a file of CA
+certificates (ssl.truststore.location) or inline (ssl.truststore.certificates). JKS and
+PKCS12 are Java formats and are refused with the reason. ssl.client.auth=required makes it
+mutual TLS; requested verifies a certificate when the client offers one.
+"""
+
+from __future__ import annotations
+
+import os
+import ssl
+import tempfile
+from typing import Any
+
+from klamm.config.broker import BrokerConfig
+from klamm.config.errors import ConfigError
+
+_VERSIONS = {"TLSv1.2": ssl.TLSVersion.TLSv1_2, "TLSv1.3": ssl.TLSVersion.TLSv1_3}
+_CLIENT_AUTH = {"none": ssl.CERT_NONE, "requested": ssl.CERT_OPTIONAL, "required": ssl.CERT_REQUIRED}
+
+
+def server_context(config: BrokerConfig) -> ssl.SSLContext:
+    """A server-side SSLContext; ConfigError when the stores are missing, unreadable or not PEM."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    newest = _VERSIONS.get(config.ssl_protocol)  # None for "TLS": the newest there is
+    allowed = sorted((_VERSIONS[p] for p in config.ssl_enabled_protocols
+                      if newest is None or _VERSIONS[p].value <= newest.value), key=lambda v: v.value)
+    if not allowed:
+        raise ConfigError("ssl.enabled.protocols", ",".join(config.ssl_enabled_protocols),
+                          f"no enabled TLS version is allowed by ssl.protocol={config.ssl_protocol}")
+    context.minimum_version, context.maximum_version = allowed[0], allowed[-1]
+    _load_key_store(context, config)
+    context.verify_mode = _CLIENT_AUTH[config.ssl_client_auth]
+    if _load_trust_store(context, config) is False and context.verify_mode != ssl.CERT_NONE:
+        raise ConfigError("ssl.client.auth", config.ssl_client_auth,
+                          "client certificates need a trust store (ssl.truststore.location or "
+                          "ssl.truststore.certificates) to verify them against")
+    return context
+
+
+def _secret(value: Any) -> str | None:
+    return None if value is None else value.get_secret_value()
+
+
+def _load_key_store(context: ssl.SSLContext, config: BrokerConfig) -> None:
+    location, key, chain = config.ssl_keystore_location, _secret(config.ssl_keystore_key), \
+        _secret(config.ssl_keystore_certificate_chain)
+    if location is None and key is None:
+        raise ConfigError("ssl.keystore.location", "", "an SSL listener needs a key store: ssl.keystore.location, "
+                          "or ssl.keystore.key with ssl.keystore.certificate.chain")
+    if config.ssl_keystore_type.upper() != "PEM":
+        raise ConfigError("ssl.keystore.type", config.ssl_keystore_type,
+                          "klamm reads PEM key stores (KIP-651): set ssl.keystore.type=PEM and give the key and "
+                          "certificate chain in PEM")
+    password = _secret(config.ssl_key_password) or _secret(config.ssl_keystore_password)
+    try:
+        if key is not None:
+            if chain is None:
+                raise ConfigError("ssl.keystore.certificate.chain", "", "ssl.keystore.key needs the certificate chain")
+            with _pem_file(chain + "\n" + key) as path:
+                context.load_cert_chain(path, password=password)
+        else:
+            context.load_cert_chain(location, password=password)
+    except (OSError, ssl.SSLError) as exc:
+        raise ConfigError("ssl.keystore.location" if key is None else "ssl.keystore.key", location or "(inline)",
+                          f"the key store could not be loaded: {exc}") from None
+
+
+def _load_trust_store(context: ssl.SSLContext, config: BrokerConfig) -> bool:
+    location, inline = config.ssl_truststore_location, _secret(config.ssl_truststore_certificates)
+    if location is None and inline is None:
+        return False
+    if config.ssl_truststore_type.upper() != "PEM":
+        raise ConfigError("ssl.truststore.type", config.ssl_truststore_type,
+                          "klamm reads PEM trust stores (KIP-651): set ssl.truststore.type=PEM")
+    if config.ssl_truststore_password is not None:  # as Kafka: a PEM trust store has no password
+        raise ConfigError("ssl.truststore.password", "[hidden]", "a PEM trust store takes no password")
+    try:
+        if inline is not None:
+            context.load_verify_locations(cadata=inline)
+        else:
+            context.load_verify_locations(cafile=location)
+    except (OSError, ssl.SSLError) as exc:
+        raise ConfigError("ssl.truststore.location" if inline is None else "ssl.truststore.certificates",
+                          location or "(inline)", f"the trust store could not be loaded: {exc}") from None
+    return True
+
+
+class _pem_file:
+    """A private temporary file holding inline PEM for the time it is loaded (ssl reads files only)."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __enter__(self) -> str:
+        fd, self.path = tempfile.mkstemp(suffix=".pem")  # created 0600
+        with os.fdopen(fd, "w") as out:
+            out.write(self.text)
+        return self.path
+
+    def __exit__(self, *exc: object) -> None:
+        os.unlink(self.path)
