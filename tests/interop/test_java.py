@@ -174,3 +174,32 @@ def test_admin_describe_pages_through_describe_topic_partitions(java_client, bro
     assert [p["partition"] for p in topic["partitions"]] == [0, 1, 2, 3, 4]
     assert all(p["leader"] == 1 and p["isr"] == [1] for p in topic["partitions"])
     assert total(scrape(metrics_port), "klamm_requests_total", api="DescribeTopicPartitions") == 3
+
+
+@pytest.mark.single_node
+def test_java_client_over_tls(java_client, tmp_path, monkeypatch, pki):
+    """The Java client verifies the broker's certificate against a PEM trust store and produces and consumes
+    over TLS; with ssl.client.auth=required it authenticates with a PEM key store."""
+    import klamm.testing
+
+    paths = pki["paths"]
+    client_pem = tmp_path / "client.pem"
+    client_pem.write_text(pki["text"]["client_key"] + pki["text"]["client_cert"])
+    props = tmp_path / "client.properties"
+    props.write_text(f"security.protocol=SSL\nssl.truststore.type=PEM\nssl.truststore.location={paths['ca']}\n"
+                     f"ssl.keystore.type=PEM\nssl.keystore.location={client_pem}\n")
+    monkeypatch.setenv("KLAMM_CLIENT_PROPERTIES", str(props))
+    with klamm.testing.run_broker({"listeners": "SSL://127.0.0.1:0", "ssl.keystore.type": "PEM",
+                                   "ssl.keystore.location": str(paths["server"]), "ssl.truststore.type": "PEM",
+                                   "ssl.truststore.location": str(paths["ca"]), "ssl.client.auth": "required"}) as b:
+        bs = b.bootstrap_servers
+        created, produced, consumed = java_client.batch([
+            ["admin-create", bs, "java-tls", 1], ["produce", bs, "java-tls", 50, "lz4", "size=300"],
+            ["consume", bs, "java-tls", 0, 0, 50]])
+        created.ok()
+        produced.ok()
+        consumed.ok()
+        assert len(consumed.lines) == 50
+
+
+from tests.integration.test_tls import pki  # noqa: E402,F401  (the certificate authority fixture)

@@ -202,7 +202,7 @@ public final class KlammClient {
         String prefix = o.getOrDefault("prefix", "r");
         long tsBase = Long.parseLong(o.getOrDefault("ts", "-1"));
 
-        Properties p = new Properties();
+        Properties p = clientProperties();
         p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, a[1]);
         p.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
         p.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
@@ -260,7 +260,7 @@ public final class KlammClient {
         long count = all ? -1 : Long.parseLong(a[5]);
         long timeoutMs = a.length > 6 ? Long.parseLong(a[6]) : 30000;
 
-        Properties p = new Properties();
+        Properties p = clientProperties();
         p.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, a[1]);
         p.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
         p.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
@@ -322,8 +322,22 @@ public final class KlammClient {
         return admin(bootstrap, AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG);
     }
 
-    static Admin admin(String bootstrap, String bootstrapKey) {
+    /** Properties every client starts from: the file KLAMM_CLIENT_PROPERTIES names (security settings), if any. */
+    static Properties clientProperties() {
         Properties p = new Properties();
+        String file = System.getenv("KLAMM_CLIENT_PROPERTIES");
+        if (file != null && !file.isEmpty()) {
+            try (java.io.FileInputStream in = new java.io.FileInputStream(file)) {
+                p.load(in);
+            } catch (java.io.IOException e) {
+                throw new java.io.UncheckedIOException(e);
+            }
+        }
+        return p;
+    }
+
+    static Admin admin(String bootstrap, String bootstrapKey) {
+        Properties p = clientProperties();
         p.put(bootstrapKey, bootstrap);
         p.put(AdminClientConfig.CLIENT_ID_CONFIG, "klamm-interop-java-admin");
         p.put(AdminClientConfig.REQUEST_TIMEOUT_MS_CONFIG, "15000");
