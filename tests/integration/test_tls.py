@@ -216,3 +216,38 @@ def test_what_cannot_work_is_refused_with_the_reason(pki: dict[str, Any], tmp_pa
                                       "controller.listener.names": "CONTROLLER"})
     with pytest.raises(ConfigError, match="PLAINTEXT and SSL only"):
         BrokerConfig.from_properties({"listeners": "SASL_SSL://127.0.0.1:9093"})
+
+
+def test_aiokafka_over_tls(broker_factory: Any, pki: dict[str, Any]) -> None:
+    import asyncio
+
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+    from aiokafka.helpers import create_ssl_context
+
+    broker = ssl_broker(broker_factory, pki)
+    bootstrap = f"127.0.0.1:{broker.port}"
+
+    async def run() -> list[bytes]:
+        context = create_ssl_context(cafile=str(pki["paths"]["ca"]))
+        producer = AIOKafkaProducer(bootstrap_servers=bootstrap, security_protocol="SSL", ssl_context=context)
+        await producer.start()
+        try:
+            for i in range(20):
+                await producer.send_and_wait("aio-tls", b"a%d" % i, partition=0)
+        finally:
+            await producer.stop()
+        consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, security_protocol="SSL", ssl_context=context,
+                                    auto_offset_reset="earliest")
+        await consumer.start()
+        try:
+            from aiokafka import TopicPartition as ATP
+            consumer.assign([ATP("aio-tls", 0)])
+            got: list[bytes] = []
+            while len(got) < 20:
+                batch = await asyncio.wait_for(consumer.getmany(timeout_ms=1000), 20)
+                got += [m.value for ms in batch.values() for m in ms]
+            return got
+        finally:
+            await consumer.stop()
+
+    assert asyncio.run(run()) == [b"a%d" % i for i in range(20)]
