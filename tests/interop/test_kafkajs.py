@@ -342,3 +342,28 @@ def test_group_resumes_after_broker_restart(node_bin, broker_factory, topic):
     assert [r["o"] for r in recs] == list(range(30, 42)), "resumed at the committed offset, once each"
     got = [from_js(r) for r in recs]
     assert got == want[30:], diff(got, want[30:])
+
+
+@pytest.mark.single_node
+@pytest.mark.timeout(90)
+def test_kafkajs_over_mutual_tls(node_bin, topic, monkeypatch, pki):
+    """kafkajs verifies the broker against the CA and authenticates with its client certificate."""
+    import klamm.testing
+
+    paths = pki["paths"]
+    monkeypatch.setenv("KAFKAJS_SSL_CA", str(paths["ca"]))
+    monkeypatch.setenv("KAFKAJS_SSL_CERT", str(paths["client_cert"]))
+    monkeypatch.setenv("KAFKAJS_SSL_KEY", str(paths["client_key"]))
+    want = expected("kjs-tls", 30, null_header=False)
+    with klamm.testing.run_broker({"listeners": "SSL://127.0.0.1:0", "ssl.keystore.type": "PEM",
+                                   "ssl.keystore.location": str(paths["server"]), "ssl.truststore.type": "PEM",
+                                   "ssl.truststore.location": str(paths["ca"]), "ssl.client.auth": "required"}) as b:
+        res = run_js(node_bin, "produce_consume.js", {
+            "bootstrap": b.bootstrap_servers, "topic": topic, "partitions": 1, "create": True,
+            "group": f"{topic}-g", "records": [to_js(r, 0) for r in want],
+            "sends": [{"acks": -1, "compression": "gzip", "from": 0, "to": 30}]}).ok()
+    assert res.one("consumed") == 30
+    assert [from_js(r) for r in res.get("rec")] == want
+
+
+from tests.integration.test_tls import pki  # noqa: E402,F401  (the certificate authority fixture)

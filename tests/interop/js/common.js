@@ -21,11 +21,24 @@ function stderrLogCreator() {
   }
 }
 
+// TLS when KAFKAJS_SSL_CA names a PEM file of CAs (and KAFKAJS_SSL_CERT / KAFKAJS_SSL_KEY a client certificate)
+function sslOptions() {
+  const fs = require('fs')
+  if (!process.env.KAFKAJS_SSL_CA) return undefined
+  const options = { ca: [fs.readFileSync(process.env.KAFKAJS_SSL_CA, 'utf8')] }
+  if (process.env.KAFKAJS_SSL_CERT) {
+    options.cert = fs.readFileSync(process.env.KAFKAJS_SSL_CERT, 'utf8')
+    options.key = fs.readFileSync(process.env.KAFKAJS_SSL_KEY, 'utf8')
+  }
+  return options
+}
+
 function makeKafka(bootstrap, clientId) {
   const level = (process.env.KAFKAJS_LOG_LEVEL || 'WARN').toUpperCase()
   return new Kafka({
     clientId: clientId || 'klamm-interop',
     brokers: bootstrap.split(","),
+    ssl: sslOptions(),
     logLevel: logLevel[level] !== undefined ? logLevel[level] : logLevel.WARN,
     logCreator: stderrLogCreator,
   })
