@@ -12,6 +12,7 @@ import asyncio
 import io
 import itertools
 import struct
+from collections.abc import Callable
 from typing import Any
 
 from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
@@ -23,7 +24,7 @@ from kio.serial import entity_reader, entity_writer
 from klamm.protocol.api import message_types
 from klamm.protocol.build import build
 
-__all__ = ["BrokerConnection", "BrokerUnavailable"]
+__all__ = ["BrokerConnection", "BrokerConnections", "BrokerUnavailable"]
 
 _SIZE = struct.Struct(">i")
 MAX_RESPONSE_BYTES = 256 * 1024 * 1024
@@ -85,3 +86,31 @@ class BrokerConnection:
         if self._writer is not None:
             self._writer.close()
         self._reader = self._writer = None
+
+
+class BrokerConnections:
+    """One connection to each other broker, made anew when the broker's registered endpoint changes."""
+
+    def __init__(self, endpoint_of: Callable[[int], tuple[str, int] | None], client_id: str, timeout_s: float) -> None:
+        self.endpoint_of = endpoint_of
+        self.client_id = client_id
+        self.timeout_s = timeout_s
+        self._connections: dict[int, BrokerConnection] = {}
+
+    def get(self, node_id: int) -> BrokerConnection | None:
+        """The connection to `node_id`; None while the metadata has no endpoint for it."""
+        endpoint = self.endpoint_of(node_id)
+        if endpoint is None:
+            return None
+        connection = self._connections.get(node_id)
+        if connection is None or (connection.host, connection.port) != endpoint:
+            if connection is not None:
+                connection.close()
+            connection = self._connections[node_id] = BrokerConnection(endpoint[0], endpoint[1], self.client_id,
+                                                                       self.timeout_s)
+        return connection
+
+    def close(self) -> None:
+        for connection in self._connections.values():
+            connection.close()
+        self._connections.clear()

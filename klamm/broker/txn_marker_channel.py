@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from klamm.broker.client import BrokerConnection, BrokerUnavailable
+from klamm.broker.client import BrokerConnections, BrokerUnavailable
 from klamm.protocol.errors import ErrorCode
 
 log = logging.getLogger("klamm.txn_markers")
@@ -23,14 +23,12 @@ class TxnMarkerChannel:
     def __init__(self, node_id: int, endpoint_of: Callable[[int], tuple[str, int] | None],
                  timeout_ms: int) -> None:
         self.node_id = node_id
-        self.endpoint_of = endpoint_of
-        self.timeout_s = timeout_ms / 1000
-        self._connections: dict[int, BrokerConnection] = {}
+        self._connections = BrokerConnections(endpoint_of, f"klamm-txn-markers-{node_id}", timeout_ms / 1000)
 
     async def write(self, leader_id: int, topic: str, index: int, producer_id: int, producer_epoch: int,
                     coordinator_epoch: int, commit: bool) -> ErrorCode:
         """Ask `leader_id` to write the marker; its answer for the partition (NOT_LEADER_OR_FOLLOWER if unreachable)."""
-        connection = self._connection(leader_id)
+        connection = self._connections.get(leader_id)
         if connection is None:
             return ErrorCode.not_leader_or_follower
         try:
@@ -46,19 +44,5 @@ class TxnMarkerChannel:
                     return partition.error_code
         return ErrorCode.unknown_server_error
 
-    def _connection(self, leader_id: int) -> BrokerConnection | None:
-        endpoint = self.endpoint_of(leader_id)
-        if endpoint is None:
-            return None
-        connection = self._connections.get(leader_id)
-        if connection is None or (connection.host, connection.port) != endpoint:
-            if connection is not None:
-                connection.close()
-            connection = self._connections[leader_id] = BrokerConnection(
-                endpoint[0], endpoint[1], f"klamm-txn-markers-{self.node_id}", self.timeout_s)
-        return connection
-
     def close(self) -> None:
-        for connection in self._connections.values():
-            connection.close()
-        self._connections.clear()
+        self._connections.close()

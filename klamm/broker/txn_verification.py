@@ -22,7 +22,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from klamm.broker.client import BrokerConnection, BrokerUnavailable
+from klamm.broker.client import BrokerConnections, BrokerUnavailable
 from klamm.protocol.errors import ErrorCode
 
 log = logging.getLogger("klamm.txn_verification")
@@ -63,11 +63,9 @@ class TxnVerifier:
 
     def __init__(self, node_id: int, endpoint_of: Callable[[int], tuple[str, int] | None], timeout_ms: int) -> None:
         self.node_id = node_id
-        self.endpoint_of = endpoint_of
-        self.timeout_s = timeout_ms / 1000
+        self._connections = BrokerConnections(endpoint_of, f"klamm-txn-verification-{node_id}", timeout_ms / 1000)
         self._waiting: dict[int, dict[str, _Txn]] = {}  # coordinator -> transactional id -> what to ask
         self._senders: dict[int, asyncio.Task[None]] = {}
-        self._connections: dict[int, BrokerConnection] = {}
 
     def verify(self, coordinator: int, transactional_id: str, producer_id: int, producer_epoch: int,
                tp: tuple[str, int]) -> asyncio.Future[ErrorCode]:
@@ -104,7 +102,7 @@ class TxnVerifier:
 
     async def _ask(self, coordinator: int, txns: dict[str, _Txn]
                    ) -> dict[str, dict[tuple[str, int], ErrorCode] | ErrorCode]:
-        connection = self._connection(coordinator)
+        connection = self._connections.get(coordinator)
         if connection is None:
             return {transactional_id: ErrorCode.coordinator_not_available for transactional_id in txns}
         try:
@@ -122,24 +120,10 @@ class TxnVerifier:
                                           for partition in topic.results_by_partition}
                 for result in response.results_by_transaction}
 
-    def _connection(self, node_id: int) -> BrokerConnection | None:
-        endpoint = self.endpoint_of(node_id)
-        if endpoint is None:
-            return None
-        connection = self._connections.get(node_id)
-        if connection is None or (connection.host, connection.port) != endpoint:
-            if connection is not None:
-                connection.close()
-            connection = self._connections[node_id] = BrokerConnection(
-                endpoint[0], endpoint[1], f"klamm-txn-verification-{self.node_id}", self.timeout_s)
-        return connection
-
     def close(self) -> None:
         for sender in self._senders.values():
             sender.cancel()
-        for connection in self._connections.values():
-            connection.close()
-        self._connections.clear()
+        self._connections.close()
 
 
 def _topics(txn: _Txn) -> list[dict[str, object]]:

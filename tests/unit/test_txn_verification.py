@@ -134,7 +134,7 @@ def test_requests_for_one_coordinator_are_batched_and_a_newer_epoch_fences_the_w
 
     async def run():
         verifier = TxnVerifier(1, lambda node: ("127.0.0.1", 1), 30_000)
-        verifier._connections[2] = Connection()  # type: ignore[assignment]
+        verifier._connections._connections[2] = Connection()  # type: ignore[assignment]
         first = verifier.verify(2, "a", 1, 0, ("t", 0))  # sent at once
         await asyncio.sleep(0)
         waiting = [verifier.verify(2, "b", 2, 0, ("t", 0)), verifier.verify(2, "b", 2, 0, ("t", 1))]
