@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from klamm.spark.client_properties import UnsupportedProperty, librdkafka_properties
+from klamm.spark.java_regex import to_python
 
 EARLIEST = -2
 LATEST = -1
@@ -57,7 +58,7 @@ class SourceOptions:
         if self.subscribe:
             return topic in self.subscribe
         if self.pattern is not None:
-            return re.fullmatch(self.pattern, topic) is not None
+            return re.fullmatch(to_python(self.pattern), topic) is not None
         return any(t == topic for t, _ in self.assign)
 
 
@@ -143,7 +144,7 @@ def _topics(options: Mapping[str, str]) -> dict[str, Any]:
         return {"subscribe": topics}
     if given[0] == "subscribePattern":
         try:
-            re.compile(value)
+            re.compile(to_python(value))
         except re.error as exc:
             raise OptionError(f"option 'subscribePattern' is not a valid pattern: {exc}") from None
         return {"pattern": value}

@@ -35,6 +35,7 @@ from klamm.storage.log import parse_log_dir_name
 from klamm.storage.log_manager import CLEAN_SHUTDOWN_FILE, LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT
 from klamm.storage.segment import scan_batches
 from klamm.storage.txn_index import TXN_INDEX_SUFFIX, TransactionIndex
+from klamm.spark.java_regex import to_python
 
 _SEGMENT_NAME = re.compile(r"^(\d{20})\.log$")
 
@@ -64,7 +65,7 @@ class SegmentOptions:
         if self.topics:
             return topic in self.topics
         if self.pattern is not None:
-            return re.fullmatch(self.pattern, topic) is not None
+            return re.fullmatch(to_python(self.pattern), topic) is not None
         return not topic.startswith("__")
 
 
