@@ -28,6 +28,7 @@ from pyspark.sql.types import StructType
 
 from klamm.protocol.batch import ATTR_CONTROL, ATTR_TIMESTAMP_TYPE, ATTR_TRANSACTIONAL, InvalidBatch
 from klamm.protocol.records import decode_batch
+from klamm.spark.java_regex import to_python
 from klamm.spark.options import OptionError
 from klamm.spark.reading import BATCH_ROWS, Columns
 from klamm.storage.checkpoint import read_offset_checkpoint
@@ -35,7 +36,6 @@ from klamm.storage.log import parse_log_dir_name
 from klamm.storage.log_manager import CLEAN_SHUTDOWN_FILE, LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT
 from klamm.storage.segment import scan_batches
 from klamm.storage.txn_index import TXN_INDEX_SUFFIX, TransactionIndex
-from klamm.spark.java_regex import to_python
 
 _SEGMENT_NAME = re.compile(r"^(\d{20})\.log$")
 
