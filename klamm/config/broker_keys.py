@@ -225,6 +225,8 @@ _LOG = [
     _k("log.preallocate", T.BOOLEAN, False, M, "Preallocate segment files.",
        unsupported="segment files are not preallocated"),
     _k("log.message.timestamp.type", T.STRING, "CreateTime", M, "Default timestamp type of topics.", OneOf(TIMESTAMP_TYPES)),
+    _k("log.message.downconversion.enable", T.BOOLEAN, True, M,
+       "Default of topics' message.downconversion.enable (Kafka 3.x)."),
     _k("log.message.timestamp.before.max.ms", T.LONG, LONG_MAX, M, "Default allowed age of CreateTime timestamps.", Range(0)),
     _k("log.message.timestamp.after.max.ms", T.LONG, HOUR_MS, M, "Default allowed future skew of CreateTime timestamps.",
        Range(0)),

@@ -103,6 +103,10 @@ TOPIC_CONFIG_DEF = ConfigDef([
        Range(1), [S("log.cleaner.max.compaction.lag.ms")]),
     _k("max.message.bytes", T.INT, 1024 * 1024 + 12, "Largest record batch size the topic accepts.",
        Range(0), [S("message.max.bytes")]),
+    _k("message.downconversion.enable", T.BOOLEAN, True,
+       "Whether fetches of versions that cannot read record batches (v0-3) get converted message sets; "
+       "false answers them UNSUPPORTED_VERSION (Kafka 3.x).",
+       None, [S("log.message.downconversion.enable")]),
     _k("message.timestamp.after.max.ms", T.LONG, HOUR_MS,
        "How far in the future a CreateTime timestamp may be, relative to the broker clock.",
        Range(0), [S("log.message.timestamp.after.max.ms")]),

@@ -31,3 +31,24 @@ def test_offset_lists_by_segment(broker: BrokerThread) -> None:
         unknown = client.request(LIST_OFFSETS, 0, {"replica_id": -1, "topics": [
             {"name": "nope", "partitions": [{"partition_index": 0, "timestamp": -1, "max_num_offsets": 1}]}]})
         assert unknown.topics[0].partitions[0].error_code == 3  # UNKNOWN_TOPIC_OR_PARTITION
+
+
+def test_message_downconversion_enable_false_refuses_fetches_that_need_it(broker_factory: Any) -> None:
+    """Kafka 3.x's message.downconversion.enable: Fetch v0-3 of such a topic is UNSUPPORTED_VERSION, v4+ reads."""
+    from tests.integration.conftest import FETCH, fetch_body
+
+    def fetch(client: Any, topic: str, offset: int, version: int) -> Any:
+        [answer] = client.request(FETCH, version, fetch_body(topic, offset)).responses
+        return answer.partitions[0]
+
+    broker = broker_factory(**{"log.message.downconversion.enable": "false"})
+    with broker.connect() as client:
+        create_topic(client, "no-conversion")
+        create_topic(client, "conversion", configs={"message.downconversion.enable": "true"})
+        for topic in ("no-conversion", "conversion"):
+            produce(client, topic, build_batch([(None, b"x")] * 3))
+        assert fetch(client, "no-conversion", 0, version=3).error_code == 35  # UNSUPPORTED_VERSION
+        assert fetch(client, "no-conversion", 0, version=4).error_code == 0
+        converted = fetch(client, "conversion", 0, version=3)
+        assert converted.error_code == 0 and converted.records
+        assert fetch(client, "no-conversion", 3, version=1).error_code == 0  # nothing to convert at the end

@@ -145,6 +145,10 @@ APPLIED: dict[str, list[str]] = {
     "ssl.client.auth": ["tests/integration/test_tls.py::test_mutual_tls_admits_only_certificates_of_the_trusted_ca"],
     "ssl.enabled.protocols": ["tests/integration/test_tls.py::test_inline_pem_stores_and_the_tls_versions_enabled"],
     "ssl.protocol": ["tests/integration/test_tls.py::test_what_cannot_work_is_refused_with_the_reason"],
+    "message.downconversion.enable": [
+        "tests/integration/test_legacy_offsets.py::test_message_downconversion_enable_false_refuses_fetches_that_need_it"],
+    "log.message.downconversion.enable": [
+        "tests/integration/test_legacy_offsets.py::test_message_downconversion_enable_false_refuses_fetches_that_need_it"],
     "max.request.partition.size.limit": [
         "tests/integration/test_describe_topic_partitions.py::test_max_request_partition_size_limit_caps_the_page"],
     "max.incremental.fetch.session.cache.slots": [
