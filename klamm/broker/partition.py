@@ -376,6 +376,7 @@ class Partition:
                 continue
             try:
                 batch = prepared.result()
+                self.check_leader()  # leadership may have moved while the batch waited
                 if check is not None:
                     check()
                 appended = self._append(*batch)

@@ -168,3 +168,20 @@ def test_guards_no_append_took_expire_with_the_producer_ids(tmp_path):
     assert PID in p._verification_guards
     p.expire_verification_guards(p._time_ms() + 1)
     assert not p._verification_guards
+
+
+def test_a_batch_that_waited_while_leadership_moved_is_not_appended(tmp_path):
+    p = make(tmp_path)
+    p.become_leader(1, node_id=1, replicas=[1, 2], isr=[1, 2])
+    coordinator = Coordinator()
+
+    async def run():
+        pending = p.submit(txn_batch(0), coordinator)
+        p.become_follower(2, 2, [1, 2], [1, 2])
+        coordinator.asked[0].set_result(ErrorCode.none)
+        with pytest.raises(KafkaError) as refused:
+            await pending
+        return refused.value.code
+
+    assert asyncio.run(run()) == ErrorCode.not_leader_or_follower
+    assert p.log_end_offset == 0
