@@ -312,7 +312,7 @@ class Partition:
         self.check_leader()
         buf, headers = self._validate(records)
         verification = check = None
-        if verify_txn is not None and headers[0].is_transactional and not self._in_transaction(headers[0]):
+        if verify_txn is not None and headers[0].is_transactional and not self._in_transaction(headers[0].producer_id):
             verification = verify_txn(headers[0])
             if verification is not None:
                 check = self._guard_check(headers[0].producer_id)
@@ -337,9 +337,9 @@ class Partition:
         prepared.add_done_callback(lambda _: self._drain_queue())
         return result
 
-    def _in_transaction(self, header: BatchHeader) -> bool:
+    def _in_transaction(self, producer_id: int) -> bool:
         """The producer's transaction is open here already: its first batch was verified (Kafka's sentinel)."""
-        entry = self.log.producer_state.last_entry(header.producer_id)
+        entry = self.log.producer_state.last_entry(producer_id)
         return entry is not None and entry.current_txn_first_offset >= 0
 
     def _guard_check(self, producer_id: int) -> Callable[[], None]:
@@ -347,9 +347,7 @@ class Partition:
         guard = self._verification_guards.setdefault(producer_id, (object(), self._time_ms()))
 
         def check() -> None:
-            entry = self.log.producer_state.last_entry(producer_id)
-            if (entry is None or entry.current_txn_first_offset < 0) \
-                    and self._verification_guards.get(producer_id) is not guard:
+            if not self._in_transaction(producer_id) and self._verification_guards.get(producer_id) is not guard:
                 raise KafkaError(ErrorCode.invalid_txn_state,
                                  f"the transaction of producer {producer_id} ended while it was verified")
         return check

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from klamm.broker.log_flush import LogFlusher
 from klamm.broker.partition import Partition
+from klamm.broker.replication import truncation_offset
 from klamm.protocol.batch import split_batches
 from klamm.storage.log import Log
 from klamm.storage.log_manager import LogManager
@@ -37,9 +38,10 @@ class ReplicaMoves:
         self.hosted = hosted  # the partition hosted here now, or None (deleted, moved away)
         self.schedule_delete = schedule_delete
         self._moves: dict[tuple[str, int], tuple[Path, asyncio.Task[None]]] = {}
-        self._copies: dict[tuple[str, int], Log] = {}  # the future logs, for DescribeLogDirs
+        self._copies: dict[tuple[str, int], tuple[Path, Log]] = {}  # (target, future log), for DescribeLogDirs
 
-    def future_log(self, topic: str, index: int) -> Log | None:
+    def future_log(self, topic: str, index: int) -> tuple[Path, Log] | None:
+        """(target log dir, the copy) of a move under way."""
         return self._copies.get((topic, index))
 
     def start(self, partition: Partition, log_dir: Path) -> None:
@@ -66,7 +68,7 @@ class ReplicaMoves:
     async def _move(self, partition: Partition, log_dir: Path) -> None:
         key = (partition.topic, partition.index)
         copy = self.logs.create_future_log(partition.topic, partition.index, log_dir, partition.log.config)
-        self._copies[key] = copy
+        self._copies[key] = (log_dir, copy)
         promoted = False
         try:
             copy.truncate_fully_and_start_at(partition.log.log_start_offset)
@@ -105,30 +107,32 @@ class ReplicaMoves:
 
 
 def _match(copy: Log, source: Log) -> None:
-    """Cut the copy back to what the source still holds, as a follower truncates to its leader."""
+    """Cut the copy back to what the source still holds, as a follower truncates to its leader
+    (klamm.broker.replication.truncation_offset, on the source's answer for the copy's last epoch)."""
     if source.log_start_offset > copy.log_end_offset:
         copy.truncate_fully_and_start_at(source.log_start_offset)  # retention passed the copy
         return
     epoch = copy.leader_epoch_cache.latest_epoch
-    if epoch < 0:
+    if epoch < 0:  # nothing copied yet, or batches without leader epochs: only the length can tell
         if copy.log_end_offset > source.log_end_offset:
             copy.truncate_fully_and_start_at(source.log_start_offset)
         return
     source_epoch, end = source.leader_epoch_cache.end_offset_for(epoch)
-    if source_epoch < 0:
+    if source_epoch < 0:  # the source has no epoch that old: nothing in common to keep
         copy.truncate_fully_and_start_at(source.log_start_offset)
-    elif min(end, source.log_end_offset) < copy.log_end_offset:
-        copy.truncate_to(max(min(end, source.log_end_offset), copy.log_start_offset))
+    elif source_epoch != epoch or end < copy.log_end_offset:
+        offset = truncation_offset((source_epoch, end), copy.leader_epoch_cache.end_offset_for(source_epoch),
+                                   copy.log_end_offset)
+        copy.truncate_to(max(offset, copy.log_start_offset))
 
 
 def _copy_step(copy: Log, source: Log) -> None:
     """Append the source's next whole batches (up to COPY_CHUNK_BYTES) to the copy, offsets as they are."""
-    data = bytearray(source.read_bytes(copy.log_end_offset, COPY_CHUNK_BYTES))
-    headers = [h for h in split_batches(data) if h.next_offset > copy.log_end_offset] if data else []
-    if not headers:
+    data = bytearray(source.read_bytes(copy.log_end_offset, COPY_CHUNK_BYTES))  # from the batch holding that offset
+    if not data:
         return
+    headers = split_batches(data)
     if headers[0].base_offset < copy.log_end_offset:  # a batch across the copy's end: the source was rewritten
         copy.truncate_fully_and_start_at(source.log_start_offset)
         return
-    first, last = headers[0].position, headers[-1].position + headers[-1].size
-    copy.append_as_follower(data[first:last], split_batches(data[first:last]))
+    copy.append_as_follower(data, headers)

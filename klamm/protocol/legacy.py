@@ -26,8 +26,9 @@ from klamm.protocol.schema import FieldSpec, MessageSpec, packaged_spec
 
 # APIs whose removed versions are served, by spec name.
 SPEC_NAMES = {0: "Produce", 1: "Fetch", 2: "ListOffsets", 8: "OffsetCommit", 9: "OffsetFetch", 19: "CreateTopics",
-              20: "DeleteTopics", 23: "OffsetForLeaderEpoch", 29: "DescribeAcls",
-              27: "WriteTxnMarkers", 30: "CreateAcls", 34: "AlterReplicaLogDirs", 31: "DeleteAcls", 32: "DescribeConfigs", 35: "DescribeLogDirs"}
+              20: "DeleteTopics", 23: "OffsetForLeaderEpoch", 27: "WriteTxnMarkers", 29: "DescribeAcls",
+              30: "CreateAcls", 31: "DeleteAcls", 32: "DescribeConfigs", 34: "AlterReplicaLogDirs",
+              35: "DescribeLogDirs"}
 
 
 class LegacyTypeError(LookupError):

@@ -184,11 +184,9 @@ def from_batches(data: bytes, magic: int, max_bytes: int | None = None, first_of
         raise _corrupt(str(exc)) from exc
     out = bytearray()
     for header in headers:
-        if header.attributes & ATTR_CONTROL:
+        if header.attributes & ATTR_CONTROL or header.last_offset < first_offset:
             continue
         timestamp_type = 1 if header.attributes & ATTR_TIMESTAMP_TYPE else 0
-        if header.last_offset < first_offset:
-            continue
         for record in decode_batch(data, header.position)[1]:
             if record.offset < first_offset:
                 continue

@@ -122,8 +122,9 @@ def test_the_copy_shows_in_describe_log_dirs_and_bad_requests_are_refused(broker
         def hold() -> None:  # the copy is shown while a move is under way
             moves = broker.broker.replicas.moves
             partition = broker.broker.replicas.partitions[("t", 0)]
-            moves._copies[("t", 0)] = broker.broker.logs.create_future_log("t", 0, b if source == a else a,
-                                                                          partition.log.config)
+            target = b if source == a else a
+            moves._copies[("t", 0)] = (target, broker.broker.logs.create_future_log("t", 0, target,
+                                                                                    partition.log.config))
         broker.call(hold)
         shown = placement(client, "t")
         assert (str(source.resolve()), False) in shown and (str((b if source == a else a).resolve()), True) in shown

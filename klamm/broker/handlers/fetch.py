@@ -88,10 +88,10 @@ async def handle(broker: BrokerServices, request: Any) -> dict[str, Any]:
     for (_, position, partition, _), entry in entries:
         read = entry["records"]
         if read:  # only the reads that go out: a long poll reads again
-            if request.api_version < 4 and not partition.config.message_downconversion_enable:
-                entry.update(_error(entry["partition_index"], ErrorCode.unsupported_version, partition))
-                continue
             if request.api_version < 4:  # message sets: converted down, no zero copy (as in Kafka)
+                if not partition.config.message_downconversion_enable:
+                    entry.update(_error(entry["partition_index"], ErrorCode.unsupported_version, partition))
+                    continue
                 data = os.pread(read.file.fileno(), read.length, read.position)
                 # from the fetch offset on, and no larger than what was read, however far compressed
                 # batches expand (KIP-283)

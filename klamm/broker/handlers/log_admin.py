@@ -140,10 +140,10 @@ async def describe_log_dirs(broker: BrokerServices, request: Any) -> dict[str, A
         if wanted is not None and (log.topic, log.partition) not in wanted:
             continue
         by_dir.setdefault(log.directory.parent.resolve(), defaultdict(list))[log.topic].append((log, None))
-        future = broker.replicas.moves.future_log(log.topic, log.partition)
-        if future is not None:  # a move under way: the copy, in its log dir (staged one level down)
-            by_dir.setdefault(future.directory.parent.parent.resolve(), defaultdict(list))[log.topic].append(
-                (future, log))
+        move = broker.replicas.moves.future_log(log.topic, log.partition)
+        if move is not None:  # a move under way: the copy, in the log dir it goes to
+            target, copy = move
+            by_dir.setdefault(target.resolve(), defaultdict(list))[log.topic].append((copy, log))
     results = [_describe_dir(directory, topics) for directory, topics in by_dir.items()]
     return {"error_code": ErrorCode.none, "results": results}
 
