@@ -20,9 +20,10 @@ AlterPartition, AllocateProducerIds, CreateTopics (internal and auto-created
 topics) — to the controller, and forwards the admin writes clients send to
 this broker (as Kafka's brokers forward them, KIP-590): CreateTopics,
 DeleteTopics, CreatePartitions, ElectLeaders, AlterPartitionReassignments,
-config changes, and DescribeQuorum. A config change is validated here first,
-against this broker's configuration and image, as Kafka's broker does before it
-forwards. The metadata fetches carry this broker's id, so the controller lists
+config changes, AlterUserScramCredentials (with the client's salted passwords:
+the controller derives the keys it stores) and DescribeQuorum. A config change
+is validated here first, against this broker's configuration and image, as
+Kafka's broker does before it forwards. The metadata fetches carry this broker's id, so the controller lists
 it among the quorum's observers.
 """
 
@@ -43,6 +44,7 @@ from klamm.controller.snapshot import SnapshotError, SnapshotId, parse_snapshot
 from klamm.controller.configs import ConfigValidator, decide_alter_broker_configs, decide_alter_topic_configs
 from klamm.controller.elections import ElectionOutcome
 from klamm.controller.quorum_info import QuorumInfo, from_response
+from klamm.controller.scram import ScramAlterResult, ScramDeletion, ScramUpsertion
 from klamm.controller.topics import (CreatePartitionsResult, CreatePartitionsSpec, CreateTopicSpec, DeleteTopicResult,
                                      TopicResult)
 from klamm.protocol.batch import split_batches
@@ -54,7 +56,7 @@ log = logging.getLogger("klamm.metadata_follower")
 FETCH, CREATE_TOPICS, ALTER_PARTITION, BROKER_REGISTRATION, BROKER_HEARTBEAT, ALLOCATE_PRODUCER_IDS = \
     1, 19, 56, 62, 63, 67
 DELETE_TOPICS, ALTER_CONFIGS, CREATE_PARTITIONS, ELECT_LEADERS, INCREMENTAL_ALTER_CONFIGS = 20, 33, 37, 43, 44
-ALTER_PARTITION_REASSIGNMENTS, DESCRIBE_QUORUM = 45, 55
+ALTER_PARTITION_REASSIGNMENTS, ALTER_USER_SCRAM_CREDENTIALS, DESCRIBE_QUORUM = 45, 51, 55
 SET, DELETE = 0, 1  # IncrementalAlterConfigs operations
 ZERO_UUID = uuid.UUID(int=0)
 FETCH_SNAPSHOT, SNAPSHOT_CHUNK_BYTES = 59, 8 << 20
@@ -393,6 +395,14 @@ class RemoteControllerClient:
         result = response.responses[0]
         if result.error_code != ErrorCode.none:
             raise KafkaError(result.error_code, result.error_message)
+
+    async def alter_user_scram_credentials(self, deletions: Sequence[ScramDeletion],
+                                           upsertions: Sequence[ScramUpsertion]) -> list[ScramAlterResult]:
+        response = await self._request(ALTER_USER_SCRAM_CREDENTIALS, 0, {
+            "deletions": [{"name": d.name, "mechanism": d.mechanism} for d in deletions],
+            "upsertions": [{"name": u.name, "mechanism": u.mechanism, "iterations": u.iterations, "salt": u.salt,
+                            "salted_password": u.salted_password} for u in upsertions]})
+        return [ScramAlterResult(r.user, ErrorCode(r.error_code), r.error_message) for r in response.results]
 
     async def describe_quorum(self) -> QuorumInfo:
         """DescribeQuorum at the controller (Kafka's brokers forward it there)."""

@@ -4,8 +4,8 @@ Handlers are typed against `BrokerServices`, not the `Broker` class, so the
 surface they depend on is written down here and nowhere else. Reads of cluster
 metadata go through `controller.image` (a `MetadataView`); every metadata
 write a handler makes (create, delete and grow topics, elect leaders, alter
-configs) goes through `controller_client`, the one seam that the cluster work
-turns into a remote call to the active controller. Today `LocalControllerClient`
+configs and SCRAM credentials) goes through `controller_client`, the one seam
+that the cluster work turns into a remote call to the active controller. Today `LocalControllerClient`
 runs it against the in-process controller.
 """
 
@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from klamm.controller.elections import ElectionOutcome
     from klamm.controller.image import MetadataImage
     from klamm.controller.quorum_info import QuorumDescriber, QuorumInfo
+    from klamm.controller.scram import ScramAlterResult, ScramDeletion, ScramUpsertion
     from klamm.controller.topics import (CreatePartitionsResult, CreatePartitionsSpec, CreateTopicSpec,
                                          DeleteTopicResult, TopicResult)
     from klamm.coordinator.runtime import GroupCoordinatorRuntime
@@ -71,6 +72,9 @@ class ControllerClient(Protocol):
     async def alter_broker_configs(self, node_id: int | None, set_configs: Mapping[str, str],
                                    delete_configs: Iterable[str], *, replace: bool, validate_only: bool,
                                    validate_config: ConfigValidator | None) -> dict[str, str]: ...
+
+    async def alter_user_scram_credentials(self, deletions: Sequence[ScramDeletion],
+                                           upsertions: Sequence[ScramUpsertion]) -> list[ScramAlterResult]: ...
 
     async def describe_quorum(self) -> QuorumInfo: ...
 
@@ -161,6 +165,10 @@ class LocalControllerClient:
                                    validate_config: ConfigValidator | None) -> dict[str, str]:
         return self._controller.alter_broker_configs(node_id, set_configs, delete_configs, replace=replace,
                                                      validate_only=validate_only, validate_config=validate_config)
+
+    async def alter_user_scram_credentials(self, deletions: Sequence[ScramDeletion],
+                                           upsertions: Sequence[ScramUpsertion]) -> list[ScramAlterResult]:
+        return self._controller.alter_user_scram_credentials(deletions, upsertions)
 
     async def describe_quorum(self) -> QuorumInfo:
         return self._quorum.describe_quorum()

@@ -35,6 +35,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Executor, Future
 from dataclasses import dataclass
 
+from klamm.controller.bootstrap import read_bootstrap
 from klamm.controller.brokers import decide_register_broker, decide_unregister_broker
 from klamm.controller.configs import ConfigValidator, decide_alter_broker_configs, decide_alter_topic_configs
 from klamm.controller.elections import ElectionOutcome, decide_elect_leaders
@@ -46,6 +47,8 @@ from klamm.controller.image import BrokerRegistration, ImageBuilder, MetadataIma
 from klamm.controller.meta_properties import random_base64_uuid
 from klamm.controller.metadata_log import MetadataLog, wall_clock_ms
 from klamm.controller.records import MetadataRecord, MetadataRecordError, decode_record, encode_record
+from klamm.controller.scram import (ScramAlterResult, ScramDeletion, ScramUpsertion,
+                                    decide_alter_user_scram_credentials)
 from klamm.controller.snapshot import SnapshotError, SnapshotId, image_records
 from klamm.controller.topics import (
     CreatePartitionsResult,
@@ -65,6 +68,9 @@ __all__ = [
     "ChangeListener",
     "Controller",
     "MetadataLogError",
+    "ScramAlterResult",
+    "ScramDeletion",
+    "ScramUpsertion",
     "SnapshotPolicy",
     "CreatePartitionsResult",
     "CreatePartitionsSpec",
@@ -122,6 +128,7 @@ class Controller:
         self._last_snapshot_ms = time_ms()
         self._pending: Future[None] | None = None
         self._static_unclean = unclean_leader_election
+        self._bootstrap: list[MetadataRecord] | None = None  # bootstrap.checkpoint's records, read by load()
 
     @property
     def image(self) -> MetadataImage:
@@ -146,8 +153,11 @@ class Controller:
         """Load the newest valid snapshot and replay the log after it; bootstrap an empty log.
 
         A quorum's controller (`bootstrap` False) sees only committed records here; it bootstraps
-        the metadata version once it leads (`bootstrap_if_empty`)."""
+        the metadata version once it leads (`bootstrap_if_empty`). An empty log reads its
+        directory's bootstrap.checkpoint here (BootstrapError: a node with a damaged one does not start)."""
         self.reload()
+        if self.log.end_offset == 0 and self.log.bootstrap_directory is not None:
+            self._bootstrap = read_bootstrap(self.log.bootstrap_directory)
         if bootstrap and self.log.end_offset == 0:
             self.bootstrap_if_empty()
         else:
@@ -167,10 +177,16 @@ class Controller:
         return self._image
 
     def bootstrap_if_empty(self) -> None:
-        """A new cluster's first record: the metadata.version feature level."""
-        if "metadata.version" not in self._image.features:
-            self._commit([MetadataRecord("FeatureLevelRecord", {"name": "metadata.version",
-                                                                 "feature_level": METADATA_VERSION})])
+        """A new cluster's first records: the metadata.version feature level, and what `klamm storage format`
+        put in bootstrap.checkpoint (--add-scram's credentials; klamm/controller/bootstrap.py)."""
+        if "metadata.version" in self._image.features:
+            return
+        records = list(self._bootstrap or ())
+        if not any(r.type == "FeatureLevelRecord" and r.data["name"] == "metadata.version" for r in records):
+            records.insert(0, MetadataRecord("FeatureLevelRecord", {"name": "metadata.version",
+                                                                    "feature_level": METADATA_VERSION}))
+        self._commit(records)
+        self._bootstrap = None
 
     def apply_committed(self, records: Sequence[tuple[int, bytes]]) -> None:
         """Replay records another controller appended, now committed (a standby controller follows the leader)."""
@@ -419,6 +435,15 @@ class Controller:
         if records and not validate_only:
             self._commit(records)
         return configs
+
+    # -- SCRAM credentials ---------------------------------------------------------------
+
+    def alter_user_scram_credentials(self, deletions: Sequence[ScramDeletion],
+                                     upsertions: Sequence[ScramUpsertion]) -> list[ScramAlterResult]:
+        """AlterUserScramCredentials: one result per user named (klamm/controller/scram.py)."""
+        results, records = decide_alter_user_scram_credentials(self._image, deletions, upsertions)
+        self._commit_if_any(records)
+        return results
 
     # -- producer ids ------------------------------------------------------------------
 

@@ -4,6 +4,11 @@ Like Kafka's MetadataImage/MetadataDelta: an image is never modified; replaying 
 batch of records goes through an `ImageBuilder` that copies only what changes
 (the topic maps, and the partition map of each touched topic) and then freezes
 a new image. Readers can keep any image they hold for as long as they like.
+
+SCRAM credentials (UserScramCredentialRecord, RemoveUserScramCredentialRecord)
+are kept by (user name, mechanism name), e.g. ("alice", "SCRAM-SHA-256"): what
+the server needs to check a SCRAM login (salt, stored key, server key,
+iterations), never the password; `MetadataImage.scram_credential` looks one up.
 """
 
 from __future__ import annotations
@@ -16,9 +21,11 @@ from types import MappingProxyType
 from typing import Any
 
 from klamm.controller.records import MetadataRecord
+from klamm.protocol.sasl import SCRAM_MECHANISMS, ScramCredential
 
 __all__ = [
     "BROKER_RESOURCE",
+    "SCRAM_MECHANISM_NAMES",
     "TOPIC_RESOURCE",
     "BrokerRegistration",
     "ImageBuilder",
@@ -40,6 +47,8 @@ NO_LEADER = -1
 NO_LEADER_CHANGE = -2  # PartitionChangeRecord.leader: unchanged
 
 _EMPTY: Mapping = MappingProxyType({})
+# ScramMechanism type codes (UserScramCredentialRecord.mechanism) -> names.
+SCRAM_MECHANISM_NAMES: Mapping[int, str] = MappingProxyType({code: name for name, code in SCRAM_MECHANISMS.items()})
 
 
 def _empty() -> Mapping:
@@ -94,6 +103,8 @@ class MetadataImage:
     # broker's name is its id as a string and "" is the cluster-wide default.
     configs: Mapping[tuple[int, str], Mapping[str, str]] = field(default_factory=_empty)
     next_producer_id: int = 0
+    # SCRAM credentials by (user name, mechanism name).
+    scram_credentials: Mapping[tuple[str, str], ScramCredential] = field(default_factory=_empty)
 
     def topic(self, name_or_id: str | uuid.UUID) -> TopicImage | None:
         if isinstance(name_or_id, uuid.UUID):
@@ -107,6 +118,18 @@ class MetadataImage:
     def broker_configs(self, node_id: int | None) -> Mapping[str, str]:
         """Dynamic configs of one broker, or the cluster default with node_id None."""
         return self.configs.get((BROKER_RESOURCE, "" if node_id is None else str(node_id)), _EMPTY)
+
+    def scram_credential(self, user: str, mechanism: str) -> ScramCredential | None:
+        """The SCRAM credential of `user` for `mechanism` ("SCRAM-SHA-256" or "SCRAM-SHA-512"), if any."""
+        return self.scram_credentials.get((user, mechanism))
+
+    def scram_users(self) -> dict[str, dict[str, int]]:
+        """Every user with a SCRAM credential: {user: {mechanism name: iterations}}, users and mechanisms sorted."""
+        users: dict[str, dict[str, int]] = {}
+        for (user, mechanism), credential in sorted(self.scram_credentials.items(),
+                                                    key=lambda item: (item[0][0], SCRAM_MECHANISMS[item[0][1]])):
+            users.setdefault(user, {})[mechanism] = credential.iterations
+        return users
 
 
 def empty_image(cluster_id: str, controller_id: int) -> MetadataImage:
@@ -125,6 +148,7 @@ class ImageBuilder:
         self.features: dict[str, int] = dict(base.features)
         self.configs: dict[tuple[int, str], Mapping[str, str]] = dict(base.configs)
         self.next_producer_id = base.next_producer_id
+        self.scram_credentials: dict[tuple[str, str], ScramCredential] = dict(base.scram_credentials)
         # Partition maps copied on first change, per topic id.
         self._partitions: dict[uuid.UUID, dict[int, PartitionImage]] = {}
 
@@ -153,6 +177,7 @@ class ImageBuilder:
             features=MappingProxyType(dict(self.features)),
             configs=MappingProxyType(dict(self.configs)),
             next_producer_id=self.next_producer_id,
+            scram_credentials=MappingProxyType(dict(self.scram_credentials)),
         )
 
     # -- helpers used by the handlers
@@ -323,6 +348,27 @@ def _producer_ids(b: ImageBuilder, d: Mapping[str, Any]) -> None:
     b.next_producer_id = d["next_producer_id"]
 
 
+def _scram_key(d: Mapping[str, Any]) -> tuple[str, str] | None:
+    mechanism = SCRAM_MECHANISM_NAMES.get(d["mechanism"])
+    if mechanism is None:
+        log.warning("SCRAM credential record of user %r with unknown mechanism %d", d["name"], d["mechanism"])
+        return None
+    return d["name"], mechanism
+
+
+def _user_scram_credential(b: ImageBuilder, d: Mapping[str, Any]) -> None:
+    key = _scram_key(d)
+    if key is not None:
+        b.scram_credentials[key] = ScramCredential(salt=bytes(d["salt"]), stored_key=bytes(d["stored_key"]),
+                                                   server_key=bytes(d["server_key"]), iterations=d["iterations"])
+
+
+def _remove_user_scram_credential(b: ImageBuilder, d: Mapping[str, Any]) -> None:
+    key = _scram_key(d)
+    if key is not None and b.scram_credentials.pop(key, None) is None:
+        log.warning("RemoveUserScramCredentialRecord for %s of user %r, which has none", key[1], key[0])
+
+
 _HANDLERS = {
     "RegisterBrokerRecord": _register_broker,
     "UnregisterBrokerRecord": _unregister_broker,
@@ -336,4 +382,6 @@ _HANDLERS = {
     "ConfigRecord": _config,
     "FeatureLevelRecord": _feature_level,
     "ProducerIdsRecord": _producer_ids,
+    "UserScramCredentialRecord": _user_scram_credential,
+    "RemoveUserScramCredentialRecord": _remove_user_scram_credential,
 }

@@ -101,6 +101,11 @@ class MetadataLog(Protocol):
         """Delete old snapshots and the log wholly behind the next one, per the retention limits."""
         ...
 
+    @property
+    def bootstrap_directory(self) -> Path | None:
+        """The log directory holding this log, where `bootstrap.checkpoint` is (klamm/controller/bootstrap.py)."""
+        ...
+
     def close(self) -> None: ...
 
 
@@ -172,6 +177,10 @@ class InMemoryMetadataLog:
         for older in [s for s in self.stored_snapshots if s < snapshot_id]:
             del self.stored_snapshots[older]
         return True
+
+    @property
+    def bootstrap_directory(self) -> Path | None:
+        return None
 
     def close(self) -> None:
         pass
@@ -259,6 +268,10 @@ class FileMetadataLog:
 
     def read_snapshot(self, snapshot_id: SnapshotId) -> Snapshot:
         return read_snapshot(self.directory, snapshot_id)
+
+    @property
+    def bootstrap_directory(self) -> Path | None:
+        return self.directory.parent
 
     def snapshot_bytes(self, snapshot_id: SnapshotId) -> bytes:
         """The snapshot file as it is (what FetchSnapshot sends); OSError when there is none."""

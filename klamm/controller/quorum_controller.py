@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from pathlib import Path
 
 from klamm.controller.controller import Controller
 from klamm.controller.metadata_log import FileMetadataLog
@@ -82,6 +83,10 @@ class RaftMetadataLog:
 
     def maybe_clean(self, retention_bytes: int, retention_ms: int, now_ms: int) -> bool:
         return self.files.maybe_clean(retention_bytes, retention_ms, now_ms)
+
+    @property
+    def bootstrap_directory(self) -> Path | None:
+        return self.files.bootstrap_directory
 
     def close(self) -> None:
         self.files.close()

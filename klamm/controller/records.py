@@ -49,6 +49,8 @@ WRITE_VERSIONS: Mapping[str, int] = {
     "ProducerIdsRecord": 0,
     "BrokerRegistrationChangeRecord": 2,
     "NoOpRecord": 0,
+    "UserScramCredentialRecord": 0,
+    "RemoveUserScramCredentialRecord": 0,
 }
 
 

@@ -32,9 +32,11 @@ from klamm.controller.records import MetadataRecord
 from klamm.protocol.batch import InvalidBatch, split_batches
 from klamm.protocol.errors import KafkaError
 from klamm.protocol.records import NewRecord, Record, build_batch, decode_batch
+from klamm.protocol.sasl import SCRAM_MECHANISMS
 
 __all__ = ["SnapshotError", "SnapshotId", "image_records", "list_snapshots", "parse_snapshot", "read_snapshot",
-           "remove_partial_snapshots", "snapshot_path", "write_snapshot", "write_snapshot_bytes"]
+           "remove_partial_snapshots", "snapshot_path", "write_snapshot", "write_snapshot_bytes",
+           "write_snapshot_file"]
 
 SUFFIX = ".checkpoint"
 PARTIAL_SUFFIX = ".checkpoint.part"
@@ -126,6 +128,12 @@ def image_records(image: MetadataImage) -> Iterator[MetadataRecord]:
     if image.next_producer_id:
         yield MetadataRecord("ProducerIdsRecord", {"broker_id": image.controller_id, "broker_epoch": -1,
                                                    "next_producer_id": image.next_producer_id})
+    for (user, mechanism), credential in sorted(image.scram_credentials.items(),
+                                                key=lambda item: (item[0][0], SCRAM_MECHANISMS[item[0][1]])):
+        yield MetadataRecord("UserScramCredentialRecord", {
+            "name": user, "mechanism": SCRAM_MECHANISMS[mechanism], "salt": credential.salt,
+            "stored_key": credential.stored_key, "server_key": credential.server_key,
+            "iterations": credential.iterations})
 
 
 
@@ -135,8 +143,14 @@ def image_records(image: MetadataImage) -> Iterator[MetadataRecord]:
 def write_snapshot(directory: Path, snapshot_id: SnapshotId, values: Iterable[bytes], last_contained_ms: int) -> Path:
     """Write the snapshot durably (part file, fsync, rename, directory fsync); its final path."""
     final = snapshot_path(directory, snapshot_id)
+    write_snapshot_file(final, snapshot_id.epoch, values, last_contained_ms)
+    return final
+
+
+def write_snapshot_file(final: Path, epoch: int, values: Iterable[bytes], last_contained_ms: int) -> None:
+    """Records in the snapshot format to the file `final`, durably as above (also bootstrap.checkpoint's)."""
+    directory = final.parent
     partial = final.with_name(final.name + ".part")
-    epoch = snapshot_id.epoch
     fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         header = _control_batch(SNAPSHOT_HEADER, _HEADER_VALUE.pack(0, last_contained_ms, 0), 0, epoch,
@@ -153,7 +167,6 @@ def write_snapshot(directory: Path, snapshot_id: SnapshotId, values: Iterable[by
         os.close(fd)
     os.rename(partial, final)
     _fsync_dir(directory)
-    return final
 
 
 def write_snapshot_bytes(directory: Path, snapshot_id: SnapshotId, data: bytes) -> Path:

@@ -1,13 +1,17 @@
-"""`klamm configs`: kafka-configs.sh (ConfigCommand) for topics and brokers, on confluent-kafka.
+"""`klamm configs`: kafka-configs.sh (ConfigCommand) for topics, brokers and users, on confluent-kafka.
 
     klamm configs --bootstrap-server B --entity-type topics|brokers [--entity-name N | --entity-default]
                   --describe [--all]
     klamm configs --bootstrap-server B --entity-type topics|brokers (--entity-name N | --entity-default)
                   --alter [--add-config k=v,k2=[a,b]] [--delete-config k,k2]
+    klamm configs --bootstrap-server B --entity-type users [--entity-name U] --describe
+    klamm configs --bootstrap-server B --entity-type users --entity-name U --alter
+                  [--add-config 'SCRAM-SHA-256=[iterations=8192,password=P]'] [--delete-config SCRAM-SHA-512]
 
 --describe prints only dynamic configs (those set on the entity) unless --all, as
 "  name=value sensitive=false synonyms={SOURCE:name=value, ...}". --alter uses
-IncrementalAlterConfigs (SET and DELETE operations).
+IncrementalAlterConfigs (SET and DELETE operations). A user's configs are its
+SCRAM credentials (klamm/cli/tools/scram_configs.py).
 """
 
 from __future__ import annotations
@@ -19,19 +23,21 @@ import sys
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource
 
+from klamm.cli.tools import scram_configs
 from klamm.cli.tools.common import ToolError, add_bootstrap, admin_config, kafka_error_message
 
 TIMEOUT_S = 30.0
 ENTITY_TYPES = {"topics": "topic", "brokers": "broker"}
 DYNAMIC_SOURCE = {"topics": ConfigSource.DYNAMIC_TOPIC_CONFIG, "brokers": ConfigSource.DYNAMIC_BROKER_CONFIG}
 DEFAULT_BROKER = ""  # the entity name of cluster-wide broker defaults
+USERS = "users"  # SCRAM credentials, not a config resource
 _KEY = re.compile(r"[a-zA-Z0-9._-]*")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_bootstrap(parser)
-    parser.add_argument("--entity-type", required=True, choices=sorted(ENTITY_TYPES))
-    parser.add_argument("--entity-name", help="a topic name or broker id")
+    parser.add_argument("--entity-type", required=True, choices=sorted([*ENTITY_TYPES, USERS]))
+    parser.add_argument("--entity-name", help="a topic name, broker id or user name")
     parser.add_argument("--entity-default", action="store_true", help="brokers: the cluster-wide defaults")
     actions = parser.add_mutually_exclusive_group(required=True)
     actions.add_argument("--describe", action="store_true")
@@ -57,6 +63,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def check_args(args: argparse.Namespace) -> None:
+    if args.entity_default and args.entity_type == USERS and args.alter:
+        raise ToolError("The use of --entity-default or --user-defaults is not allowed with User SCRAM Credentials "
+                        "using --bootstrap-server.")
     if args.entity_default and args.entity_type != "brokers":
         raise ToolError("--entity-default is only supported for --entity-type brokers")
     if args.entity_default:
@@ -79,6 +88,10 @@ def entity_name(args: argparse.Namespace) -> str | None:
 
 
 def describe(admin: AdminClient, args: argparse.Namespace) -> None:
+    if args.entity_type == USERS:
+        for line in scram_configs.describe(admin, args.entity_name):
+            print(line)
+        return
     name = entity_name(args)
     names = [name] if name is not None else all_entities(admin, args.entity_type)
     for entity in names:
@@ -173,6 +186,10 @@ def alter(admin: AdminClient, args: argparse.Namespace) -> None:
     entity = entity_name(args)
     to_add = parse_add_config(args.add_config)
     to_delete = parse_delete_config(args.delete_config)
+    if args.entity_type == USERS:
+        scram_configs.alter(admin, entity, to_add, to_delete)
+        print(f"Completed updating config for user {entity}.")
+        return
     current = {e.name for e in resource_configs(admin, args.entity_type, entity, describe_all=False)}
     invalid = [k for k in to_delete if k not in current]
     if invalid:
