@@ -202,4 +202,138 @@ def test_java_client_over_tls(java_client, tmp_path, monkeypatch, pki):
         assert len(consumed.lines) == 50
 
 
+
+SASL_MECHANISMS = "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512"
+PLAIN_USERS = 'user_admin="admin-secret" user_alice="alice-secret"'
+PLAIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
+SCRAM_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
+
+
+def sasl_listener(protocol: str, log_dir, **overrides) -> dict:
+    """A single SASL_PLAINTEXT or SASL_SSL listener offering PLAIN and SCRAM; PLAIN users from Kafka's
+    listener-prefixed JAAS key."""
+    return {"listeners": f"{protocol}://127.0.0.1:0", "log.dirs": str(log_dir),
+            "sasl.enabled.mechanisms": SASL_MECHANISMS,
+            f"listener.name.{protocol.lower()}.plain.sasl.jaas.config": f"{PLAIN_MODULE} required {PLAIN_USERS};",
+            **overrides}
+
+
+def sasl_client(path, protocol: str, mechanism: str, user: str, password: str, ca=None) -> str:
+    """A KLAMM_CLIENT_PROPERTIES file: security.protocol, sasl.mechanism, sasl.jaas.config (and a PEM trust store)."""
+    module = PLAIN_MODULE if mechanism == "PLAIN" else SCRAM_MODULE
+    text = (f"security.protocol={protocol}\nsasl.mechanism={mechanism}\n"
+            f'sasl.jaas.config={module} required username="{user}" password="{password}";\n')
+    if ca is not None:
+        text += f"ssl.truststore.type=PEM\nssl.truststore.location={ca}\n"
+    path.write_text(text)
+    return str(path)
+
+
+def refused(result) -> None:
+    """The Java client gave up with SaslAuthenticationException (a produce: on the record's callback)."""
+    errors = [o for o in result.lines if "error" in o]
+    assert result.rc == 3 and errors, (result.rc, result.lines, result.stderr[-3000:])
+    assert {o["error"] for o in errors} == {"SaslAuthenticationException"}, errors
+    assert all("Authentication failed" in o["message"] for o in errors), errors
+
+
+@pytest.mark.single_node
+def test_java_client_over_sasl_plain_then_scram_over_sasl_ssl(java_client, tmp_path, monkeypatch, pki):  # noqa: F811
+    """PLAIN (PlainLoginModule) over SASL_PLAINTEXT: create a topic, produce, consume, and create SCRAM users
+    with Admin.alterUserScramCredentials; then, on the same data over SASL_SSL, the SCRAM-SHA-512 user
+    (ScramLoginModule) produces and consumes; wrong passwords fail with SaslAuthenticationException."""
+    import klamm.testing
+
+    data, ca = tmp_path / "data", pki["paths"]["ca"]
+    topic = "java-sasl"
+    monkeypatch.setenv("KLAMM_CLIENT_PROPERTIES", sasl_client(tmp_path / "plain.properties", "SASL_PLAINTEXT",
+                                                              "PLAIN", "admin", "admin-secret"))
+    with klamm.testing.run_broker(sasl_listener("SASL_PLAINTEXT", data)) as b:
+        bs = b.bootstrap_servers
+        created, produced, consumed, up512, up256, described, described_all = java_client.batch([
+            ["admin-create", bs, topic, 1], ["produce", bs, topic, 40, "lz4", "size=200", "prefix=plain"],
+            ["consume", bs, topic, 0, 0, 40],
+            ["scram-upsert", bs, "carol", "SCRAM-SHA-512", 8192, "carol-secret-512"],
+            ["scram-upsert", bs, "carol", "SCRAM-SHA-256", 4096, "carol-secret-256"],
+            ["scram-describe", bs, "carol"], ["scram-describe", bs]])
+        created.ok()
+        produced.ok()
+        assert sorted(o["offset"] for o in produced.lines) == list(range(40))
+        consumed.ok()
+        assert [from_java(o) for o in consumed.lines] == expected("plain", 40, 200)
+        up512.ok()
+        up256.ok()
+        assert up512.lines == [{"upserted": "carol", "mechanism": "SCRAM-SHA-512", "iterations": 8192}]
+        described.ok()
+        (carol,) = described.lines
+        assert carol["user"] == "carol"
+        assert sorted((c["mechanism"], c["iterations"]) for c in carol["credentials"]) == [
+            ("SCRAM-SHA-256", 4096), ("SCRAM-SHA-512", 8192)]
+        described_all.ok()
+        assert described_all.lines == described.lines  # PLAIN users have no SCRAM credential
+
+        # PLAIN with a wrong password, or a user the JAAS config does not know
+        for user, password in (("admin", "wrong"), ("mallory", "admin-secret")):
+            monkeypatch.setenv("KLAMM_CLIENT_PROPERTIES", sasl_client(
+                tmp_path / f"{user}.properties", "SASL_PLAINTEXT", "PLAIN", user, password))
+            refused(java_client.run("admin-list", bs))
+
+    # The same data behind a SASL_SSL listener: the credentials are the controller's, they survive the restart
+    with klamm.testing.run_broker(sasl_listener("SASL_SSL", data, **{
+            "ssl.keystore.type": "PEM", "ssl.keystore.location": str(pki["paths"]["server"])})) as b:
+        bs = b.bootstrap_servers
+        monkeypatch.setenv("KLAMM_CLIENT_PROPERTIES", sasl_client(tmp_path / "carol.properties", "SASL_SSL",
+                                                                  "SCRAM-SHA-512", "carol", "carol-secret-512", ca))
+        produced, consumed, described = java_client.batch([
+            ["produce", bs, topic, 40, "zstd", "size=200", "prefix=scram"], ["consume", bs, topic, 0, 0, 80],
+            ["scram-describe", bs, "carol"]])
+        produced.ok()
+        assert sorted(o["offset"] for o in produced.lines) == list(range(40, 80))
+        consumed.ok()
+        assert [from_java(o) for o in consumed.lines] == expected("plain", 40, 200) + expected("scram", 40, 200)
+        described.ok()
+        assert sorted((c["mechanism"], c["iterations"]) for c in described.lines[0]["credentials"]) == [
+            ("SCRAM-SHA-256", 4096), ("SCRAM-SHA-512", 8192)]
+
+        # SCRAM-SHA-512 with SCRAM-SHA-256's password, and a user with no credential: SaslAuthenticationException
+        for user, password in (("carol", "carol-secret-256"), ("nobody", "carol-secret-512")):
+            monkeypatch.setenv("KLAMM_CLIENT_PROPERTIES", sasl_client(
+                tmp_path / f"bad-{user}.properties", "SASL_SSL", "SCRAM-SHA-512", user, password, ca))
+            produce_refused, consume_refused, admin_refused = java_client.batch([
+                ["produce", bs, topic, 1, "none"], ["consume", bs, topic, 0, 0, 1], ["scram-describe", bs]])
+            refused(produce_refused)
+            refused(consume_refused)
+            refused(admin_refused)
+
+
+@pytest.mark.single_node
+def test_java_client_reauthenticates_over_sasl(java_client, tmp_path, monkeypatch):
+    """KIP-368: with connections.max.reauth.ms the broker gives the session a lifetime (SaslAuthenticate v1)
+    and the Java client re-authenticates on its open connections before it ends; records keep flowing."""
+    import klamm.testing
+
+    monkeypatch.setenv("KLAMM_CLIENT_PROPERTIES", sasl_client(tmp_path / "alice.properties", "SASL_PLAINTEXT",
+                                                              "PLAIN", "alice", "alice-secret"))
+    with klamm.testing.run_broker(sasl_listener("SASL_PLAINTEXT", tmp_path / "data",
+                                                **{"connections.max.reauth.ms": 1500})) as b:
+        bs = b.bootstrap_servers
+        created, produced, consumed = java_client.batch([
+            ["admin-create", bs, "java-reauth", 1],
+            ["produce", bs, "java-reauth", 50, "none", "prefix=reauth", "rate=10", "linger=0"],
+            ["consume", bs, "java-reauth", 0, 0, 50]])
+        created.ok()
+        produced.ok()
+        consumed.ok()
+        assert [from_java(o) for o in consumed.lines] == expected("reauth", 50)
+
+        async def counts():
+            accepted = sum(p.connections_accepted for p in b.broker._processors)
+            return accepted, b.broker.metrics.registry.get_sample_value(
+                "klamm_requests_total", {"api": "SaslHandshake", "version": "1"}) or 0
+
+        import asyncio
+        accepted, handshakes = asyncio.run_coroutine_threadsafe(counts(), b.loop).result(10)
+    assert handshakes > accepted, (handshakes, accepted)  # some connection authenticated again
+
+
 from tests.integration.test_tls import pki  # noqa: E402,F401  (the certificate authority fixture)

@@ -366,4 +366,89 @@ def test_kafkajs_over_mutual_tls(node_bin, topic, monkeypatch, pki):
     assert [from_js(r) for r in res.get("rec")] == want
 
 
+
+SASL_PLAINTEXT = {"listeners": "SASL_PLAINTEXT://127.0.0.1:0",
+                  "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
+                  "listener.name.sasl_plaintext.plain.sasl.jaas.config":
+                  'org.apache.kafka.common.security.plain.PlainLoginModule required '
+                  'user_admin="admin-secret" user_alice="alice-secret";'}
+
+
+def sasl_env(monkeypatch, mechanism: str, username: str, password: str) -> None:
+    monkeypatch.setenv("KAFKAJS_SASL_MECHANISM", mechanism)
+    monkeypatch.setenv("KAFKAJS_SASL_USERNAME", username)
+    monkeypatch.setenv("KAFKAJS_SASL_PASSWORD", password)
+
+
+def sasl_roundtrip(node: str, bootstrap: str, topic: str, prefix: str) -> None:
+    """Create the topic, produce 30 records, consume them through a group."""
+    want = expected(prefix, 30, null_header=False)
+    res = run_js(node, "produce_consume.js", {
+        "bootstrap": bootstrap, "topic": topic, "partitions": 2, "create": True, "group": f"{topic}-g",
+        "records": [to_js(r, i % 2) for i, r in enumerate(want)],
+        "sends": [{"acks": -1, "compression": "gzip", "from": 0, "to": 30}]}).ok()
+    assert res.one("created") is True
+    assert res.one("consumed") == 30 and sorted(res.one("assignment")[topic]) == [0, 1]
+    for p in (0, 1):
+        got = [from_js(r) for r in res.get("rec") if r["p"] == p]
+        assert got == want[p::2], diff(got, want[p::2])
+
+
+def sasl_refused(node: str, bootstrap: str, topic: str, mechanism: str) -> None:
+    """kafkajs gives up at once with KafkaJSSASLAuthenticationError (not retriable), quoting the broker's
+    SaslAuthenticate error message; `mechanism` as kafkajs names it in its message ('SCRAM SHA256')."""
+    res = run_js(node, "produce_consume.js", {"bootstrap": bootstrap, "topic": topic, "partitions": 1,
+                                              "create": True, "group": f"{topic}-g", "records": [], "sends": []},
+                 timeout=40)
+    assert res.rc == 1, res.lines
+    error = res.one("error")
+    assert error["name"] == "KafkaJSSASLAuthenticationError", error
+    assert f"SASL {mechanism} authentication failed: Authentication failed" in error["message"], error
+
+
+@pytest.mark.single_node
+@pytest.mark.timeout(90)
+def test_kafkajs_over_sasl_plain(node_bin, topic, monkeypatch):
+    """kafkajs authenticates with PLAIN against the users of the listener's JAAS config and produces and
+    consumes through a group; a wrong password, or an unknown user, is refused."""
+    import klamm.testing
+
+    with klamm.testing.run_broker(SASL_PLAINTEXT) as b:
+        sasl_env(monkeypatch, "plain", "alice", "alice-secret")
+        sasl_roundtrip(node_bin, b.bootstrap_servers, topic, "kjs-plain")
+        for user, password in (("alice", "wrong"), ("mallory", "alice-secret")):
+            sasl_env(monkeypatch, "plain", user, password)
+            sasl_refused(node_bin, b.bootstrap_servers, f"{topic}-refused", "PLAIN")
+
+
+@pytest.mark.single_node
+@pytest.mark.timeout(90)
+def test_kafkajs_over_sasl_scram_sha_256(node_bin, topic, monkeypatch):
+    """An admin authenticated with PLAIN creates a SCRAM-SHA-256 user (AlterUserScramCredentials, through
+    confluent-kafka); kafkajs authenticates as that user and produces and consumes through a group; the
+    wrong password, or SCRAM-SHA-512 (no credential for it), is refused."""
+    from confluent_kafka.admin import (
+        AdminClient,
+        ScramCredentialInfo,
+        ScramMechanism,
+        UserScramCredentialUpsertion,
+    )
+
+    import klamm.testing
+
+    with klamm.testing.run_broker(SASL_PLAINTEXT) as b:
+        admin = AdminClient({"bootstrap.servers": b.bootstrap_servers, "security.protocol": "SASL_PLAINTEXT",
+                             "sasl.mechanism": "PLAIN", "sasl.username": "admin", "sasl.password": "admin-secret"})
+        upsert = UserScramCredentialUpsertion("dave", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096),
+                                              b"dave-secret")
+        for future in admin.alter_user_scram_credentials([upsert]).values():
+            future.result(15)
+        sasl_env(monkeypatch, "scram-sha-256", "dave", "dave-secret")
+        sasl_roundtrip(node_bin, b.bootstrap_servers, topic, "kjs-scram")
+        sasl_env(monkeypatch, "scram-sha-256", "dave", "wrong")
+        sasl_refused(node_bin, b.bootstrap_servers, f"{topic}-refused", "SCRAM SHA256")
+        sasl_env(monkeypatch, "scram-sha-512", "dave", "dave-secret")
+        sasl_refused(node_bin, b.bootstrap_servers, f"{topic}-refused", "SCRAM SHA512")
+
+
 from tests.integration.test_tls import pki  # noqa: E402,F401  (the certificate authority fixture)

@@ -22,12 +22,18 @@
 //       Prints {"leaderId","leaderEpoch","highWatermark","voters":[...],"observers":[...],"nodes":{...}}.
 //   admin-list-offsets <bootstrap> <topic> <partition> <spec> [spec ...]
 //       spec: earliest | latest | max-timestamp | <timestamp ms>
+//   scram-upsert <bootstrap> <user> <SCRAM-SHA-256|SCRAM-SHA-512> <iterations> <password>
+//       Admin.alterUserScramCredentials (one upsertion); prints {"upserted","mechanism","iterations"}.
+//   scram-describe <bootstrap> [user ...]
+//       Admin.describeUserScramCredentials (all users when none is named); prints
+//       {"user","credentials":[{"mechanism","iterations"}]} per user.
 //   batch
 //       reads one command per line from stdin and runs them all in this JVM;
 //       each is framed by {"batch":n,"args":[...]} and {"batch_end":n,"rc":rc}.
 //       Exit code is the largest rc.
 //
-// Kafka API errors print {"error":"<ExceptionSimpleName>","message":...} and exit 3.
+// Kafka API errors print {"error":"<ExceptionSimpleName>","message":...} and exit 3
+// (an authentication failure: {"error":"SaslAuthenticationException",...}).
 
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
@@ -57,6 +63,11 @@ import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.admin.OffsetSpec;
 import org.apache.kafka.clients.admin.QuorumInfo;
 import org.apache.kafka.clients.admin.RaftVoterEndpoint;
+import org.apache.kafka.clients.admin.ScramCredentialInfo;
+import org.apache.kafka.clients.admin.ScramMechanism;
+import org.apache.kafka.clients.admin.UserScramCredentialAlteration;
+import org.apache.kafka.clients.admin.UserScramCredentialUpsertion;
+import org.apache.kafka.clients.admin.UserScramCredentialsDescription;
 import org.apache.kafka.clients.admin.TopicDescription;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
@@ -130,6 +141,8 @@ public final class KlammClient {
                 case "admin-describe-cluster": return adminDescribeCluster(a);
                 case "admin-describe-quorum": return adminDescribeQuorum(a);
                 case "admin-list-offsets": return adminListOffsets(a);
+                case "scram-upsert": return scramUpsert(a);
+                case "scram-describe": return scramDescribe(a);
                 default: throw new UsageError("unknown command " + a[0]);
             }
         } catch (UsageError e) {
@@ -491,6 +504,45 @@ public final class KlammClient {
                         admin.listOffsets(Map.of(tp, spec)).partitionResult(tp).get(OP_TIMEOUT_S, TimeUnit.SECONDS);
                 OUT.println("{\"spec\":" + q(s) + ",\"offset\":" + info.offset() + ",\"timestamp\":" + info.timestamp()
                         + ",\"leaderEpoch\":" + info.leaderEpoch().map(String::valueOf).orElse("null") + "}");
+            }
+        }
+        return 0;
+    }
+
+    // -------------------------------------------------------------- scram --
+    static int scramUpsert(String[] a) throws Exception {
+        if (a.length != 6) throw new UsageError("scram-upsert <bootstrap> <user> <mechanism> <iterations> <password>");
+        ScramMechanism mechanism = ScramMechanism.fromMechanismName(a[3]);
+        if (mechanism == ScramMechanism.UNKNOWN) throw new UsageError("unknown SCRAM mechanism " + a[3]);
+        int iterations = Integer.parseInt(a[4]);
+        List<UserScramCredentialAlteration> alterations = List.of(
+                new UserScramCredentialUpsertion(a[2], new ScramCredentialInfo(mechanism, iterations), a[5]));
+        try (Admin admin = admin(a[1])) {
+            admin.alterUserScramCredentials(alterations).all().get(OP_TIMEOUT_S, TimeUnit.SECONDS);
+        }
+        OUT.println("{\"upserted\":" + q(a[2]) + ",\"mechanism\":" + q(mechanism.mechanismName())
+                + ",\"iterations\":" + iterations + "}");
+        return 0;
+    }
+
+    static int scramDescribe(String[] a) throws Exception {
+        List<String> users = List.of(a).subList(2, a.length);
+        try (Admin admin = admin(a[1])) {
+            Map<String, UserScramCredentialsDescription> d = (users.isEmpty()
+                    ? admin.describeUserScramCredentials()
+                    : admin.describeUserScramCredentials(users)).all().get(OP_TIMEOUT_S, TimeUnit.SECONDS);
+            for (String user : new TreeSet<>(d.keySet())) {
+                StringBuilder sb = new StringBuilder();
+                sb.append("{\"user\":").append(q(user)).append(",\"credentials\":[");
+                boolean first = true;
+                for (ScramCredentialInfo info : d.get(user).credentialInfos()) {
+                    if (!first) sb.append(',');
+                    first = false;
+                    sb.append("{\"mechanism\":").append(q(info.mechanism().mechanismName()))
+                      .append(",\"iterations\":").append(info.iterations()).append('}');
+                }
+                sb.append("]}");
+                OUT.println(sb);
             }
         }
         return 0;

@@ -33,12 +33,25 @@ function sslOptions() {
   return options
 }
 
+// SASL when KAFKAJS_SASL_MECHANISM is set, as kafkajs spells it ('plain', 'scram-sha-256',
+// 'scram-sha-512'), with KAFKAJS_SASL_USERNAME / KAFKAJS_SASL_PASSWORD; over TLS too with KAFKAJS_SSL_CA
+function saslOptions() {
+  const mechanism = process.env.KAFKAJS_SASL_MECHANISM
+  if (!mechanism) return undefined
+  return {
+    mechanism,
+    username: process.env.KAFKAJS_SASL_USERNAME || '',
+    password: process.env.KAFKAJS_SASL_PASSWORD || '',
+  }
+}
+
 function makeKafka(bootstrap, clientId) {
   const level = (process.env.KAFKAJS_LOG_LEVEL || 'WARN').toUpperCase()
   return new Kafka({
     clientId: clientId || 'klamm-interop',
     brokers: bootstrap.split(","),
     ssl: sslOptions(),
+    sasl: saslOptions(),
     logLevel: logLevel[level] !== undefined ? logLevel[level] : logLevel.WARN,
     logCreator: stderrLogCreator,
   })
