@@ -19,13 +19,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import socket
 import time
 from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 from klamm.broker.fetch_session import FetchSessionCache
 from klamm.broker.handlers import Api, registry
@@ -51,6 +51,7 @@ from klamm.broker.replica_fetcher import FetchSettings, ReplicaFetcherManager
 from klamm.broker.replica_manager import ReplicaManager
 from klamm.broker.txn_marker_channel import TxnMarkerChannel
 from klamm.broker.tls import server_context
+from klamm.broker.authentication import SaslListener
 from klamm.broker.txn_verification import TxnVerifier
 from klamm.broker.services import ControllerClient, LocalControllerClient
 from klamm.config.broker import BrokerConfig
@@ -69,6 +70,7 @@ from klamm.coordinator.runtime import GroupCoordinatorRuntime
 from klamm.coordinator.transactions.runtime import TransactionCoordinatorRuntime
 from klamm.protocol.connection import Request
 from klamm.protocol.errors import ErrorCode, KafkaError
+from klamm.protocol.sasl import ScramCredential
 from klamm.storage.log_manager import LogManager
 
 log = logging.getLogger("klamm.broker")
@@ -76,10 +78,14 @@ log = logging.getLogger("klamm.broker")
 
 def parse_listener(listener: str) -> tuple[str, str, int]:
     """'PLAINTEXT://host:port' -> (name, host, port); an empty host binds every interface."""
-    parts = urlsplit(listener)
-    if not parts.scheme or parts.port is None:
+    match = _LISTENER.match(listener.strip())
+    if match is None or not 0 <= int(match["port"]) <= 65535:
         raise ValueError(f"Invalid value {listener} for configuration listeners: expected NAME://host:port")
-    return parts.scheme.upper(), parts.hostname or "", parts.port
+    return match["name"].upper(), match["host"], int(match["port"])
+
+
+# Kafka's listener syntax: a name (SASL_SSL has an underscore, which URL schemes may not), then host:port
+_LISTENER = re.compile(r"^(?P<name>[A-Za-z0-9_.+-]+)://\[?(?P<host>[0-9a-zA-Z\-%._:]*?)\]?:(?P<port>[0-9]+)$")
 
 
 class Broker:
@@ -212,14 +218,19 @@ class Broker:
         quotas = ConnectionQuotas(config.max_connections, config.max_connections_per_ip, self._per_ip_overrides)
         sockets = SocketSettings(config.socket_send_buffer_bytes, config.socket_receive_buffer_bytes,
                                  config.socket_listen_backlog_size)
-        tls = server_context(config) if self.security_protocol == "SSL" else None
-        self._acceptor = Acceptor(self.host, self.port, self._processors, quotas, sockets, tls)
+        tls = server_context(config) if self.security_protocol in ("SSL", "SASL_SSL") else None
+        sasl = (SaslListener(config, self.listener_name, self._scram_credential)
+                if self.security_protocol.startswith("SASL_") else None)
+        self._acceptor = Acceptor(self.host, self.port, self._processors, quotas, sockets, tls, sasl)
         await self._acceptor.start()
         self.port = self._acceptor.port
         advertised = self.config.advertised_listeners or self.config.listeners
         _, host, port = parse_listener(advertised[0])
         self.advertised_host = host or socket.gethostname()
         self.advertised_port = port or self.port
+
+    def _scram_credential(self, user: str, mechanism: str) -> ScramCredential | None:
+        return self.controller.image.scram_credential(user, mechanism)  # the metadata as it is now
 
     # a broker of a cluster (process.roles=broker): metadata, lifecycle and writes through the controller
     def _follow_the_controller(self, cluster_id: str) -> None:

@@ -40,6 +40,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from klamm.broker.authentication import ANONYMOUS, SaslListener, SaslSession, Session, session_of_certificate
 from klamm.config.errors import ConfigError
 from klamm.protocol.connection import NEED_DATA, ProtocolError, Request, ServerConnection
 from klamm.protocol.sendplan import FileRegion, Part, release_regions
@@ -121,17 +122,20 @@ class _FileShim:
 
 class ClientConnection(asyncio.Protocol):
     # Slots and futures made only while waiting: an idle connection costs little (bench/idle_connections.py).
-    __slots__ = ("processor", "peer", "client_host", "last_active", "_on_lost", "_sans_io", "_transport", "_pending",
-                 "_wakeup", "_drained", "_reading_paused", "_closed", "_writer_task", "_sendfile")
+    __slots__ = ("processor", "peer", "client_host", "last_active", "session", "_on_lost", "_sans_io", "_transport",
+                 "_pending", "_wakeup", "_drained", "_reading_paused", "_closed", "_writer_task", "_sendfile")
 
-    def __init__(self, processor: Processor, on_lost: Callable[[], None] | None = None, tls: bool = False) -> None:
+    def __init__(self, processor: Processor, on_lost: Callable[[], None] | None = None, tls: bool = False,
+                 sasl: SaslListener | None = None) -> None:
         self.processor = processor
         self._sendfile = processor.native_sendfile and not tls  # TLS encrypts in user space: no zero copy
+        self.session: Session | SaslSession = ANONYMOUS if sasl is None else SaslSession(sasl)
         self.peer = "?"
         self.client_host = ""
         self.last_active = time.monotonic()
         self._on_lost = on_lost
-        self._sans_io = ServerConnection(processor.max_request_size, processor.supported())
+        self._sans_io = ServerConnection(processor.max_request_size if sasl is None else sasl.max_receive_size,
+                                         processor.supported())
         self._transport: asyncio.Transport | None = None
         # the requests in flight, in arrival order: (future of the handler's response, request)
         self._pending: collections.deque[tuple[asyncio.Future[Any], Request]] = collections.deque()
@@ -147,6 +151,8 @@ class ClientConnection(asyncio.Protocol):
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         self.client_host = f"/{peer[0]}" if peer else ""
+        if self.session is ANONYMOUS and transport.get_extra_info("ssl_object") is not None:
+            self.session = session_of_certificate(transport.get_extra_info("peercert"))  # mutual TLS
         self.processor.connections.add(self)
         self.processor.connections_accepted += 1
         self._writer_task = asyncio.ensure_future(self._write_responses())
@@ -220,7 +226,16 @@ class ClientConnection(asyncio.Protocol):
             self._reading_paused = False
 
     def _dispatch(self, request: Request) -> None:
+        session = self.session
+        if session.gated and not session.admits(request.api_key):
+            # Kafka's SaslServerAuthenticator: only the handshake before authentication; no request at all
+            # on a session past connections.max.reauth.ms that has not re-authenticated
+            log.info("closing connection from %s: api_key=%d %s", self.peer, request.api_key,
+                     "after its SASL session expired" if session.authenticated else "during the SASL handshake")
+            self.close()
+            return
         request.client_host = self.client_host
+        request.session = session
         budget = self.processor.budget
         budget.take(request.size)
         counted = True
@@ -267,8 +282,13 @@ class ClientConnection(asyncio.Protocol):
                 self._pending.popleft()
                 if self._reading_paused and len(self._pending) < MAX_IN_FLIGHT // 2:
                     self.read_requests()
+                if self.session.gated:
+                    self._follow_authentication()
                 if response is not None:
                     await self._respond(request, response)
+                if self.session.failed:  # a failed SASL authentication: its answer is sent, then the connection ends
+                    self.close()
+                    return
                 future = request = response = None  # an idle connection keeps nothing of its last exchange
         except (ConnectionError, OSError, asyncio.exceptions.SendfileNotAvailableError, RuntimeError) as exc:
             # The peer went away mid-response (sendfile reports it as "not available",
@@ -279,6 +299,11 @@ class ClientConnection(asyncio.Protocol):
             log.error("closing connection from %s: writer failed: %r", self.peer, exc,
                       exc_info=log.isEnabledFor(logging.DEBUG))
             self.close()
+
+    def _follow_authentication(self) -> None:
+        """Requests as large as socket.request.max.bytes once a SASL client has authenticated."""
+        if self.session.authenticated:
+            self._sans_io.max_request_size = self.processor.max_request_size
 
     async def _respond(self, request: Request, response: Any) -> None:
         try:
@@ -466,10 +491,12 @@ class Acceptor:
     """Listens on one address, admits connections within the quotas, hands each to the next processor."""
 
     def __init__(self, host: str, port: int, processors: list[Processor], quotas: ConnectionQuotas | None = None,
-                 sockets: SocketSettings | None = None, tls: ssl.SSLContext | None = None) -> None:
+                 sockets: SocketSettings | None = None, tls: ssl.SSLContext | None = None,
+                 sasl: SaslListener | None = None) -> None:
         self.host = host
         self.port = port
         self.tls = tls  # an SSL listener: each connection's handshake runs in a task of its own
+        self.sasl = sasl  # a SASL listener: connections authenticate before anything else
         self.processors = processors
         self.quotas = quotas or ConnectionQuotas(2**31 - 1, 2**31 - 1)
         self.settings = sockets or SocketSettings()
@@ -527,7 +554,8 @@ class Acceptor:
     def _new_connection(self, ip: str) -> ClientConnection:
         processor = self.processors[self._next % len(self.processors)]
         self._next += 1
-        return ClientConnection(processor, on_lost=lambda: self.quotas.release(ip), tls=self.tls is not None)
+        return ClientConnection(processor, on_lost=lambda: self.quotas.release(ip), tls=self.tls is not None,
+                                sasl=self.sasl)
 
     async def stop(self) -> None:
         for task in (*self._tasks, *self._handshakes):

@@ -16,7 +16,7 @@ from typing import Any, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from klamm.config.broker_keys import BROKER_CONFIG_DEF
+from klamm.config.broker_keys import BROKER_CONFIG_DEF, SECURITY_PROTOCOLS
 from klamm.config.definition import (
     ConfigKey,
     ConfigSource,
@@ -28,7 +28,9 @@ from klamm.config.definition import (
 from klamm.config.errors import ConfigError
 from klamm.config.topic_keys import TOPIC_CONFIG_DEF
 
-__all__ = ["BrokerConfig"]
+__all__ = ["BrokerConfig", "LISTENER_PREFIX"]
+
+LISTENER_PREFIX = "listener.name."
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +41,8 @@ class _BrokerConfigBase(BaseModel):
     # Bookkeeping, not Kafka configs: what the operator actually wrote.
     explicit_keys: frozenset[str] = Field(default=frozenset(), exclude=True)
     unknown_properties: dict[str, str] = Field(default_factory=dict, exclude=True)
+    # Kafka's listener-prefixed keys (listener.name.<listener>[.<mechanism>].<key>), as written
+    listener_properties: dict[str, str] = Field(default_factory=dict, exclude=True)
 
     @classmethod
     def from_properties(cls, props: Mapping[str, str], *, check_support: bool = True) -> "BrokerConfig":
@@ -48,7 +52,8 @@ class _BrokerConfigBase(BaseModel):
         accepted and ignored. `check_support=False` only re-reads values that were
         checked when they were set.
         """
-        unknown = {k: v for k, v in props.items() if k not in BROKER_CONFIG_DEF}
+        prefixed = {k: v for k, v in props.items() if k.startswith(LISTENER_PREFIX)}
+        unknown = {k: v for k, v in props.items() if k not in BROKER_CONFIG_DEF and k not in prefixed}
         for key in unknown:
             log.warning("The configuration '%s' was supplied but isn't a known config.", key)
         explicit = BROKER_CONFIG_DEF.parse(props)
@@ -61,11 +66,22 @@ class _BrokerConfigBase(BaseModel):
         if check_support:
             _check_single_node(values)
         fields = {BROKER_CONFIG_DEF[name].attr: value for name, value in values.items()}
-        return cls(**fields, explicit_keys=frozenset(explicit), unknown_properties=dict(unknown))  # type: ignore[return-value]
+        return cls(**fields, explicit_keys=frozenset(explicit), unknown_properties=dict(unknown),  # type: ignore[return-value]
+                   listener_properties=prefixed)
 
     def value_of(self, name: str) -> Any:
         """The current value of a broker config, by Kafka name."""
         return getattr(self, BROKER_CONFIG_DEF[name].attr)
+
+    def listener_value(self, listener_name: str, key: str, mechanism: str | None = None) -> str | None:
+        """A key as a listener sees it: listener.name.<listener>.<mechanism>.<key>, then
+        listener.name.<listener>.<key> (both lower case, as Kafka spells them), else None."""
+        prefix = f"{LISTENER_PREFIX}{listener_name.lower()}."
+        if mechanism is not None:
+            value = self.listener_properties.get(f"{prefix}{mechanism.lower()}.{key}")
+            if value is not None:
+                return value
+        return self.listener_properties.get(prefix + key)
 
     def security_protocol_of(self, listener_name: str) -> str:
         """The protocol listener.security.protocol.map gives a listener (PLAINTEXT, SSL, ...)."""
@@ -225,13 +241,14 @@ def _check_listeners(listeners: list[str], controllers: set[str], protocol_map: 
     for name in names:
         if name not in protocols:
             raise ConfigError("listeners", ",".join(listeners), f"No security protocol defined for listener {name}")
-    if protocols[names[0]] == "SSL" and not alone:
+    if protocols[names[0]] != "PLAINTEXT" and not alone:
         raise ConfigError("listeners", ",".join(listeners),
-                          f"listener {names[0]} uses SSL, which klamm serves on a single node only: its brokers "
-                          "and controllers reach each other in PLAINTEXT")
-    if protocols[names[0]] not in ("PLAINTEXT", "SSL"):
+                          f"listener {names[0]} uses {protocols[names[0]]}, which klamm serves on a single node only: "
+                          "its brokers and controllers reach each other in PLAINTEXT")
+    if protocols[names[0]] not in SECURITY_PROTOCOLS:
         raise ConfigError("listeners", ",".join(listeners),
-                          f"listener {names[0]} uses {protocols[names[0]]}, but klamm serves PLAINTEXT and SSL only")
+                          f"listener {names[0]} uses {protocols[names[0]]}, which is not a security protocol: "
+                          f"{', '.join(SECURITY_PROTOCOLS)}")
     for name in (n for n in names[1:] if n in controllers):
         if protocols[name] != "PLAINTEXT":
             raise ConfigError("listeners", ",".join(listeners),

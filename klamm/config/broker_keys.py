@@ -166,6 +166,17 @@ _SOCKET = [
     _k("max.connections.per.ip", T.INT, INT_MAX, M, "Connections allowed per client address.", Range(0)),
     _k("max.connections.per.ip.overrides", T.STRING, "", M, "Per-address overrides, as host:count pairs."),
     _k("connections.max.idle.ms", T.LONG, 10 * 60 * 1000, M, "Idle connections are closed after this long."),
+    # SASL of the client listener (klamm.broker.authentication); listener.name.<listener>.<mechanism>.sasl.jaas.config
+    # gives a mechanism's JAAS options (PLAIN's user_<name>="password" entries)
+    _k("sasl.enabled.mechanisms", T.LIST, ["GSSAPI"], M,
+       "SASL mechanisms a SASL listener offers: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 (GSSAPI is Kerberos's)."),
+    _k("sasl.mechanism.inter.broker.protocol", T.STRING, "GSSAPI", M, "SASL mechanism between brokers.",
+       cluster="the mechanism brokers use with each other; a single node has no inter-broker traffic"),
+    _k("sasl.server.max.receive.size", T.INT, 524288, L,
+       "Largest request a SASL listener reads before the client has authenticated.", Range(1)),
+    _k("connections.max.reauth.ms", T.LONG, 0, M,
+       "A SASL session lasts this long before the client must authenticate again (KIP-368); 0: for ever.",
+       Range(0)),
 ]
 
 _LOG = [

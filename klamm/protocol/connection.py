@@ -52,13 +52,14 @@ class Request:
     # Set by the network layer: gives back the request's share of queued.max.requests/.request.bytes.
     # A handler that parks (a long-poll fetch) calls it, as Kafka counts its purgatory in neither.
     leave_queue: Callable[[], None] = lambda: None
+    session: Any = None  # who sent it (klamm.broker.authentication); set by the network layer
 
 
 class ServerConnection:
     """Turns received bytes into requests and responses into send plans."""
 
     def __init__(self, max_request_size: int, supported: dict[int, tuple[int, int]]) -> None:
-        self._max_request_size = max_request_size
+        self.max_request_size = max_request_size  # lower before a SASL client has authenticated
         self._supported = supported
         self._buffer = bytearray()
         self._position = 0
@@ -74,8 +75,8 @@ class ServerConnection:
         if available < 4:
             return NEED_DATA
         (size,) = _SIZE.unpack_from(self._buffer, self._position)
-        if size < 8 or size > self._max_request_size:
-            raise ProtocolError(f"invalid frame size {size} (socket.request.max.bytes={self._max_request_size})")
+        if size < 8 or size > self.max_request_size:
+            raise ProtocolError(f"invalid frame size {size} (limit {self.max_request_size})")
         if available < 4 + size:
             return NEED_DATA
         start = self._position + 4

@@ -214,8 +214,6 @@ def test_what_cannot_work_is_refused_with_the_reason(pki: dict[str, Any], tmp_pa
         BrokerConfig.from_properties({"listeners": "SSL://127.0.0.1:9093", "process.roles": "broker",
                                       "node.id": "2", "controller.quorum.voters": "1@127.0.0.1:9094",
                                       "controller.listener.names": "CONTROLLER"})
-    with pytest.raises(ConfigError, match="PLAINTEXT and SSL only"):
-        BrokerConfig.from_properties({"listeners": "SASL_SSL://127.0.0.1:9093"})
 
 
 def test_aiokafka_over_tls(broker_factory: Any, pki: dict[str, Any]) -> None:

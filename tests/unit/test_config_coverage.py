@@ -162,6 +162,11 @@ APPLIED: dict[str, list[str]] = {
     "listener.security.protocol.map": [f"{HERE}::test_listeners_klamm_cannot_serve_are_refused"],
     "socket.request.max.bytes": ["tests/integration/test_bad_input.py::test_frame_over_max_request_size_disconnects"],
     "connections.max.idle.ms": ["tests/integration/test_connections.py::test_idle_connection_is_closed"],
+    "sasl.enabled.mechanisms": ["tests/integration/test_sasl.py::test_an_unauthenticated_connection_gets_only_the_handshake",
+                                "tests/integration/test_sasl.py::test_what_cannot_work_is_refused_at_start"],
+    "sasl.server.max.receive.size": [
+        "tests/integration/test_sasl.py::test_an_unauthenticated_connection_gets_only_the_handshake"],
+    "connections.max.reauth.ms": ["tests/integration/test_sasl.py::test_reauthentication_keeps_the_connection"],
     "num.partitions": [f"{EFFECTS}::test_num_partitions_and_default_replication_factor_apply_to_new_topics"],
     "default.replication.factor": [
         f"{EFFECTS}::test_num_partitions_and_default_replication_factor_apply_to_new_topics"],
@@ -498,8 +503,12 @@ def test_kraft_roles_and_quorum_are_checked() -> None:
 
 
 def test_listeners_klamm_cannot_serve_are_refused() -> None:
-    with pytest.raises(ConfigError, match="listener PLAINTEXT uses SASL_SSL, but klamm serves PLAINTEXT and SSL"):
-        BrokerConfig.from_properties({"listener.security.protocol.map": "PLAINTEXT:SASL_SSL"})
+    with pytest.raises(ConfigError, match="listener PLAINTEXT uses KERBEROS, which is not a security protocol"):
+        BrokerConfig.from_properties({"listener.security.protocol.map": "PLAINTEXT:KERBEROS"})
+    with pytest.raises(ConfigError, match="listener SASL_SSL uses SASL_SSL, which klamm serves on a single node only"):
+        BrokerConfig.from_properties({"listeners": "SASL_SSL://:9093", "process.roles": "broker", "node.id": "2",
+                                      "controller.quorum.voters": "1@127.0.0.1:9094",
+                                      "controller.listener.names": "CONTROLLER"})
     with pytest.raises(ConfigError, match="listener SSL uses SSL, which klamm serves on a single node only"):
         BrokerConfig.from_properties({"listeners": "SSL://:9093", "process.roles": "broker", "node.id": "2",
                                       "controller.quorum.voters": "1@127.0.0.1:9094",

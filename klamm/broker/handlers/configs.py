@@ -58,7 +58,8 @@ def effective_broker_config(static: BrokerConfig, image: Any) -> BrokerConfig:
     if not known:
         return static
     # Both layers were checked for support when they were set (start-up, AlterConfigs).
-    return BrokerConfig.from_properties({**static_properties(static), **known}, check_support=False)
+    return BrokerConfig.from_properties({**static_properties(static), **static.listener_properties, **known},
+                                        check_support=False)
 
 
 def apply_dynamic_broker_configs(broker: BrokerServices, image: Any) -> None:

@@ -1,0 +1,229 @@
+"""Who is on the other end of a connection: its session, and how a SASL listener authenticates it.
+
+Every connection has a session naming its principal, as Kafka's KafkaPrincipal:
+`User:ANONYMOUS` on PLAINTEXT and on SSL without a client certificate, the
+certificate's subject on mutual TLS, the authenticated user name on SASL.
+
+A SASL connection starts unauthenticated: only ApiVersions, SaslHandshake and
+SaslAuthenticate are served, each request at most `sasl.server.max.receive.size`
+bytes, and anything else closes the connection (Kafka's SaslServerAuthenticator).
+SaslHandshake picks a mechanism; SaslAuthenticate feeds its tokens to the
+mechanism's sans-io server (klamm.protocol.sasl) until it completes. With
+`connections.max.reauth.ms`, the session ends after that long: the client must
+authenticate again on the same connection, as the same principal (KIP-368), or
+the next request closes the connection.
+"""
+
+from __future__ import annotations
+
+import enum
+import hmac
+import time
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from klamm.config.broker import BrokerConfig
+from klamm.config.errors import ConfigError
+from klamm.protocol.errors import ErrorCode
+from klamm.protocol.sasl import (
+    SCRAM_MECHANISMS,
+    PlainServer,
+    SaslError,
+    ScramCredential,
+    ScramServer,
+    parse_jaas_config,
+    plain_users,
+)
+
+__all__ = ["ANONYMOUS", "SaslListener", "SaslSession", "Session", "session_of_certificate"]
+
+SUPPORTED_MECHANISMS = ("PLAIN", *SCRAM_MECHANISMS)
+PLAIN_LOGIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
+SCRAM_LOGIN_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
+API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE = 18, 17, 36
+PRE_AUTHENTICATION_APIS = frozenset((API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE))
+_ILLEGAL, _UNSUPPORTED = ErrorCode.illegal_sasl_state, ErrorCode.unsupported_sasl_mechanism
+_AUTH_FAILED = ErrorCode.sasl_authentication_failed
+
+ScramLookup = Callable[[str, str], "ScramCredential | None"]
+
+
+class Mechanism(Protocol):
+    complete: bool
+    principal: str | None
+
+    def evaluate(self, token: bytes) -> bytes: ...
+
+
+class Session:
+    """An authenticated (or anonymous) connection's principal, e.g. "User:alice"."""
+
+    __slots__ = ("principal",)
+    authenticated = True  # nothing left to do before the connection may send any request
+    gated = False  # every request is admitted (see SaslSession.admits)
+    failed = False
+
+    def __init__(self, principal: str) -> None:
+        self.principal = principal
+
+
+ANONYMOUS = Session("User:ANONYMOUS")  # shared: a PLAINTEXT connection costs no session of its own
+
+
+def session_of_certificate(certificate: dict[str, Any] | None) -> Session:
+    """Mutual TLS: the principal is the subject's distinguished name in RFC 2253 form, Kafka's default
+    ssl.principal.mapping.rules (e.g. "User:CN=alice,OU=eng"); no certificate is ANONYMOUS."""
+    if not certificate or not certificate.get("subject"):
+        return ANONYMOUS
+    rdns = ("+".join(f"{_DN_NAMES.get(name, name)}={_escape_dn(value)}" for name, value in rdn)
+            for rdn in reversed(certificate["subject"]))  # RFC 2253 writes the most specific name first
+    return Session("User:" + ",".join(rdns))
+
+
+_DN_NAMES = {"commonName": "CN", "organizationalUnitName": "OU", "organizationName": "O", "localityName": "L",
+             "stateOrProvinceName": "ST", "countryName": "C", "streetAddress": "STREET", "domainComponent": "DC",
+             "userId": "UID"}
+
+
+def _escape_dn(value: str) -> str:
+    escaped = "".join("\\" + c if c in ',+"\\<>;=' else c for c in value)
+    if escaped.startswith(("#", " ")):
+        escaped = "\\" + escaped
+    if escaped.endswith(" "):
+        escaped = escaped[:-1] + "\\ "
+    return escaped
+
+
+class SaslListener:
+    """What one SASL listener offers: its mechanisms and their credentials (checked at start-up)."""
+
+    def __init__(self, config: BrokerConfig, listener_name: str, scram_lookup: ScramLookup) -> None:
+        enabled = config.listener_value(listener_name, "sasl.enabled.mechanisms")
+        names = [m.strip() for m in enabled.split(",")] if enabled is not None else list(config.sasl_enabled_mechanisms)
+        self.mechanisms = tuple(m for m in names if m)
+        unsupported = [m for m in self.mechanisms if m not in SUPPORTED_MECHANISMS]
+        if unsupported or not self.mechanisms:
+            raise ConfigError("sasl.enabled.mechanisms", ",".join(self.mechanisms),
+                              f"listener {listener_name} uses SASL; klamm offers {', '.join(SUPPORTED_MECHANISMS)}"
+                              + (f", not {', '.join(unsupported)}" if unsupported else ""))
+        self.plain_users: dict[str, str] = {}
+        if "PLAIN" in self.mechanisms:
+            self.plain_users = _plain_users(config, listener_name)
+        self._scram_lookup = scram_lookup
+        self.reauth_ms = config.connections_max_reauth_ms
+        self.max_receive_size = config.sasl_server_max_receive_size
+
+    def mechanism(self, name: str) -> Mechanism:
+        if name == "PLAIN":
+            return PlainServer(self._verify_plain)
+        return ScramServer(name, lambda user: self._scram_lookup(user, name))
+
+    def _verify_plain(self, user: str, password: str) -> bool:
+        expected = self.plain_users.get(user)
+        return expected is not None and _same(expected, password)
+
+
+def _same(a: str, b: str) -> bool:
+    return hmac.compare_digest(a.encode(), b.encode())
+
+
+def _plain_users(config: BrokerConfig, listener_name: str) -> dict[str, str]:
+    """PLAIN's users: the user_<name>="<password>" options of the listener's PlainLoginModule."""
+    key = f"listener.name.{listener_name.lower()}.plain.sasl.jaas.config"
+    text = config.listener_value(listener_name, "sasl.jaas.config", "PLAIN")
+    if text is None:
+        raise ConfigError(key, "", f"PLAIN on listener {listener_name} needs its users: set {key} to "
+                          f'{PLAIN_LOGIN_MODULE} required user_<name>="<password>" ...;')
+    try:
+        entry = parse_jaas_config(text)
+    except ValueError as exc:
+        raise ConfigError(key, "(hidden)", str(exc)) from exc
+    if entry.login_module != PLAIN_LOGIN_MODULE:
+        raise ConfigError(key, "(hidden)", f"PLAIN needs {PLAIN_LOGIN_MODULE}, not {entry.login_module}")
+    return plain_users(entry)
+
+
+class _State(enum.Enum):
+    HANDSHAKE = "handshake"  # waiting for SaslHandshake (ApiVersions may come first)
+    AUTHENTICATE = "authenticate"  # the mechanism is chosen; SaslAuthenticate tokens follow
+    AUTHENTICATED = "authenticated"
+    FAILED = "failed"
+
+
+class SaslSession:
+    """One SASL connection's authentication, driven by the SaslHandshake and SaslAuthenticate handlers."""
+
+    __slots__ = ("listener", "principal", "_state", "_mechanism_name", "_mechanism", "_expires_at")
+    gated = True
+
+    def __init__(self, listener: SaslListener) -> None:
+        self.listener = listener
+        self.principal = ""
+        self._state = _State.HANDSHAKE
+        self._mechanism_name = ""
+        self._mechanism: Mechanism | None = None
+        self._expires_at = float("inf")
+
+    @property
+    def authenticated(self) -> bool:
+        return self._state is _State.AUTHENTICATED
+
+    @property
+    def failed(self) -> bool:
+        return self._state is _State.FAILED
+
+    def admits(self, api_key: int) -> bool:
+        """Whether the connection may send this request now (else Kafka closes it)."""
+        if self._state is _State.AUTHENTICATED:
+            return time.monotonic() < self._expires_at or api_key == SASL_HANDSHAKE
+        return self._state is not _State.FAILED and api_key in PRE_AUTHENTICATION_APIS
+
+    def may_reauthenticate(self) -> bool:
+        return self._state is _State.AUTHENTICATED and self.listener.reauth_ms > 0
+
+    def handshake(self, mechanism: str) -> None:
+        """SaslHandshake: choose the mechanism (again, to re-authenticate)."""
+        if self._state is _State.AUTHENTICATED:
+            if not self.may_reauthenticate():  # answered, as Kafka's request handler does, without closing
+                raise SaslError(_ILLEGAL, "Unexpected SaslHandshake request: the connection is authenticated")
+            if mechanism != self._mechanism_name:
+                self._fail()
+                raise SaslError(_ILLEGAL, f"re-authentication must use {self._mechanism_name}, not {mechanism}")
+        elif self._state is not _State.HANDSHAKE:
+            self._fail()
+            raise SaslError(_ILLEGAL, "Unexpected SaslHandshake request")
+        if mechanism not in self.listener.mechanisms:
+            self._fail()
+            raise SaslError(_UNSUPPORTED, f"Unsupported SASL mechanism {mechanism}")
+        self._mechanism_name = mechanism
+        self._mechanism = self.listener.mechanism(mechanism)
+        self._state = _State.AUTHENTICATE
+
+    def authenticate(self, token: bytes) -> tuple[bytes, int]:
+        """SaslAuthenticate: the mechanism's answer, and the session's lifetime in ms once complete (0: none)."""
+        if self._state is not _State.AUTHENTICATE or self._mechanism is None:
+            self._fail()
+            raise SaslError(_ILLEGAL, "SaslAuthenticate before a SaslHandshake chose a mechanism")
+        try:
+            challenge = self._mechanism.evaluate(token)
+        except SaslError:
+            self._fail()
+            raise
+        if not self._mechanism.complete:
+            return challenge, 0
+        principal = f"User:{self._mechanism.principal}"
+        if self.principal and principal != self.principal:  # KIP-368: re-authentication keeps the principal
+            self._fail()
+            raise SaslError(_AUTH_FAILED, f"Cannot change principals during re-authentication from "
+                            f"{self.principal}: {principal}")
+        self.principal = principal
+        self._mechanism = None
+        self._state = _State.AUTHENTICATED
+        lifetime = self.listener.reauth_ms
+        self._expires_at = time.monotonic() + lifetime / 1000 if lifetime else float("inf")
+        return challenge, lifetime
+
+    def _fail(self) -> None:
+        self._state = _State.FAILED
+
+

@@ -1,0 +1,50 @@
+"""SaslHandshake (17) and SaslAuthenticate (36): a SASL connection authenticates through them.
+
+The connection's session (klamm.broker.authentication) keeps the state; these handlers
+turn its answers and failures into responses. A failed authentication is answered,
+then the connection closes (the network layer sees the session failed). On a
+listener without SASL, both answer ILLEGAL_SASL_STATE, as Kafka's request handler does.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from klamm.broker.authentication import SaslSession
+from klamm.broker.handlers import Api
+from klamm.broker.services import BrokerServices
+from klamm.protocol.errors import ErrorCode
+from klamm.protocol.sasl import SaslError
+
+NOT_SASL = "SASL is not enabled on this listener"
+
+
+async def sasl_handshake(broker: BrokerServices, request: Any) -> dict[str, Any]:
+    session = request.session
+    if not isinstance(session, SaslSession):
+        return {"error_code": ErrorCode.illegal_sasl_state, "mechanisms": []}
+    mechanisms = list(session.listener.mechanisms)
+    try:
+        session.handshake(request.body.mechanism)
+    except SaslError as exc:
+        return {"error_code": exc.code, "mechanisms": mechanisms}
+    return {"error_code": ErrorCode.none, "mechanisms": mechanisms}
+
+
+async def sasl_authenticate(broker: BrokerServices, request: Any) -> dict[str, Any]:
+    session = request.session
+    if not isinstance(session, SaslSession):
+        return _failed(ErrorCode.illegal_sasl_state, NOT_SASL)
+    try:
+        challenge, lifetime_ms = session.authenticate(bytes(request.body.auth_bytes))
+    except SaslError as exc:
+        return _failed(exc.code, exc.message)
+    return {"error_code": ErrorCode.none, "error_message": None, "auth_bytes": challenge,
+            "session_lifetime": lifetime_ms}
+
+
+def _failed(code: ErrorCode, message: str) -> dict[str, Any]:
+    return {"error_code": code, "error_message": message, "auth_bytes": b"", "session_lifetime": 0}
+
+
+APIS = [Api(17, 1, 1, sasl_handshake), Api(36, 0, 2, sasl_authenticate)]
