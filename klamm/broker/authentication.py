@@ -35,7 +35,7 @@ from klamm.protocol.sasl import (
     plain_users,
 )
 
-__all__ = ["ANONYMOUS", "SaslListener", "SaslSession", "Session", "session_of_certificate"]
+__all__ = ["ANONYMOUS", "CONTROLLER_PEER", "SaslListener", "SaslSession", "Session", "session_of_certificate"]
 
 SUPPORTED_MECHANISMS = ("PLAIN", *SCRAM_MECHANISMS)
 PLAIN_LOGIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
@@ -62,12 +62,22 @@ class Session:
     authenticated = True  # nothing left to do before the connection may send any request
     gated = False  # every request is admitted (see SaslSession.admits)
     failed = False
+    internal = False  # a request between klamm's own nodes, already authorized where it came in
 
     def __init__(self, principal: str) -> None:
         self.principal = principal
 
 
 ANONYMOUS = Session("User:ANONYMOUS")  # shared: a PLAINTEXT connection costs no session of its own
+
+
+class _InternalSession(Session):
+    __slots__ = ()
+    internal = True
+
+
+# The controller listener's peers: klamm's brokers and voters, forwarding writes their own listeners authorized.
+CONTROLLER_PEER = _InternalSession("User:ANONYMOUS")
 
 
 def session_of_certificate(certificate: dict[str, Any] | None) -> Session:

@@ -52,6 +52,7 @@ from klamm.broker.replica_manager import ReplicaManager
 from klamm.broker.txn_marker_channel import TxnMarkerChannel
 from klamm.broker.tls import server_context
 from klamm.broker.authentication import SaslListener
+from klamm.broker.authorizer import authorizer_for
 from klamm.broker.txn_verification import TxnVerifier
 from klamm.broker.services import ControllerClient, LocalControllerClient
 from klamm.config.broker import BrokerConfig
@@ -131,6 +132,7 @@ class Broker:
         self._stopped = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self.fetch_sessions = FetchSessionCache(config.max_incremental_fetch_session_cache_slots)
+        self.authorizer = authorizer_for(config, lambda: self.controller.image)  # ACLs of the image of the moment
         self.bytes_in = 0
         self.delayed_deletes = DelayedDeletes()  # retention, topic deletion and the cleaner remove files here
         self.retention = LogRetention(self)

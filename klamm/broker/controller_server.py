@@ -50,6 +50,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from klamm.broker.handlers import api_versions
+from klamm.broker.authentication import CONTROLLER_PEER
 from klamm.broker.network import Acceptor, CloseConnection, Processor
 from klamm.config.topic import TopicConfig
 from klamm.controller.image import BROKER_RESOURCE, TOPIC_RESOURCE
@@ -128,6 +129,7 @@ class ControllerServer:
         return {**SUPPORTED, **RAFT_SUPPORTED} if self.raft is not None else dict(SUPPORTED)
 
     async def handle(self, request: Any, connection: Any) -> Any:
+        request.session = CONTROLLER_PEER  # the broker that forwarded a write authorized it
         if self.raft is None or request.api_key not in LEADER_ONLY:
             return await self._apis[request.api_key](request)
         # A quorum's write: only the active controller takes it, and answers once it is committed.

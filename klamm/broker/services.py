@@ -20,6 +20,7 @@ from klamm.config.topic import TopicConfig
 from klamm.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
+    from klamm.broker.authorizer import AllowAll
     from klamm.broker.fetch_session import FetchSessionCache
     from klamm.broker.metrics import BrokerMetrics
     from klamm.broker.replica_manager import ReplicaManager
@@ -95,6 +96,7 @@ class BrokerServices(Protocol):
     transactions: TransactionCoordinatorRuntime
     metrics: BrokerMetrics
     fetch_sessions: FetchSessionCache
+    authorizer: AllowAll  # ALLOW_ALL without authorizer.class.name
 
     @property
     def controller(self) -> MetadataView:

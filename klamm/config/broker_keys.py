@@ -31,12 +31,13 @@ from klamm.config.topic_keys import (
     ZSTD_LEVEL,
 )
 
-__all__ = ["BROKER_CONFIG_DEF", "DEFAULT_LISTENERS", "DEFAULT_LOG_DIR", "METRICS_PORT_DEFAULT"]
+__all__ = ["BROKER_CONFIG_DEF", "DEFAULT_LISTENERS", "DEFAULT_LOG_DIR", "METRICS_PORT_DEFAULT", "STANDARD_AUTHORIZER"]
 
 DEFAULT_LISTENERS = ["PLAINTEXT://127.0.0.1:9092"]
 DEFAULT_LOG_DIR = "./klamm-data"
 METRICS_PORT_DEFAULT = -1  # off unless asked for: fixed ports collide when tests start many brokers
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 PROTOCOL_MAP_DEFAULT = "SASL_SSL:SASL_SSL,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT"
 
 H, M, L = I.HIGH, I.MEDIUM, I.LOW
@@ -115,8 +116,13 @@ _GENERAL = [
     _k("max.incremental.fetch.session.cache.slots", T.INT, 1000, M, "Incremental fetch sessions kept.", Range(0)),
     _k("max.request.partition.size.limit", T.INT, 2000, M,
        "Most partitions one DescribeTopicPartitions answer holds.", Range(1)),
-    _k("authorizer.class.name", T.STRING, "", L, "Authorizer implementation; empty disables authorization.",
-       unsupported="klamm has no authorizer (ACL requests answer SECURITY_DISABLED)"),
+    _k("authorizer.class.name", T.STRING, "", L,
+       "Authorizer implementation: org.apache.kafka.metadata.authorizer.StandardAuthorizer (ACLs in the metadata "
+       "log); empty disables authorization.", OneOf(("", STANDARD_AUTHORIZER))),
+    _k("super.users", T.STRING, "", L,
+       "Principals allowed everything whatever the ACLs say, separated by semicolons (User:admin;User:ops)."),
+    _k("allow.everyone.if.no.acl.found", T.BOOLEAN, False, L,
+       "Allow a request on a resource that has no ACL at all (otherwise only ACLs allow)."),
     _k("metrics.port", T.INT, METRICS_PORT_DEFAULT, L,
        "klamm: port of the Prometheus metrics endpoint; -1 disables it, 0 picks a free port.", Range(-1, 65535)),
     _k("metrics.host", T.STRING, "127.0.0.1", L, "klamm: address the metrics endpoint binds to."),
@@ -152,7 +158,8 @@ _SOCKET = [
     _k("ssl.cipher.suites", T.LIST, [], L, "Cipher suites the listener allows; empty: the TLS library's defaults.",
        unsupported="cipher suites have Java (IANA) names that OpenSSL spells otherwise; the defaults apply"),
     _k("ssl.principal.mapping.rules", T.STRING, "DEFAULT", L, "Rules mapping certificate names to principals.",
-       unsupported="principals only matter to an authorizer, which klamm does not have yet"),
+       unsupported="the principal of a client certificate is its subject's whole name (the DEFAULT rule)",
+       accepts=("DEFAULT",)),
     _k("inter.broker.listener.name", T.STRING, None, M, "Listener used between brokers.",
        cluster="the listener other brokers use; a single node has no inter-broker traffic"),
     _k("security.inter.broker.protocol", T.STRING, "PLAINTEXT", M, "Security protocol between brokers.",

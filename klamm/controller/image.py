@@ -20,6 +20,7 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
+from klamm.controller.acls import Acl, AclIndex
 from klamm.controller.records import MetadataRecord
 from klamm.protocol.sasl import SCRAM_MECHANISMS, ScramCredential
 
@@ -105,6 +106,9 @@ class MetadataImage:
     next_producer_id: int = 0
     # SCRAM credentials by (user name, mechanism name).
     scram_credentials: Mapping[tuple[str, str], ScramCredential] = field(default_factory=_empty)
+    # ACLs (AccessControlEntryRecord) by id, and the index the authorizer asks (built once per image)
+    acls: Mapping[uuid.UUID, Acl] = field(default_factory=_empty)
+    acl_index: AclIndex = field(default_factory=lambda: AclIndex(()), compare=False, repr=False)
 
     def topic(self, name_or_id: str | uuid.UUID) -> TopicImage | None:
         if isinstance(name_or_id, uuid.UUID):
@@ -149,6 +153,9 @@ class ImageBuilder:
         self.configs: dict[tuple[int, str], Mapping[str, str]] = dict(base.configs)
         self.next_producer_id = base.next_producer_id
         self.scram_credentials: dict[tuple[str, str], ScramCredential] = dict(base.scram_credentials)
+        self.acls: dict[uuid.UUID, Acl] = dict(base.acls)
+        self._base = base
+        self.acls_changed = False
         # Partition maps copied on first change, per topic id.
         self._partitions: dict[uuid.UUID, dict[int, PartitionImage]] = {}
 
@@ -178,6 +185,8 @@ class ImageBuilder:
             configs=MappingProxyType(dict(self.configs)),
             next_producer_id=self.next_producer_id,
             scram_credentials=MappingProxyType(dict(self.scram_credentials)),
+            acls=MappingProxyType(dict(self.acls)) if self.acls_changed else self._base.acls,
+            acl_index=AclIndex(self.acls.values()) if self.acls_changed else self._base.acl_index,
         )
 
     # -- helpers used by the handlers
@@ -369,6 +378,18 @@ def _remove_user_scram_credential(b: ImageBuilder, d: Mapping[str, Any]) -> None
         log.warning("RemoveUserScramCredentialRecord for %s of user %r, which has none", key[1], key[0])
 
 
+def _access_control_entry(b: ImageBuilder, d: Mapping[str, Any]) -> None:
+    b.acls[d["id"]] = Acl(d["resource_type"], d["resource_name"], d["pattern_type"], d["principal"], d["host"],
+                          d["operation"], d["permission_type"])
+    b.acls_changed = True
+
+
+def _remove_access_control_entry(b: ImageBuilder, d: Mapping[str, Any]) -> None:
+    if b.acls.pop(d["id"], None) is None:
+        log.warning("RemoveAccessControlEntryRecord for ACL %s, which does not exist", d["id"])
+    b.acls_changed = True
+
+
 _HANDLERS = {
     "RegisterBrokerRecord": _register_broker,
     "UnregisterBrokerRecord": _unregister_broker,
@@ -384,4 +405,6 @@ _HANDLERS = {
     "ProducerIdsRecord": _producer_ids,
     "UserScramCredentialRecord": _user_scram_credential,
     "RemoveUserScramCredentialRecord": _remove_user_scram_credential,
+    "AccessControlEntryRecord": _access_control_entry,
+    "RemoveAccessControlEntryRecord": _remove_access_control_entry,
 }

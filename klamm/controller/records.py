@@ -51,6 +51,8 @@ WRITE_VERSIONS: Mapping[str, int] = {
     "NoOpRecord": 0,
     "UserScramCredentialRecord": 0,
     "RemoveUserScramCredentialRecord": 0,
+    "AccessControlEntryRecord": 0,
+    "RemoveAccessControlEntryRecord": 0,
 }
 
 

@@ -134,6 +134,11 @@ def image_records(image: MetadataImage) -> Iterator[MetadataRecord]:
             "name": user, "mechanism": SCRAM_MECHANISMS[mechanism], "salt": credential.salt,
             "stored_key": credential.stored_key, "server_key": credential.server_key,
             "iterations": credential.iterations})
+    for acl_id, acl in sorted(image.acls.items(), key=lambda item: str(item[0])):
+        yield MetadataRecord("AccessControlEntryRecord", {
+            "id": acl_id, "resource_type": acl.resource_type, "resource_name": acl.resource_name,
+            "pattern_type": acl.pattern_type, "principal": acl.principal, "host": acl.host,
+            "operation": acl.operation, "permission_type": acl.permission})
 
 
 
