@@ -1,11 +1,13 @@
 """The TLS context of an SSL listener, from Kafka's ssl.* broker configs.
 
-Stores are PEM, as KIP-651 defines them for Kafka: the key store is one file holding the
-private key and its certificate chain (ssl.keystore.location), or both inline
-(ssl.keystore.key, ssl.keystore.certificate.chain); the trust store is a file of CA
-certificates (ssl.truststore.location) or inline (ssl.truststore.certificates). JKS and
-PKCS12 are Java formats and are refused with the reason. ssl.client.auth=required makes it
-mutual TLS; requested verifies a certificate when the client offers one.
+Stores are PEM, as KIP-651 defines them for Kafka, or PKCS12. A PEM key store is one file
+holding the private key and its certificate chain (ssl.keystore.location), or both inline
+(ssl.keystore.key, ssl.keystore.certificate.chain); a PEM trust store is a file of CA
+certificates (ssl.truststore.location) or inline (ssl.truststore.certificates). A PKCS12
+store (ssl.keystore.type / ssl.truststore.type = PKCS12) is read with its password and handed
+to OpenSSL as PEM. JKS is Java's own format and is refused with the reason.
+ssl.client.auth=required makes it mutual TLS; requested verifies a certificate when the
+client offers one.
 """
 
 from __future__ import annotations
@@ -51,13 +53,18 @@ def _load_key_store(context: ssl.SSLContext, config: BrokerConfig) -> None:
     if location is None and key is None:
         raise ConfigError("ssl.keystore.location", "", "an SSL listener needs a key store: ssl.keystore.location, "
                           "or ssl.keystore.key with ssl.keystore.certificate.chain")
-    if config.ssl_keystore_type.upper() != "PEM":
+    store_type = config.ssl_keystore_type.upper()
+    if store_type not in ("PEM", "PKCS12"):
         raise ConfigError("ssl.keystore.type", config.ssl_keystore_type,
-                          "klamm reads PEM key stores (KIP-651): set ssl.keystore.type=PEM and give the key and "
-                          "certificate chain in PEM")
+                          "klamm reads PEM (KIP-651) and PKCS12 key stores; convert a JKS store with keytool "
+                          "-importkeystore -deststoretype PKCS12")
     password = _secret(config.ssl_key_password) or _secret(config.ssl_keystore_password)
     try:
-        if key is not None:
+        if store_type == "PKCS12":
+            key, chain = _pkcs12_key_store(location, _secret(config.ssl_keystore_password))
+            with _pem_file(chain + "\n" + key) as path:
+                context.load_cert_chain(path)
+        elif key is not None:
             if chain is None:
                 raise ConfigError("ssl.keystore.certificate.chain", "", "ssl.keystore.key needs the certificate chain")
             with _pem_file(chain + "\n" + key) as path:
@@ -73,13 +80,17 @@ def _load_trust_store(context: ssl.SSLContext, config: BrokerConfig) -> bool:
     location, inline = config.ssl_truststore_location, _secret(config.ssl_truststore_certificates)
     if location is None and inline is None:
         return False
-    if config.ssl_truststore_type.upper() != "PEM":
+    store_type = config.ssl_truststore_type.upper()
+    if store_type not in ("PEM", "PKCS12"):
         raise ConfigError("ssl.truststore.type", config.ssl_truststore_type,
-                          "klamm reads PEM trust stores (KIP-651): set ssl.truststore.type=PEM")
-    if config.ssl_truststore_password is not None:  # as Kafka: a PEM trust store has no password
+                          "klamm reads PEM (KIP-651) and PKCS12 trust stores; convert a JKS store with keytool "
+                          "-importkeystore -deststoretype PKCS12")
+    if store_type == "PEM" and config.ssl_truststore_password is not None:  # as Kafka: PEM has no password
         raise ConfigError("ssl.truststore.password", "[hidden]", "a PEM trust store takes no password")
     try:
-        if inline is not None:
+        if store_type == "PKCS12":
+            context.load_verify_locations(cadata=_pkcs12_certificates(location, _secret(config.ssl_truststore_password)))
+        elif inline is not None:
             context.load_verify_locations(cadata=inline)
         else:
             context.load_verify_locations(cafile=location)
@@ -87,6 +98,42 @@ def _load_trust_store(context: ssl.SSLContext, config: BrokerConfig) -> bool:
         raise ConfigError("ssl.truststore.location" if inline is None else "ssl.truststore.certificates",
                           location or "(inline)", f"the trust store could not be loaded: {exc}") from None
     return True
+
+
+def _pkcs12_key_store(location: str | None, password: str | None) -> tuple[str, str]:
+    """The private key and certificate chain of a PKCS12 key store, as PEM text."""
+    from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat, pkcs12
+
+    if location is None:
+        raise ConfigError("ssl.keystore.location", "", "a PKCS12 key store is a file: set ssl.keystore.location")
+    with open(location, "rb") as store:
+        data = store.read()
+    try:
+        key, cert, extra = pkcs12.load_key_and_certificates(data, password.encode() if password else None)
+    except ValueError as exc:
+        raise ConfigError("ssl.keystore.password", "[hidden]", f"the PKCS12 key store could not be opened: {exc}")
+    if key is None or cert is None:
+        raise ConfigError("ssl.keystore.location", location, "the PKCS12 key store holds no private key entry")
+    chain = "".join(c.public_bytes(Encoding.PEM).decode() for c in (cert, *extra))
+    return key.private_bytes(Encoding.PEM, PrivateFormat.PKCS8, NoEncryption()).decode(), chain
+
+
+def _pkcs12_certificates(location: str | None, password: str | None) -> str:
+    """The trusted certificates of a PKCS12 trust store, as PEM text."""
+    from cryptography.hazmat.primitives.serialization import Encoding, pkcs12
+
+    if location is None:
+        raise ConfigError("ssl.truststore.location", "", "a PKCS12 trust store is a file: set ssl.truststore.location")
+    with open(location, "rb") as store:
+        data = store.read()
+    try:
+        bundle = pkcs12.load_pkcs12(data, password.encode() if password else None)
+    except ValueError as exc:
+        raise ConfigError("ssl.truststore.password", "[hidden]", f"the PKCS12 trust store could not be opened: {exc}")
+    certificates = [c.certificate for c in bundle.additional_certs] + ([bundle.cert.certificate] if bundle.cert else [])
+    if not certificates:
+        raise ConfigError("ssl.truststore.location", location, "the PKCS12 trust store holds no certificate")
+    return "".join(c.public_bytes(Encoding.PEM).decode() for c in certificates)
 
 
 class _pem_file:

@@ -134,7 +134,7 @@ _SOCKET = [
     _k("advertised.listeners", T.LIST, None, H, "Addresses published to clients; defaults to listeners.", derived=True),
     _k("listener.security.protocol.map", T.STRING, PROTOCOL_MAP_DEFAULT, L, "Listener name to security protocol map."),
     # TLS of the client listener (klamm.broker.tls): PEM stores (KIP-651), as files or inline
-    _k("ssl.keystore.type", T.STRING, "JKS", M, "Format of the key store: PEM (JKS and PKCS12 are Java's formats).",
+    _k("ssl.keystore.type", T.STRING, "JKS", M, "Format of the key store: PEM or PKCS12 (JKS is Java's own format).",
        OneOf(("JKS", "PKCS12", "PEM"), case_insensitive=True)),
     _k("ssl.keystore.location", T.STRING, None, H,
        "Key store file: with ssl.keystore.type=PEM, the private key and the certificate chain in one PEM file."),
@@ -143,7 +143,7 @@ _SOCKET = [
     _k("ssl.keystore.key", T.PASSWORD, None, H, "The private key in PEM, inline (with ssl.keystore.type=PEM)."),
     _k("ssl.keystore.certificate.chain", T.PASSWORD, None, H,
        "The certificate chain in PEM, inline (with ssl.keystore.type=PEM)."),
-    _k("ssl.truststore.type", T.STRING, "JKS", M, "Format of the trust store: PEM.",
+    _k("ssl.truststore.type", T.STRING, "JKS", M, "Format of the trust store: PEM or PKCS12.",
        OneOf(("JKS", "PKCS12", "PEM"), case_insensitive=True)),
     _k("ssl.truststore.location", T.STRING, None, H, "Trust store file: with PEM, the trusted CA certificates."),
     _k("ssl.truststore.password", T.PASSWORD, None, H, "Password of the trust store (not used by PEM stores)."),

@@ -192,16 +192,16 @@ def test_what_cannot_work_is_refused_with_the_reason(pki: dict[str, Any], tmp_pa
     paths = pki["paths"]
     with pytest.raises(ConfigError, match="needs a key store"):
         server_context(_config(pki))
-    with pytest.raises(ConfigError, match="PEM key stores"):
+    with pytest.raises(ConfigError, match="convert a JKS store"):
         server_context(_config(pki, **{"ssl.keystore.location": str(tmp_path / "broker.jks")}))
     with pytest.raises(ConfigError, match="could not be loaded"):
         server_context(_config(pki, **{"ssl.keystore.type": "PEM", "ssl.keystore.location": str(paths["ca"])}))
     with pytest.raises(ConfigError, match="need a trust store"):
         server_context(_config(pki, **{"ssl.keystore.type": "PEM", "ssl.keystore.location": str(paths["server"]),
                                        "ssl.client.auth": "required"}))
-    with pytest.raises(ConfigError, match="PEM trust stores"):
+    with pytest.raises(ConfigError, match="could not be loaded"):
         server_context(_config(pki, **{"ssl.keystore.type": "PEM", "ssl.keystore.location": str(paths["server"]),
-                                       "ssl.truststore.location": str(tmp_path / "trust.p12"),
+                                       "ssl.truststore.location": str(tmp_path / "missing.p12"),
                                        "ssl.truststore.type": "PKCS12"}))
     with pytest.raises(ConfigError, match="takes no password"):
         server_context(_config(pki, **{"ssl.keystore.type": "PEM", "ssl.keystore.location": str(paths["server"]),
@@ -249,3 +249,28 @@ def test_aiokafka_over_tls(broker_factory: Any, pki: dict[str, Any]) -> None:
             await consumer.stop()
 
     assert asyncio.run(run()) == [b"a%d" % i for i in range(20)]
+
+
+def test_pkcs12_key_and_trust_stores(broker_factory: Any, pki: dict[str, Any], tmp_path: Path) -> None:
+    """ssl.keystore.type=PKCS12 and ssl.truststore.type=PKCS12, as keytool writes them, with their passwords."""
+    from cryptography.hazmat.primitives.serialization import BestAvailableEncryption, pkcs12
+
+    text = pki["text"]
+    key = serialization.load_pem_private_key(text["server_key"].encode(), None)
+    server = x509.load_pem_x509_certificate(text["server_cert"].encode())
+    ca = x509.load_pem_x509_certificate(text["ca"].encode())
+    keystore, truststore = tmp_path / "broker.p12", tmp_path / "trust.p12"
+    keystore.write_bytes(pkcs12.serialize_key_and_certificates(b"broker", key, server, [ca],  # type: ignore[arg-type]
+                                                               BestAvailableEncryption(b"store-secret")))
+    truststore.write_bytes(pkcs12.serialize_key_and_certificates(b"trust", None, None, [ca],
+                                                                 BestAvailableEncryption(b"trust-secret")))
+    stores = {"ssl.keystore.type": "PKCS12", "ssl.keystore.location": str(keystore),
+              "ssl.keystore.password": "store-secret", "ssl.truststore.type": "PKCS12",
+              "ssl.truststore.location": str(truststore), "ssl.truststore.password": "trust-secret"}
+    with pytest.raises(ConfigError, match="could not be opened"):
+        server_context(_config(pki, **{**stores, "ssl.keystore.password": "wrong"}))
+    broker = broker_factory(**{"listeners": "SSL://127.0.0.1:0", **stores, "ssl.client.auth": "required"})
+    paths = pki["paths"]
+    conf = {"security.protocol": "SSL", "ssl.ca.location": str(paths["ca"]),
+            "ssl.certificate.location": str(paths["client_cert"]), "ssl.key.location": str(paths["client_key"])}
+    assert roundtrip(broker.port, conf, "p12-topic", 20) == [b"tls-%04d" % i + bytes(200) for i in range(20)]
