@@ -4,12 +4,16 @@
 Standard library only, so it runs in the image without klamm's imports (fast,
 and it tests the listener, not the Python package). Exit 0 healthy, 1 not.
 
-    python healthcheck.py [host] [port]      (defaults: 127.0.0.1 9092)
+    python healthcheck.py [host] [port] [--tls CAFILE]      (defaults: 127.0.0.1 9092, plaintext)
+
+With --tls the listener is SSL or SASL_SSL: the broker's certificate is verified against CAFILE
+(ApiVersions is answered before SASL authentication, as in Kafka).
 """
 
 from __future__ import annotations
 
 import socket
+import ssl
 import struct
 import sys
 
@@ -34,9 +38,14 @@ def read_exactly(sock: socket.socket, size: int) -> bytes:
     return data
 
 
-def check(host: str, port: int, timeout: float = 5.0) -> str:
+def check(host: str, port: int, timeout: float = 5.0, cafile: str | None = None) -> str:
     """Return a description of the answer; raise on anything but a healthy broker."""
-    with socket.create_connection((host, port), timeout=timeout) as sock:
+    with socket.create_connection((host, port), timeout=timeout) as plain:
+        sock = plain
+        if cafile is not None:
+            context = ssl.create_default_context(cafile=cafile)
+            context.check_hostname = False  # the certificate names the advertised host, not 127.0.0.1
+            sock = context.wrap_socket(plain)
         sock.sendall(api_versions_v0_request())
         (size,) = struct.unpack(">i", read_exactly(sock, 4))
         response = read_exactly(sock, size)
@@ -53,11 +62,15 @@ def check(host: str, port: int, timeout: float = 5.0) -> str:
 
 
 def main(argv: list[str]) -> int:
+    cafile = None
+    if "--tls" in argv:
+        at = argv.index("--tls")
+        cafile, argv = argv[at + 1], argv[:at] + argv[at + 2:]
     host = argv[1] if len(argv) > 1 else "127.0.0.1"
     port = int(argv[2]) if len(argv) > 2 else 9092
     try:
-        print(check(host, port))
-    except (OSError, ValueError, struct.error) as exc:
+        print(check(host, port, cafile=cafile))
+    except (OSError, ValueError, struct.error, IndexError) as exc:
         print(f"unhealthy: {exc}")
         return 1
     return 0
