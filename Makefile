@@ -43,6 +43,7 @@ bench: test-deps
 	$(PY) bench/run.py $(BENCH_ARGS)
 	$(PY) bench/spark.py $(SPARK_BENCH_ARGS)
 	$(PY) bench/controller_failover.py
+	$(PY) bench/security.py --rounds 3
 
 # The clickstream example (examples/clickstream): klamm -> Spark Structured Streaming -> klamm and Parquet, checked.
 pipeline: $(STAMP)
