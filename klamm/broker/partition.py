@@ -553,16 +553,17 @@ def prepare_batches(buf: bytearray, headers: list[BatchHeader], rules: BatchRule
             if not rules.records.log_append_time:
                 set_max_timestamp(buf, header, max_timestamp)
     if any(rules.recompresses(h) for h in headers):
-        buf, headers = _recompress(buf, headers, rules.codec, rules.level)  # type: ignore[arg-type]
+        buf, headers = _recompress(buf, headers, rules.codec, rules.level,  # type: ignore[arg-type]
+                                   rules.records.max_inflated)
     return buf, headers
 
 
 def _recompress(buf: bytearray, headers: list[BatchHeader], codec: int,
-                level: int | None) -> tuple[bytearray, list[BatchHeader]]:
+                level: int | None, limit: int) -> tuple[bytearray, list[BatchHeader]]:
     from klamm.protocol.records import recompress_batch
 
     out = bytearray()
     for header in headers:
         out += buf[header.position: header.position + header.size] if header.compression == codec \
-            else recompress_batch(buf, header, codec, level)
+            else recompress_batch(buf, header, codec, level, limit)
     return out, batches.split_batches(out)

@@ -27,6 +27,9 @@ from klamm.protocol.errors import ErrorCode, KafkaError
 from klamm.protocol.records import Record, decode_batch, record_keys, record_timestamps
 
 NO_TIMESTAMP = -1
+# A compressed batch may inflate to max.message.bytes, never less than Kafka's default: clients size their
+# batches by the default (librdkafka's batch.size is 1,000,000 uncompressed bytes), whatever a topic lowers.
+DEFAULT_MAX_MESSAGE_BYTES = 1024 * 1024 + 12
 _LONG_MAX = 2**63 - 1
 
 
@@ -39,12 +42,14 @@ class RecordRules:
     log_append_time: bool  # message.timestamp.type
     before_max_ms: int  # message.timestamp.before.max.ms
     after_max_ms: int  # message.timestamp.after.max.ms
+    max_inflated: int = DEFAULT_MAX_MESSAGE_BYTES  # the most a batch's records may decompress to
 
     @classmethod
     def of(cls, topic: str, index: int, config: TopicConfig) -> RecordRules:
         return cls(f"{topic}-{index}", config.compact, config.message_timestamp_type == "LogAppendTime",
                    config.value_of("message.timestamp.before.max.ms"),
-                   config.value_of("message.timestamp.after.max.ms"))
+                   config.value_of("message.timestamp.after.max.ms"),
+                   max(config.value_of("max.message.bytes"), DEFAULT_MAX_MESSAGE_BYTES))
 
 
 def needs_records(header: BatchHeader, rules: RecordRules, now_ms: int) -> bool:
@@ -70,11 +75,14 @@ def validate_records(buf: bytes | bytearray | memoryview, header: BatchHeader, r
     producer_log_append_time = bool(header.attributes & ATTR_TIMESTAMP_TYPE)
     records: list[tuple[int, int, bool, Record | None]]
     if producer_log_append_time:  # rare; its error message describes each record
-        records = [(r.offset, r.timestamp, r.key is not None, r) for r in decode_batch(buf, header.position)[1]]
+        records = [(r.offset, r.timestamp, r.key is not None, r)
+                   for r in decode_batch(buf, header.position, limit=rules.max_inflated)[1]]
     elif rules.compacted:
-        records = [(offset, timestamp, key is not None, None) for offset, timestamp, key in record_keys(buf, header)]
+        records = [(offset, timestamp, key is not None, None)
+                   for offset, timestamp, key in record_keys(buf, header, rules.max_inflated)]
     else:
-        records = [(offset, timestamp, True, None) for offset, timestamp in record_timestamps(buf, header)]
+        records = [(offset, timestamp, True, None)
+                   for offset, timestamp in record_timestamps(buf, header, rules.max_inflated)]
     errors: list[tuple[int, str]] = []
     invalid_timestamp = False
     max_timestamp = NO_TIMESTAMP

@@ -16,6 +16,11 @@ The codec of a v2 batch is attribute bits 0-2. What each codec means on the wire
 All codecs go through cramjam (measured fastest or on par with zstandard, lz4 and
 python-snappy; and it detects truncated lz4/zstd frames, which zstandard's
 decompressobj does not).
+
+A produced batch is decompressed with a `limit`: a compression bomb (a small batch that
+inflates to gigabytes) is refused with MESSAGE_TOO_LARGE as soon as its output passes the
+limit, never inflated whole. Snappy states its blocks' sizes up front; the other codecs
+decompress into a bounded buffer, which cramjam refuses to overrun.
 """
 
 from __future__ import annotations
@@ -73,21 +78,53 @@ def compress(codec: int, data: bytes | bytearray | memoryview, level: int | None
     return bytes(cramjam.zstd.compress(data, level=_ZSTD_DEFAULT_LEVEL if level is None else level))
 
 
-def decompress(codec: int, data: bytes | bytearray | memoryview) -> bytes:
-    """Decompress a batch's records section; corrupt input raises KafkaError(corrupt_message)."""
+def decompress(codec: int, data: bytes | bytearray | memoryview, limit: int | None = None) -> bytes:
+    """Decompress a batch's records section; corrupt input raises KafkaError(corrupt_message), output
+    past `limit` bytes KafkaError(message_too_large) before it is all made."""
     codec = _check_codec(codec)
     if codec == Compression.NONE:
         return bytes(data)
     try:
+        if codec == Compression.SNAPPY:
+            return _snappy_decompress(data, limit)
+        if limit is not None:
+            return _bounded(codec, data, limit)
         if codec == Compression.GZIP:
             return _gzip_decompress(data)
-        if codec == Compression.SNAPPY:
-            return _snappy_decompress(data)
         if codec == Compression.LZ4:
             return bytes(cramjam.lz4.decompress(data))
         return bytes(cramjam.zstd.decompress(data))
     except _CRAMJAM_ERRORS + _GZIP_ERRORS as exc:
         raise KafkaError(ErrorCode.corrupt_message, f"cannot decompress {Compression(codec).name}: {exc}") from exc
+
+
+_FIRST_GUESS_RATIO = 16  # most batches inflate less than this: one small buffer is enough
+_MODULES = {Compression.GZIP: cramjam.gzip, Compression.LZ4: cramjam.lz4, Compression.ZSTD: cramjam.zstd}
+
+
+def _bounded(codec: Compression, data: bytes | bytearray | memoryview, limit: int) -> bytes:
+    if codec == Compression.GZIP and not len(data):
+        raise EOFError("empty gzip stream")
+    module = _MODULES[codec]
+    size = min(limit, _FIRST_GUESS_RATIO * len(data) + 1024)
+    while True:
+        out = bytearray(size + 1)  # one byte more than allowed: filling it means the output is too large
+        try:
+            written = module.decompress_into(data, out)
+        except cramjam.DecompressionError as exc:
+            if "whole buffer" not in str(exc):
+                raise
+            written = len(out)
+        if written <= size:
+            return bytes(memoryview(out)[:written])
+        if size >= limit:
+            raise _too_large(codec, limit)
+        size = limit
+
+
+def _too_large(codec: Compression, limit: int) -> KafkaError:
+    return KafkaError(ErrorCode.message_too_large,
+                      f"the {codec.name} records of the batch inflate past {limit} bytes, more than a batch may hold")
 
 
 def _check_codec(codec: int) -> Compression:
@@ -127,19 +164,22 @@ def _xerial_compress(data: bytes | bytearray | memoryview) -> bytes:
     return b"".join(parts)
 
 
-def _snappy_decompress(data: bytes | bytearray | memoryview) -> bytes:
+def _snappy_decompress(data: bytes | bytearray | memoryview, limit: int | None = None) -> bytes:
     view = memoryview(data)
     if view[: len(_XERIAL_MAGIC)] != _XERIAL_MAGIC:
+        if limit is not None and cramjam.snappy.decompress_raw_len(view) > limit:
+            raise _too_large(Compression.SNAPPY, limit)
         return bytes(cramjam.snappy.decompress_raw(view))
-    return _xerial_decompress(view)
+    return _xerial_decompress(view, limit)
 
 
-def _xerial_decompress(view: memoryview) -> bytes:
+def _xerial_decompress(view: memoryview, limit: int | None = None) -> bytes:
     # Header: magic, version, minimum compatible version. Like librdkafka we skip the
     # two version ints; every writer in the wild puts 1 and 1 there.
     if len(view) < len(_XERIAL_HEADER):
         raise ValueError("truncated xerial snappy header")
     parts = []
+    inflated = 0
     position = len(_XERIAL_HEADER)
     end = len(view)
     while position < end:
@@ -149,6 +189,11 @@ def _xerial_decompress(view: memoryview) -> bytes:
         position += 4
         if length < 0 or position + length > end:
             raise ValueError(f"bad xerial snappy block length {length}")
-        parts.append(bytes(cramjam.snappy.decompress_raw(view[position : position + length])))
+        block = view[position : position + length]
+        if limit is not None:  # each raw block states its size: the bomb is found before any inflating
+            inflated += cramjam.snappy.decompress_raw_len(block)
+            if inflated > limit:
+                raise _too_large(Compression.SNAPPY, limit)
+        parts.append(bytes(cramjam.snappy.decompress_raw(block)))
         position += length
     return b"".join(parts)

@@ -369,13 +369,13 @@ def _header_at(buf: bytes | bytearray | memoryview, position: int) -> BatchHeade
     return header
 
 
-def _records_section(buf: bytes | bytearray | memoryview, header: BatchHeader) -> bytes:
-    """The batch's records, decompressed."""
+def _records_section(buf: bytes | bytearray | memoryview, header: BatchHeader, limit: int | None = None) -> bytes:
+    """The batch's records, decompressed (at most `limit` bytes of them: see compression.decompress)."""
     start = header.position + HEADER_SIZE
     end = header.position + header.size
     if end > len(buf):
         raise _corrupt("truncated batch")
-    return decompress(header.compression, memoryview(buf)[start:end])
+    return decompress(header.compression, memoryview(buf)[start:end], limit)
 
 
 def _decode_records(data: bytes, header: BatchHeader) -> list[Record]:
@@ -434,9 +434,9 @@ _KNOWN_CODECS = frozenset(int(codec) for codec in Compression)
 
 
 def decode_batch(
-    buf: bytes | bytearray | memoryview, position: int = 0, *, check_crc: bool = False
+    buf: bytes | bytearray | memoryview, position: int = 0, *, check_crc: bool = False, limit: int | None = None
 ) -> tuple[BatchHeader, list[Record]]:
-    """Header and records of the batch at `position`, decompressing as needed.
+    """Header and records of the batch at `position`, decompressing as needed (to at most `limit` bytes).
 
     Malformed bytes raise KafkaError(corrupt_message); so does a CRC mismatch when
     `check_crc` is set.
@@ -446,7 +446,7 @@ def decode_batch(
         raise _corrupt("batch CRC mismatch")
     if header.compression not in _KNOWN_CODECS:  # attribute bits 5-7: not a batch any client writes
         raise _corrupt(f"unknown compression codec {header.compression}")
-    data = _records_section(buf, header)
+    data = _records_section(buf, header, limit)
     try:
         return header, _decode_records(data, header)
     except (IndexError, ValueError) as exc:
@@ -463,12 +463,13 @@ def iter_records(buf: bytes | bytearray | memoryview) -> Iterator[Record]:
         yield from decode_batch(buf, header.position)[1]
 
 
-def record_timestamps(buf: bytes | bytearray | memoryview, header: BatchHeader) -> list[tuple[int, int]]:
+def record_timestamps(buf: bytes | bytearray | memoryview, header: BatchHeader,
+                      limit: int | None = None) -> list[tuple[int, int]]:
     """(offset, timestamp) of each record of one batch, skipping keys, values and headers.
 
     With LogAppendTime every record's timestamp is the batch's max_timestamp.
     """
-    data = _records_section(buf, header)
+    data = _records_section(buf, header, limit)
     result = []
     position = 0
     size = len(data)
@@ -493,11 +494,12 @@ def record_timestamps(buf: bytes | bytearray | memoryview, header: BatchHeader) 
     return result
 
 
-def record_keys(buf: bytes | bytearray | memoryview, header: BatchHeader) -> list[tuple[int, int, bytes | None]]:
+def record_keys(buf: bytes | bytearray | memoryview, header: BatchHeader,
+                limit: int | None = None) -> list[tuple[int, int, bytes | None]]:
     """(offset, timestamp, key) of each record of one batch, checking every record's structure
     as decode_batch does but copying only keys (the produce-time check of compacted topics, the
     cleaner's offset map: about twice as fast as decode_batch; what passes here decodes there)."""
-    data = _records_section(buf, header)
+    data = _records_section(buf, header, limit)
     result = []
     position = 0
     size = len(data)
@@ -536,7 +538,8 @@ def record_keys(buf: bytes | bytearray | memoryview, header: BatchHeader) -> lis
 
 
 def recompress_batch(
-    buf: bytes | bytearray | memoryview, header: BatchHeader, codec: int, level: int | None = None
+    buf: bytes | bytearray | memoryview, header: BatchHeader, codec: int, level: int | None = None,
+    limit: int | None = None
 ) -> bytes:
     """The same batch (records, offsets, producer fields, timestamps) with codec `codec`.
 
@@ -544,7 +547,7 @@ def recompress_batch(
     re-encoded; attributes get the new codec bits and the CRC is recomputed.
     """
     codec = int(codec)
-    body = compress(codec, _records_section(buf, header), level)
+    body = compress(codec, _records_section(buf, header, limit), level)
     return assemble_batch(
         base_offset=header.base_offset,
         partition_leader_epoch=header.partition_leader_epoch,
