@@ -165,6 +165,7 @@ class SaslSession:
 
     __slots__ = ("listener", "principal", "_state", "_mechanism_name", "_mechanism", "_expires_at")
     gated = True
+    internal = False  # a client's connection: the authorizer asks about its principal
 
     def __init__(self, listener: SaslListener) -> None:
         self.listener = listener
