@@ -23,6 +23,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from klamm.config.broker import BrokerConfig
+from klamm.broker.principal_mapping import PrincipalMapper
 from klamm.config.errors import ConfigError
 from klamm.protocol.errors import ErrorCode
 from klamm.protocol.sasl import (
@@ -80,14 +81,16 @@ class _InternalSession(Session):
 CONTROLLER_PEER = _InternalSession("User:ANONYMOUS")
 
 
-def session_of_certificate(certificate: dict[str, Any] | None) -> Session:
-    """Mutual TLS: the principal is the subject's distinguished name in RFC 2253 form, Kafka's default
-    ssl.principal.mapping.rules (e.g. "User:CN=alice,OU=eng"); no certificate is ANONYMOUS."""
+def session_of_certificate(certificate: dict[str, Any] | None, mapper: PrincipalMapper | None = None) -> Session:
+    """Mutual TLS: the principal is the subject's distinguished name in RFC 2253 form (e.g.
+    "User:CN=alice,OU=eng"), mapped by ssl.principal.mapping.rules; no certificate is ANONYMOUS.
+    Raises NoMatchingRule when no rule applies (the connection is refused, as in Kafka)."""
     if not certificate or not certificate.get("subject"):
         return ANONYMOUS
     rdns = ("+".join(f"{_DN_NAMES.get(name, name)}={_escape_dn(value)}" for name, value in rdn)
             for rdn in reversed(certificate["subject"]))  # RFC 2253 writes the most specific name first
-    return Session("User:" + ",".join(rdns))
+    name = ",".join(rdns)
+    return Session("User:" + (mapper.name(name) if mapper is not None else name))
 
 
 _DN_NAMES = {"commonName": "CN", "organizationalUnitName": "OU", "organizationName": "O", "localityName": "L",

@@ -38,6 +38,7 @@ from klamm.broker.network import (
     Acceptor,
     ClientConnection,
     ConnectionQuotas,
+    ListenerSecurity,
     Processor,
     RequestBudget,
     SocketSettings,
@@ -53,6 +54,7 @@ from klamm.broker.txn_marker_channel import TxnMarkerChannel
 from klamm.broker.tls import server_context
 from klamm.broker.authentication import SaslListener
 from klamm.broker.authorizer import authorizer_for
+from klamm.broker.principal_mapping import PrincipalMapper
 from klamm.broker.txn_verification import TxnVerifier
 from klamm.broker.services import ControllerClient, LocalControllerClient
 from klamm.config.broker import BrokerConfig
@@ -220,16 +222,22 @@ class Broker:
         quotas = ConnectionQuotas(config.max_connections, config.max_connections_per_ip, self._per_ip_overrides)
         sockets = SocketSettings(config.socket_send_buffer_bytes, config.socket_receive_buffer_bytes,
                                  config.socket_listen_backlog_size)
-        tls = server_context(config) if self.security_protocol in ("SSL", "SASL_SSL") else None
-        sasl = (SaslListener(config, self.listener_name, self._scram_credential)
-                if self.security_protocol.startswith("SASL_") else None)
-        self._acceptor = Acceptor(self.host, self.port, self._processors, quotas, sockets, tls, sasl)
+        self._acceptor = Acceptor(self.host, self.port, self._processors, quotas, sockets, self._security(config))
         await self._acceptor.start()
         self.port = self._acceptor.port
         advertised = self.config.advertised_listeners or self.config.listeners
         _, host, port = parse_listener(advertised[0])
         self.advertised_host = host or socket.gethostname()
         self.advertised_port = port or self.port
+
+    def _security(self, config: BrokerConfig) -> ListenerSecurity:
+        """TLS, SASL and certificate principals of the client listener (ConfigError when they cannot work)."""
+        protocol = self.security_protocol
+        tls = server_context(config) if protocol in ("SSL", "SASL_SSL") else None
+        sasl = SaslListener(config, self.listener_name, self._scram_credential) if protocol.startswith("SASL_") \
+            else None
+        principals = PrincipalMapper(config.ssl_principal_mapping_rules) if protocol == "SSL" else None
+        return ListenerSecurity(tls, sasl, principals)
 
     def _scram_credential(self, user: str, mechanism: str) -> ScramCredential | None:
         return self.controller.image.scram_credential(user, mechanism)  # the metadata as it is now

@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from klamm.broker.authentication import ANONYMOUS, SaslListener, SaslSession, Session, session_of_certificate
+from klamm.broker.principal_mapping import NoMatchingRule, PrincipalMapper
 from klamm.config.errors import ConfigError
 from klamm.protocol.connection import NEED_DATA, ProtocolError, Request, ServerConnection
 from klamm.protocol.sendplan import FileRegion, Part, release_regions
@@ -120,15 +121,31 @@ class _FileShim:
         pass
 
 
+@dataclass(frozen=True)
+class ListenerSecurity:
+    """What a listener's connections go through: TLS, SASL, and the principals of client certificates."""
+
+    tls: ssl.SSLContext | None = None
+    sasl: SaslListener | None = None
+    principals: PrincipalMapper | None = None  # ssl.principal.mapping.rules
+
+
+PLAINTEXT = ListenerSecurity()
+
+
 class ClientConnection(asyncio.Protocol):
     # Slots and futures made only while waiting: an idle connection costs little (bench/idle_connections.py).
     __slots__ = ("processor", "peer", "client_host", "last_active", "session", "_on_lost", "_sans_io", "_transport",
-                 "_pending", "_wakeup", "_drained", "_reading_paused", "_closed", "_writer_task", "_sendfile")
+                 "_pending", "_wakeup", "_drained", "_reading_paused", "_closed", "_writer_task", "_sendfile",
+                 "_security")
 
-    def __init__(self, processor: Processor, on_lost: Callable[[], None] | None = None, tls: bool = False,
-                 sasl: SaslListener | None = None) -> None:
+    def __init__(self, processor: Processor, on_lost: Callable[[], None] | None = None,
+                 security: ListenerSecurity = PLAINTEXT) -> None:
         self.processor = processor
-        self._sendfile = processor.native_sendfile and not tls  # TLS encrypts in user space: no zero copy
+        self._security = security
+        sasl = security.sasl
+        # TLS encrypts in user space: no zero copy
+        self._sendfile = processor.native_sendfile and security.tls is None
         self.session: Session | SaslSession = ANONYMOUS if sasl is None else SaslSession(sasl)
         self.peer = "?"
         self.client_host = ""
@@ -152,7 +169,12 @@ class ClientConnection(asyncio.Protocol):
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         self.client_host = f"/{peer[0]}" if peer else ""
         if self.session is ANONYMOUS and transport.get_extra_info("ssl_object") is not None:
-            self.session = session_of_certificate(transport.get_extra_info("peercert"))  # mutual TLS
+            try:  # mutual TLS
+                self.session = session_of_certificate(transport.get_extra_info("peercert"), self._security.principals)
+            except NoMatchingRule as exc:
+                log.info("closing connection from %s: %s (ssl.principal.mapping.rules)", self.peer, exc)
+                self.close()
+                return
         self.processor.connections.add(self)
         self.processor.connections_accepted += 1
         self._writer_task = asyncio.ensure_future(self._write_responses())
@@ -491,12 +513,11 @@ class Acceptor:
     """Listens on one address, admits connections within the quotas, hands each to the next processor."""
 
     def __init__(self, host: str, port: int, processors: list[Processor], quotas: ConnectionQuotas | None = None,
-                 sockets: SocketSettings | None = None, tls: ssl.SSLContext | None = None,
-                 sasl: SaslListener | None = None) -> None:
+                 sockets: SocketSettings | None = None, security: ListenerSecurity = PLAINTEXT) -> None:
         self.host = host
         self.port = port
-        self.tls = tls  # an SSL listener: each connection's handshake runs in a task of its own
-        self.sasl = sasl  # a SASL listener: connections authenticate before anything else
+        self.security = security
+        self.tls = security.tls  # an SSL listener: each connection's handshake runs in a task of its own
         self.processors = processors
         self.quotas = quotas or ConnectionQuotas(2**31 - 1, 2**31 - 1)
         self.settings = sockets or SocketSettings()
@@ -554,8 +575,7 @@ class Acceptor:
     def _new_connection(self, ip: str) -> ClientConnection:
         processor = self.processors[self._next % len(self.processors)]
         self._next += 1
-        return ClientConnection(processor, on_lost=lambda: self.quotas.release(ip), tls=self.tls is not None,
-                                sasl=self.sasl)
+        return ClientConnection(processor, on_lost=lambda: self.quotas.release(ip), security=self.security)
 
     async def stop(self) -> None:
         for task in (*self._tasks, *self._handshakes):

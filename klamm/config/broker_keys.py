@@ -157,9 +157,9 @@ _SOCKET = [
        OneOf(("TLSv1.2", "TLSv1.3", "TLS"))),
     _k("ssl.cipher.suites", T.LIST, [], L, "Cipher suites the listener allows; empty: the TLS library's defaults.",
        unsupported="cipher suites have Java (IANA) names that OpenSSL spells otherwise; the defaults apply"),
-    _k("ssl.principal.mapping.rules", T.STRING, "DEFAULT", L, "Rules mapping certificate names to principals.",
-       unsupported="the principal of a client certificate is its subject's whole name (the DEFAULT rule)",
-       accepts=("DEFAULT",)),
+    _k("ssl.principal.mapping.rules", T.STRING, "DEFAULT", L,
+       "Rules mapping a client certificate's distinguished name to a principal name: RULE:pattern/replacement/[LU] "
+       "entries and DEFAULT (the whole name), the first that matches applies."),
     _k("inter.broker.listener.name", T.STRING, None, M, "Listener used between brokers.",
        cluster="the listener other brokers use; a single node has no inter-broker traffic"),
     _k("security.inter.broker.protocol", T.STRING, "PLAINTEXT", M, "Security protocol between brokers.",

@@ -274,3 +274,37 @@ def test_pkcs12_key_and_trust_stores(broker_factory: Any, pki: dict[str, Any], t
     conf = {"security.protocol": "SSL", "ssl.ca.location": str(paths["ca"]),
             "ssl.certificate.location": str(paths["client_cert"]), "ssl.key.location": str(paths["client_key"])}
     assert roundtrip(broker.port, conf, "p12-topic", 20) == [b"tls-%04d" % i + bytes(200) for i in range(20)]
+
+
+def _principals(broker: BrokerThread) -> set[str]:
+    return broker.call(lambda: {c.session.principal for p in broker.broker._processors  # type: ignore[union-attr]
+                                for c in p.connections})
+
+
+@pytest.mark.parametrize(("rules", "principal"), [
+    ("DEFAULT", "User:CN=client"),
+    ("RULE:^CN=(.*?)$/$1@klamm/U,DEFAULT", "User:CLIENT@KLAMM"),
+    ("RULE:^OU=(.*)$/$1/,DEFAULT", "User:CN=client"),  # the first rule does not match: DEFAULT does
+])
+def test_ssl_principal_mapping_rules(broker_factory: Any, pki: dict[str, Any], rules: str, principal: str) -> None:
+    broker = ssl_broker(broker_factory, pki, **{"ssl.client.auth": "required", "ssl.principal.mapping.rules": rules})
+    paths = pki["paths"]
+    conf = {"security.protocol": "SSL", "ssl.ca.location": str(paths["ca"]),
+            "ssl.certificate.location": str(paths["client_cert"]), "ssl.key.location": str(paths["client_key"])}
+    assert roundtrip(broker.port, conf, "mapped", 5) == [b"tls-%04d" % i + bytes(200) for i in range(5)]
+    assert _principals(broker) == {principal}
+
+
+def test_a_certificate_no_rule_maps_is_refused(broker_factory: Any, pki: dict[str, Any]) -> None:
+    broker = ssl_broker(broker_factory, pki, **{"ssl.client.auth": "required",
+                                                "ssl.principal.mapping.rules": "RULE:^OU=(.*)$/$1/"})
+    paths = pki["paths"]
+    context = ssl.create_default_context(cafile=str(paths["ca"]))
+    context.load_cert_chain(str(paths["client_cert"]), str(paths["client_key"]))
+    with socket.create_connection(("127.0.0.1", broker.port), 5) as plain:
+        with context.wrap_socket(plain, server_hostname="localhost") as sock:
+            sock.sendall(b"\x00\x00\x00\x0e\x00\x12\x00\x00\x00\x00\x00\x01\x00\x04good")
+            sock.settimeout(5)
+            assert sock.recv(4096) == b""
+    with pytest.raises(ConfigError, match="Invalid rule"):
+        ssl_broker(broker_factory, pki, **{"ssl.principal.mapping.rules": "RULE:^CN=(.*)$/x"})
