@@ -21,7 +21,9 @@ topics) — to the controller, and forwards the admin writes clients send to
 this broker (as Kafka's brokers forward them, KIP-590): CreateTopics,
 DeleteTopics, CreatePartitions, ElectLeaders, AlterPartitionReassignments,
 config changes, AlterUserScramCredentials (with the client's salted passwords:
-the controller derives the keys it stores) and DescribeQuorum. A config change
+the controller derives the keys it stores), CreateAcls and DeleteAcls (the
+ACLs this broker authorized and found well formed; the controller decides and
+answers each one) and DescribeQuorum. A config change
 is validated here first, against this broker's configuration and image, as
 Kafka's broker does before it forwards. The metadata fetches carry this broker's id, so the controller lists
 it among the quorum's observers.
@@ -36,6 +38,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from klamm.broker.client import BrokerConnection, BrokerUnavailable
+from klamm.controller.acl_changes import AclCreateResult, AclDeleteResult
+from klamm.controller.acls import Acl, AclFilter
 from klamm.controller.image import (BROKER_RESOURCE, TOPIC_RESOURCE, ImageBuilder, MetadataImage, apply_batch,
                                     empty_image)
 from klamm.controller.metadata_log import METADATA_PARTITION, METADATA_TOPIC
@@ -57,6 +61,7 @@ FETCH, CREATE_TOPICS, ALTER_PARTITION, BROKER_REGISTRATION, BROKER_HEARTBEAT, AL
     1, 19, 56, 62, 63, 67
 DELETE_TOPICS, ALTER_CONFIGS, CREATE_PARTITIONS, ELECT_LEADERS, INCREMENTAL_ALTER_CONFIGS = 20, 33, 37, 43, 44
 ALTER_PARTITION_REASSIGNMENTS, ALTER_USER_SCRAM_CREDENTIALS, DESCRIBE_QUORUM = 45, 51, 55
+CREATE_ACLS, DELETE_ACLS = 30, 31
 SET, DELETE = 0, 1  # IncrementalAlterConfigs operations
 ZERO_UUID = uuid.UUID(int=0)
 FETCH_SNAPSHOT, SNAPSHOT_CHUNK_BYTES = 59, 8 << 20
@@ -403,6 +408,22 @@ class RemoteControllerClient:
             "upsertions": [{"name": u.name, "mechanism": u.mechanism, "iterations": u.iterations, "salt": u.salt,
                             "salted_password": u.salted_password} for u in upsertions]})
         return [ScramAlterResult(r.user, ErrorCode(r.error_code), r.error_message) for r in response.results]
+
+    async def create_acls(self, acls: Sequence[Acl]) -> list[AclCreateResult]:
+        response = await self._request(CREATE_ACLS, 3, {"creations": [{
+            "resource_type": a.resource_type, "resource_name": a.resource_name,
+            "resource_pattern_type": a.pattern_type, "principal": a.principal, "host": a.host,
+            "operation": a.operation, "permission_type": a.permission} for a in acls]})
+        return [AclCreateResult(ErrorCode(r.error_code), r.error_message) for r in response.results]
+
+    async def delete_acls(self, filters: Sequence[AclFilter]) -> list[AclDeleteResult]:
+        response = await self._request(DELETE_ACLS, 3, {"filters": [{
+            "resource_type_filter": f.resource_type, "resource_name_filter": f.resource_name,
+            "pattern_type_filter": f.pattern_type, "principal_filter": f.principal, "host_filter": f.host,
+            "operation": f.operation, "permission_type": f.permission} for f in filters]})
+        return [AclDeleteResult(ErrorCode(r.error_code), r.error_message, tuple(
+            Acl(m.resource_type, m.resource_name, m.pattern_type, m.principal, m.host, m.operation,
+                m.permission_type) for m in r.matching_acls)) for r in response.filter_results]
 
     async def describe_quorum(self) -> QuorumInfo:
         """DescribeQuorum at the controller (Kafka's brokers forward it there)."""

@@ -4,9 +4,10 @@ Handlers are typed against `BrokerServices`, not the `Broker` class, so the
 surface they depend on is written down here and nowhere else. Reads of cluster
 metadata go through `controller.image` (a `MetadataView`); every metadata
 write a handler makes (create, delete and grow topics, elect leaders, alter
-configs and SCRAM credentials) goes through `controller_client`, the one seam
-that the cluster work turns into a remote call to the active controller. Today `LocalControllerClient`
-runs it against the in-process controller.
+configs and SCRAM credentials, create and delete ACLs) goes through
+`controller_client`, the one seam that the cluster work turns into a remote
+call to the active controller. Today `LocalControllerClient` runs it against
+the in-process controller.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ if TYPE_CHECKING:
     from klamm.broker.metrics import BrokerMetrics
     from klamm.broker.replica_manager import ReplicaManager
     from klamm.config.broker import BrokerConfig
+    from klamm.controller.acl_changes import AclCreateResult, AclDeleteResult
+    from klamm.controller.acls import Acl, AclFilter
     from klamm.controller.configs import ConfigValidator
     from klamm.controller.controller import Controller
     from klamm.controller.elections import ElectionOutcome
@@ -76,6 +79,10 @@ class ControllerClient(Protocol):
 
     async def alter_user_scram_credentials(self, deletions: Sequence[ScramDeletion],
                                            upsertions: Sequence[ScramUpsertion]) -> list[ScramAlterResult]: ...
+
+    async def create_acls(self, acls: Sequence[Acl]) -> list[AclCreateResult]: ...
+
+    async def delete_acls(self, filters: Sequence[AclFilter]) -> list[AclDeleteResult]: ...
 
     async def describe_quorum(self) -> QuorumInfo: ...
 
@@ -171,6 +178,12 @@ class LocalControllerClient:
     async def alter_user_scram_credentials(self, deletions: Sequence[ScramDeletion],
                                            upsertions: Sequence[ScramUpsertion]) -> list[ScramAlterResult]:
         return self._controller.alter_user_scram_credentials(deletions, upsertions)
+
+    async def create_acls(self, acls: Sequence[Acl]) -> list[AclCreateResult]:
+        return self._controller.create_acls(acls)
+
+    async def delete_acls(self, filters: Sequence[AclFilter]) -> list[AclDeleteResult]:
+        return self._controller.delete_acls(filters)
 
     async def describe_quorum(self) -> QuorumInfo:
         return self._quorum.describe_quorum()

@@ -35,6 +35,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Executor, Future
 from dataclasses import dataclass
 
+from klamm.controller.acl_changes import AclCreateResult, AclDeleteResult, decide_create_acls, decide_delete_acls
+from klamm.controller.acls import Acl, AclFilter
 from klamm.controller.bootstrap import read_bootstrap
 from klamm.controller.brokers import decide_register_broker, decide_unregister_broker
 from klamm.controller.configs import ConfigValidator, decide_alter_broker_configs, decide_alter_topic_configs
@@ -442,6 +444,20 @@ class Controller:
                                      upsertions: Sequence[ScramUpsertion]) -> list[ScramAlterResult]:
         """AlterUserScramCredentials: one result per user named (klamm/controller/scram.py)."""
         results, records = decide_alter_user_scram_credentials(self._image, deletions, upsertions)
+        self._commit_if_any(records)
+        return results
+
+    # -- ACLs ----------------------------------------------------------------------------
+
+    def create_acls(self, acls: Sequence[Acl]) -> list[AclCreateResult]:
+        """CreateAcls: one result per ACL; the new ones committed as one batch (klamm/controller/acl_changes.py)."""
+        results, records = decide_create_acls(self._image, acls)
+        self._commit_if_any(records)
+        return results
+
+    def delete_acls(self, filters: Sequence[AclFilter]) -> list[AclDeleteResult]:
+        """DeleteAcls: per filter, the ACLs it matched; all of them removed as one batch."""
+        results, records = decide_delete_acls(self._image, filters)
         self._commit_if_any(records)
         return results
 

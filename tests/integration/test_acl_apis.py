@@ -1,0 +1,333 @@
+"""DescribeAcls (29), CreateAcls (30) and DeleteAcls (31) through the wire, against a broker with the
+StandardAuthorizer (tests/integration/secured.py: SASL PLAIN users admin, alice, bob; User:admin a super user).
+
+With confluent-kafka's AdminClient, with raw requests for what librdkafka will not send (UNKNOWN and ANY
+codes, invalid ACLs, v0), across a restart, without an authorizer (SECURITY_DISABLED), with `klamm acls`,
+and in a cluster: ACLs created and deleted at a broker-only node (forwarded to the controller) show at
+every node.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation, AclPermissionType, AdminClient,
+                                   ResourcePatternType, ResourceType)
+
+from klamm.cli.main import main
+
+from tests.integration.conftest import BrokerThread, RawClient, wait_for
+from tests.integration.secured import acl, conf, grant, secured_broker
+
+pytestmark = pytest.mark.timeout(120)
+
+DESCRIBE, CREATE, DELETE = 29, 30, 31
+SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
+NONE, UNKNOWN_SERVER_ERROR, CLUSTER_AUTHORIZATION_FAILED, NOT_CONTROLLER, INVALID_REQUEST = 0, -1, 31, 41, 42
+SECURITY_DISABLED = 54
+# Kafka's codes: resource types, pattern types, operations, permissions
+TOPIC, GROUP, CLUSTER, TRANSACTIONAL_ID = 2, 3, 4, 5
+ANY, MATCH, LITERAL, PREFIXED = 1, 2, 3, 4
+ALL, READ, WRITE, CREATE_OP, ALTER, OP_DESCRIBE = 2, 3, 4, 5, 7, 8
+DENY, ALLOW = 2, 3
+
+
+def admin(broker: BrokerThread, user: str = "admin") -> AdminClient:
+    return AdminClient({**conf(broker, user), "socket.timeout.ms": "10000"})
+
+
+def create(broker: BrokerThread, *bindings: AclBinding, user: str = "admin") -> None:
+    client = admin(broker, user)  # kept until the futures are done: a destroyed client fails them
+    for future in client.create_acls(list(bindings)).values():
+        future.result(15)
+
+
+def described(broker: BrokerThread, acl_filter: AclBindingFilter, user: str = "admin") -> set[AclBinding]:
+    client = admin(broker, user)
+    return set(client.describe_acls(acl_filter).result(15))
+
+
+def any_filter(resource: ResourceType = ResourceType.ANY, name: str | None = None,
+               pattern: ResourcePatternType = ResourcePatternType.ANY, principal: str | None = None,
+               operation: AclOperation = AclOperation.ANY,
+               permission: AclPermissionType = AclPermissionType.ANY) -> AclBindingFilter:
+    return AclBindingFilter(resource, name, pattern, principal, None, operation, permission)
+
+
+EVERYTHING = any_filter()
+
+
+class SaslClient(RawClient):
+    """A RawClient that authenticates with SASL PLAIN first."""
+
+    def __init__(self, broker: BrokerThread, user: str) -> None:
+        super().__init__(broker.port)
+        assert self.request(SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"}).error_code == NONE
+        token = b"\0" + user.encode() + b"\0" + f"{user}-secret".encode()
+        assert self.request(SASL_AUTHENTICATE, 2, {"auth_bytes": token}).error_code == NONE
+
+
+def creation(resource_type: int = TOPIC, name: str = "orders", pattern: int = LITERAL, principal: str = "User:alice",
+             host: str = "*", operation: int = READ, permission: int = ALLOW) -> dict[str, Any]:
+    return {"resource_type": resource_type, "resource_name": name, "resource_pattern_type": pattern,
+            "principal": principal, "host": host, "operation": operation, "permission_type": permission}
+
+
+def delete_filter(resource_type: int = ANY, name: str | None = None, pattern: int = ANY, principal: str | None = None,
+                  host: str | None = None, operation: int = ANY, permission: int = ANY) -> dict[str, Any]:
+    return {"resource_type_filter": resource_type, "resource_name_filter": name, "pattern_type_filter": pattern,
+            "principal_filter": principal, "host_filter": host, "operation": operation, "permission_type": permission}
+
+
+def raw_create(broker: BrokerThread, *creations: dict[str, Any], user: str = "admin",
+               version: int = 3) -> list[tuple[int, str | None]]:
+    with SaslClient(broker, user) as client:
+        response = client.request(CREATE, version, {"creations": list(creations)})
+    return [(r.error_code, r.error_message) for r in response.results]
+
+
+def raw_delete(broker: BrokerThread, *filters: dict[str, Any], user: str = "admin", version: int = 3) -> Any:
+    with SaslClient(broker, user) as client:
+        return client.request(DELETE, version, {"filters": list(filters)}).filter_results
+
+
+def raw_describe(broker: BrokerThread, user: str = "admin", version: int = 3, **fields: Any) -> Any:
+    with SaslClient(broker, user) as client:
+        return client.request(DESCRIBE, version, {**delete_filter(), **fields})
+
+
+def stored(broker: BrokerThread) -> set[tuple[int, str, int, str, str, int, int]]:
+    """The ACLs of the node's image, as tuples."""
+    acls = broker.call(lambda: list(broker.broker.controller.image.acls.values()))
+    return {(a.resource_type, a.resource_name, a.pattern_type, a.principal, a.host, a.operation, a.permission)
+            for a in acls}
+
+
+@pytest.fixture
+def secured(broker_factory: Any) -> BrokerThread:
+    return secured_broker(broker_factory)
+
+
+# ------------------------------------------------------------------ CreateAcls / DescribeAcls / DeleteAcls
+
+
+def test_create_describe_and_delete_with_the_admin_client(secured: BrokerThread) -> None:
+    literal = acl("alice", ResourceType.TOPIC, "orders", AclOperation.READ)
+    prefixed = acl("alice", ResourceType.TOPIC, "pay", AclOperation.WRITE, pattern=ResourcePatternType.PREFIXED)
+    wildcard = acl("bob", ResourceType.TOPIC, "*", AclOperation.DESCRIBE)
+    denied = acl("bob", ResourceType.GROUP, "g1", AclOperation.READ, AclPermissionType.DENY, host="10.0.0.1")
+    cluster = acl("alice", ResourceType.BROKER, "kafka-cluster", AclOperation.DESCRIBE)
+    create(secured, literal, prefixed, wildcard, denied, cluster)
+    assert described(secured, EVERYTHING) == {literal, prefixed, wildcard, denied, cluster}
+
+    # LITERAL: the exact pattern only; MATCH: every ACL that applies to the name; ANY: any pattern of that name.
+    assert described(secured, any_filter(ResourceType.TOPIC, "orders", ResourcePatternType.LITERAL)) == {literal}
+    assert described(secured, any_filter(ResourceType.TOPIC, "payments", ResourcePatternType.MATCH)) == {
+        prefixed, wildcard}
+    assert described(secured, any_filter(ResourceType.TOPIC, "orders", ResourcePatternType.MATCH)) == {
+        literal, wildcard}
+    assert described(secured, any_filter(ResourceType.TOPIC, "pay", ResourcePatternType.ANY)) == {prefixed}
+    assert described(secured, any_filter(ResourceType.TOPIC, None, ResourcePatternType.PREFIXED)) == {prefixed}
+    assert described(secured, any_filter(principal="User:bob")) == {wildcard, denied}
+    assert described(secured, any_filter(operation=AclOperation.READ)) == {literal, denied}
+    assert described(secured, any_filter(permission=AclPermissionType.DENY)) == {denied}
+    assert described(secured, any_filter(ResourceType.GROUP, "nothing", ResourcePatternType.MATCH)) == set()
+
+    # Delete: each filter's matches come back, and are gone.
+    client = admin(secured)
+    futures = client.delete_acls([any_filter(ResourceType.TOPIC, "payments", ResourcePatternType.MATCH),
+                                  any_filter(principal="User:nobody")])
+    results = [f.result(15) for f in futures.values()]
+    assert [set(r) for r in results] == [{prefixed, wildcard}, set()]
+    assert described(secured, EVERYTHING) == {literal, denied, cluster}
+    assert set(client.delete_acls([EVERYTHING])[EVERYTHING].result(15)) == {literal, denied, cluster}
+    assert described(secured, EVERYTHING) == set()
+
+
+def test_a_duplicate_is_created_once(secured: BrokerThread) -> None:
+    binding = acl("alice", ResourceType.TOPIC, "orders", AclOperation.READ)
+    create(secured, binding)
+    create(secured, binding)  # again: librdkafka refuses one binding twice in a call, raw requests do not
+    assert raw_create(secured, creation(), creation()) == [(NONE, None), (NONE, None)]
+    assert len(stored(secured)) == 1
+    ids = secured.call(lambda: list(secured.broker.controller.image.acls))
+    assert len(ids) == 1 and ids[0].version == 4  # a random UUID
+    create(secured, acl("alice", ResourceType.TOPIC, "orders", AclOperation.READ, host="10.0.0.1"))
+    assert len(stored(secured)) == 2
+
+
+def test_alice_without_alter_on_the_cluster_is_refused(secured: BrokerThread) -> None:
+    binding = acl("alice", ResourceType.TOPIC, "orders", AclOperation.READ)
+    with pytest.raises(KafkaException) as refused:
+        create(secured, binding, user="alice")
+    assert refused.value.args[0].code() == CLUSTER_AUTHORIZATION_FAILED
+    assert [code for code, _ in raw_create(secured, creation(), creation(name="x"), user="alice")] == [
+        CLUSTER_AUTHORIZATION_FAILED] * 2
+    # (librdkafka's describe_acls drops DescribeAcls' top-level error and reports no ACLs: asked raw.)
+    response = raw_describe(secured, user="alice")
+    assert (response.error_code, response.resources) == (CLUSTER_AUTHORIZATION_FAILED, ())
+    create(secured, binding)
+    alices = admin(secured, "alice")
+    with pytest.raises(KafkaException) as refused:
+        alices.delete_acls([EVERYTHING])[EVERYTHING].result(15)
+    assert refused.value.args[0].code() == CLUSTER_AUTHORIZATION_FAILED
+    assert [r.error_code for r in raw_delete(secured, delete_filter(), delete_filter(), user="alice")] == [
+        CLUSTER_AUTHORIZATION_FAILED] * 2
+    assert len(stored(secured)) == 1
+
+    # ALTER on the cluster lets her create and delete, and implies DESCRIBE.
+    create(secured, acl("alice", ResourceType.BROKER, "kafka-cluster", AclOperation.ALTER))
+    other = acl("bob", ResourceType.GROUP, "g", AclOperation.READ)
+    create(secured, other, user="alice")
+    assert other in described(secured, EVERYTHING, user="alice")
+    # DESCRIBE alone lets bob describe, not create.
+    create(secured, acl("bob", ResourceType.BROKER, "kafka-cluster", AclOperation.DESCRIBE))
+    assert other in described(secured, EVERYTHING, user="bob")
+    assert raw_create(secured, creation(), user="bob")[0][0] == CLUSTER_AUTHORIZATION_FAILED
+    # A DENY wins over the ALLOW.
+    create(secured, acl("alice", ResourceType.BROKER, "kafka-cluster", AclOperation.ALTER, AclPermissionType.DENY))
+    assert raw_create(secured, creation(name="y"), user="alice")[0][0] == CLUSTER_AUTHORIZATION_FAILED
+
+
+def test_allow_everyone_if_no_acl_found_lets_anyone_alter_acls(broker_factory: Any) -> None:
+    """The cluster resource has no ACL: allow.everyone.if.no.acl.found=true lets alice (no super user) in."""
+    broker = secured_broker(broker_factory, **{"allow.everyone.if.no.acl.found": "true"})
+    binding = acl("bob", ResourceType.TOPIC, "orders", AclOperation.READ)
+    create(broker, binding, user="alice")
+    assert described(broker, EVERYTHING, user="bob") == {binding}
+    # Once the cluster has an ACL (of someone else), the default no longer applies to it.
+    create(broker, acl("bob", ResourceType.BROKER, "kafka-cluster", AclOperation.ALTER), user="alice")
+    assert raw_create(broker, creation(), user="alice")[0][0] == CLUSTER_AUTHORIZATION_FAILED
+    assert raw_create(broker, creation(), user="bob") == [(NONE, None)]
+
+
+def test_invalid_acls_are_refused_with_kafkas_messages(secured: BrokerThread) -> None:
+    assert raw_create(secured, creation(CLUSTER, "my-cluster", operation=ALTER), creation(name=""),
+                      creation(TRANSACTIONAL_ID, "", PREFIXED), creation(principal="alice"),
+                      creation(resource_type=42), creation(pattern=9), creation(operation=77),
+                      creation(permission=8), creation(name="fine")) == [
+        (INVALID_REQUEST, "The only valid name for the CLUSTER resource is kafka-cluster"),
+        (INVALID_REQUEST, "Invalid empty resource name"),
+        (INVALID_REQUEST, "Invalid empty resource name"),
+        (INVALID_REQUEST, "Could not parse principal from `alice` (no colon is present separating the principal "
+                          "type from the principal name)"),
+        (INVALID_REQUEST, "Invalid resourceType UNKNOWN"),
+        (INVALID_REQUEST, "Invalid patternType UNKNOWN"),
+        (INVALID_REQUEST, "Invalid operation UNKNOWN"),
+        (INVALID_REQUEST, "Invalid permissionType UNKNOWN"),
+        (NONE, None)]
+    assert stored(secured) == {(TOPIC, "fine", LITERAL, "User:alice", "*", READ, ALLOW)}
+    # ANY or MATCH where a binding needs a specific value: Kafka cannot build the AclBinding, and the whole
+    # request fails UNKNOWN_SERVER_ERROR.
+    for bad in (creation(resource_type=ANY), creation(pattern=MATCH), creation(pattern=ANY),
+                creation(operation=ANY), creation(permission=ANY)):
+        assert raw_create(secured, creation(name="other"), bad) == [(UNKNOWN_SERVER_ERROR, None)] * 2
+    assert len(stored(secured)) == 1
+
+
+def test_unknown_codes_close_the_connection(secured: BrokerThread) -> None:
+    """Kafka fails to parse a request holding UNKNOWN (0) codes, and closes the connection."""
+    with SaslClient(secured, "admin") as client:
+        client.send(CREATE, 3, {"creations": [creation(), creation(operation=0)]})
+        client.expect_disconnect()
+    with SaslClient(secured, "admin") as client:
+        client.send(DELETE, 3, {"filters": [delete_filter(resource_type=0)]})
+        client.expect_disconnect()
+    with SaslClient(secured, "admin") as client:
+        client.send(DESCRIBE, 3, delete_filter(permission=0))
+        client.expect_disconnect()
+    assert stored(secured) == set()
+
+
+def test_delete_filters(secured: BrokerThread) -> None:
+    raw_create(secured, creation(), creation(name="orders", pattern=PREFIXED), creation(name="*"),
+               creation(GROUP, "g", principal="User:bob", permission=DENY),
+               creation(name="orders", principal="User:bob", host="10.0.0.2", operation=WRITE))
+    # Unknown pattern or entry filters: INVALID_REQUEST with Kafka's messages, nothing removed.
+    results = raw_delete(secured, delete_filter(resource_type=42), delete_filter(pattern=9),
+                         delete_filter(operation=99), delete_filter(permission=7))
+    assert [(r.error_code, r.error_message, len(r.matching_acls)) for r in results] == [
+        (INVALID_REQUEST, "Unknown patternFilter.", 0), (INVALID_REQUEST, "Unknown patternFilter.", 0),
+        (INVALID_REQUEST, "Unknown entryFilter.", 0), (INVALID_REQUEST, "Unknown entryFilter.", 0)]
+    assert len(stored(secured)) == 5
+    # Two filters matching the same ACL both report it; it is removed once.
+    results = raw_delete(secured, delete_filter(TOPIC, "orders", LITERAL, host="10.0.0.2"),
+                         delete_filter(principal="User:bob", operation=WRITE))
+    matched = [[(m.error_code, m.resource_type, m.resource_name, m.pattern_type, m.principal, m.host, m.operation,
+                 m.permission_type) for m in r.matching_acls] for r in results]
+    bobs = (NONE, TOPIC, "orders", LITERAL, "User:bob", "10.0.0.2", WRITE, ALLOW)
+    assert matched == [[bobs], [bobs]]
+    assert len(stored(secured)) == 4
+    # MATCH: every ACL that applies to the name (literal, prefixed, wildcard), and nothing else.
+    results = raw_delete(secured, delete_filter(TOPIC, "orders-eu", MATCH))
+    assert {(m.resource_name, m.pattern_type) for m in results[0].matching_acls} == {("orders", PREFIXED),
+                                                                                    ("*", LITERAL)}
+    assert stored(secured) == {(TOPIC, "orders", LITERAL, "User:alice", "*", READ, ALLOW),
+                               (GROUP, "g", LITERAL, "User:bob", "*", READ, DENY)}
+    # v0 filters see LITERAL ACLs only.
+    raw_create(secured, creation(name="ord", pattern=PREFIXED))
+    results = raw_delete(secured, delete_filter(TOPIC), version=0)
+    assert [m.resource_name for m in results[0].matching_acls] == ["orders"]
+    assert stored(secured) == {(GROUP, "g", LITERAL, "User:bob", "*", READ, DENY),
+                               (TOPIC, "ord", PREFIXED, "User:alice", "*", READ, ALLOW)}
+
+
+def test_describe_groups_by_resource(secured: BrokerThread) -> None:
+    raw_create(secured, creation(name="a"), creation(name="b", operation=WRITE), creation(name="a", operation=WRITE),
+               creation(name="a", pattern=PREFIXED), creation(GROUP, "a"), creation(CLUSTER, "kafka-cluster",
+                                                                                    operation=ALTER))
+    for version in (1, 2, 3):
+        response = raw_describe(secured, version=version)
+        assert (response.error_code, response.error_message) == (NONE, None)
+        assert [(r.resource_type, r.resource_name, r.pattern_type, [(a.operation, a.principal) for a in r.acls])
+                for r in response.resources] == [
+            (TOPIC, "b", LITERAL, [(WRITE, "User:alice")]),
+            (TOPIC, "a", LITERAL, [(READ, "User:alice"), (WRITE, "User:alice")]),
+            (TOPIC, "a", PREFIXED, [(READ, "User:alice")]),
+            (GROUP, "a", LITERAL, [(READ, "User:alice")]),
+            (CLUSTER, "kafka-cluster", LITERAL, [(ALTER, "User:alice")])]
+    # v0: LITERAL only (its filter has no pattern type).
+    response = raw_describe(secured, version=0, resource_type_filter=TOPIC, resource_name_filter="a")
+    assert [(r.resource_name, len(r.acls)) for r in response.resources] == [("a", 2)]
+    # Unknown codes in a describe filter match nothing (no error).
+    assert raw_describe(secured, resource_type_filter=42).resources == ()
+    refused = raw_describe(secured, user="bob")
+    assert (refused.error_code, refused.resources) == (CLUSTER_AUTHORIZATION_FAILED, ())
+
+
+def test_acls_survive_a_restart(secured: BrokerThread) -> None:
+    raw_create(secured, creation(), creation(name="p", pattern=PREFIXED), creation(GROUP, "g", permission=DENY))
+    raw_delete(secured, delete_filter(GROUP))
+    before = stored(secured)
+    ids = secured.call(lambda: dict(secured.broker.controller.image.acls))
+    secured.restart()
+    assert stored(secured) == before == {(TOPIC, "orders", LITERAL, "User:alice", "*", READ, ALLOW),
+                                         (TOPIC, "p", PREFIXED, "User:alice", "*", READ, ALLOW)}
+    assert secured.call(lambda: dict(secured.broker.controller.image.acls)) == ids
+    # And they are in force: alice may read "orders" only.
+    assert secured.call(lambda: secured.broker.controller.image.acl_index.authorize(
+        "User:alice", "127.0.0.1", READ, TOPIC, "orders", False))
+
+
+def test_without_an_authorizer_security_is_disabled(broker: BrokerThread) -> None:
+    with RawClient(broker.port) as client:
+        for version in range(4):
+            response = client.request(DESCRIBE, version, delete_filter(resource_type=TOPIC, pattern=LITERAL))
+            assert (response.error_code, response.error_message) == (SECURITY_DISABLED,
+                                                                     "No Authorizer is configured on the broker")
+            response = client.request(CREATE, version, {"creations": [creation(), creation(operation=0)]})
+            assert [(r.error_code, r.error_message) for r in response.results] == [
+                (SECURITY_DISABLED, "No Authorizer is configured.")] * 2
+            response = client.request(DELETE, version, {"filters": [delete_filter(TOPIC, pattern=LITERAL)]})
+            assert [(r.error_code, r.error_message) for r in response.filter_results] == [
+                (SECURITY_DISABLED, "No Authorizer is configured.")]
+    client = AdminClient({"bootstrap.servers": f"127.0.0.1:{broker.port}"})
+    binding = acl("alice", ResourceType.TOPIC, "orders", AclOperation.READ)
+    with pytest.raises(KafkaException) as refused:
+        client.create_acls([binding])[binding].result(15)
+    assert refused.value.args[0].code() == SECURITY_DISABLED
+    assert stored(broker) == set()
