@@ -6,23 +6,53 @@ JoinGroup and SyncGroup answer when the rebalance gets that far: the handler
 awaits a future the coordinator completes. The coordinator's records are
 appended (`runtime.apply`) before the handler's first await, so requests of
 one connection take effect in order.
+
+Authorization (Kafka's KafkaApis): FindCoordinator needs DESCRIBE on the group
+(GROUP_AUTHORIZATION_FAILED) or on the transactional id
+(TRANSACTIONAL_ID_AUTHORIZATION_FAILED), per key; JoinGroup, SyncGroup,
+Heartbeat and LeaveGroup need READ on the group. `denied` and `denied_topics`
+are the checks the other group and transaction handlers share.
 """
 
 from __future__ import annotations
 
 import asyncio
 import datetime
+from collections.abc import Iterable
 from typing import Any
 
 from klamm.broker.handlers import Api
 from klamm.broker.services import BrokerServices
+from klamm.controller.acls import ResourceType
 from klamm.coordinator.coordinator import JoinRequest, SyncRequest, join_error, sync_response
 from klamm.coordinator.partitioning import partition_for
+from klamm.protocol.acl import AclOperation
 from klamm.protocol.errors import ErrorCode, KafkaError
 from klamm.protocol.topics import CONSUMER_OFFSETS, TRANSACTION_STATE
 
 KEY_TYPE_GROUP = 0
 KEY_TYPE_TRANSACTION = 1
+
+READ, WRITE, DESCRIBE, DELETE = AclOperation.READ, AclOperation.WRITE, AclOperation.DESCRIBE, AclOperation.DELETE
+GROUP, TOPIC, TRANSACTIONAL_ID = ResourceType.GROUP, ResourceType.TOPIC, ResourceType.TRANSACTIONAL_ID
+NOTHING_DENIED: frozenset[str] = frozenset()
+
+
+def denied(broker: BrokerServices, request: Any, operation: AclOperation, resource_type: ResourceType,
+           name: str) -> bool:
+    """Whether the authorizer refuses the request's principal `operation` on the resource."""
+    authorizer = broker.authorizer
+    return authorizer.enabled and not authorizer.allowed(request, operation, resource_type, name)
+
+
+def denied_topics(broker: BrokerServices, request: Any, operation: AclOperation,
+                  names: Iterable[str]) -> frozenset[str]:
+    """The topics among `names` the principal may not do `operation` on (none without an authorizer)."""
+    authorizer = broker.authorizer
+    if not authorizer.enabled:
+        return NOTHING_DENIED
+    wanted = set(names)
+    return frozenset(wanted - authorizer.allowed_names(request, operation, TOPIC, wanted))
 
 
 def millis(value: Any) -> int:
@@ -60,15 +90,24 @@ async def find_coordinator(broker: BrokerServices, request: Any) -> dict[str, An
     body, version = request.body, request.api_version
     key_type = getattr(body, "key_type", KEY_TYPE_GROUP)
     keys = list(body.coordinator_keys) if version >= 4 else [body.key]
-    found = [_find(broker, key_type, key) for key in keys]
+    found = [_find(broker, request, key_type, key) for key in keys]
     if version >= 4:
         return {"coordinators": found}
     return {k: v for k, v in found[0].items() if k != "key"}
 
 
-def _find(broker: BrokerServices, key_type: int, key: str) -> dict[str, Any]:
+_KEY_DENIED = {KEY_TYPE_GROUP: (GROUP, ErrorCode.group_authorization_failed, "Group authorization failed."),
+               KEY_TYPE_TRANSACTION: (TRANSACTIONAL_ID, ErrorCode.transactional_id_authorization_failed,
+                                      "Transactional Id authorization failed.")}
+
+
+def _find(broker: BrokerServices, request: Any, key_type: int, key: str) -> dict[str, Any]:
     """The leader of the internal partition that holds the key: its coordinator (Kafka's rule)."""
     try:
+        if key_type in _KEY_DENIED and denied(broker, request, DESCRIBE, _KEY_DENIED[key_type][0], key):
+            _, error, message = _KEY_DENIED[key_type]
+            # Kafka sends the error's own message before v4 (an error response), none in a batch
+            raise KafkaError(error, message if request.api_version < 4 else None)
         if key_type not in (KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION):
             raise KafkaError(ErrorCode.invalid_request, f"unknown key type {key_type}")
         if key_type == KEY_TYPE_GROUP:
@@ -101,6 +140,8 @@ def _coordinator_of(broker: BrokerServices, internal_topic: str, key: str) -> tu
 # JoinGroup
 async def join_group(broker: BrokerServices, request: Any) -> dict[str, Any]:
     body, version = request.body, request.api_version
+    if denied(broker, request, READ, GROUP, body.group_id):
+        return _join_response(join_error(ErrorCode.group_authorization_failed), version)
     try:
         coordinator = broker.group_coordinator.ready()
     except KafkaError as exc:
@@ -129,6 +170,10 @@ def _join_response(response: dict[str, Any], version: int) -> dict[str, Any]:
 # SyncGroup
 async def sync_group(broker: BrokerServices, request: Any) -> dict[str, Any]:
     body = request.body
+    if request.api_version >= 5 and (body.protocol_type is None or body.protocol_name is None):
+        return sync_response(ErrorCode.inconsistent_group_protocol)  # mandatory from v5, checked first in Kafka
+    if denied(broker, request, READ, GROUP, body.group_id):
+        return sync_response(ErrorCode.group_authorization_failed)
     try:
         coordinator = broker.group_coordinator.ready()
     except KafkaError as exc:
@@ -146,6 +191,8 @@ async def sync_group(broker: BrokerServices, request: Any) -> dict[str, Any]:
 # Heartbeat
 async def heartbeat(broker: BrokerServices, request: Any) -> dict[str, Any]:
     body = request.body
+    if denied(broker, request, READ, GROUP, body.group_id):
+        return {"error_code": ErrorCode.group_authorization_failed}
     try:
         coordinator = broker.group_coordinator.ready()
         result = coordinator.heartbeat(body.group_id, body.member_id, getattr(body, "group_instance_id", None),
@@ -162,6 +209,8 @@ async def leave_group(broker: BrokerServices, request: Any) -> dict[str, Any]:
         leaving = [(m.member_id, m.group_instance_id) for m in body.members]
     else:
         leaving = [(body.member_id, None)]
+    if denied(broker, request, READ, GROUP, body.group_id):  # Kafka's error response: no members
+        return {"error_code": ErrorCode.group_authorization_failed, **({"members": []} if version >= 3 else {})}
     try:
         coordinator = broker.group_coordinator.ready()
         error, errors = broker.group_coordinator.apply(coordinator.leave_group(body.group_id, leaving))
