@@ -5,6 +5,13 @@ in ZooKeeper); v1's per-partition commit timestamp sets when the offset expires.
 
 Commits to partitions that do not exist get UNKNOWN_TOPIC_OR_PARTITION, as
 Kafka's request handler answers before the coordinator sees them.
+
+Authorization (Kafka's KafkaApis): OffsetCommit needs READ on the group
+(GROUP_AUTHORIZATION_FAILED for every partition) and READ on each topic
+(TOPIC_AUTHORIZATION_FAILED, before the unknown-topic check). OffsetFetch needs
+DESCRIBE on each group and on each topic: a named topic denied gets
+TOPIC_AUTHORIZATION_FAILED, and fetching all offsets leaves denied topics out.
+OffsetDelete needs DELETE on the group (a group-level error) and READ on each topic.
 """
 
 from __future__ import annotations
@@ -12,8 +19,9 @@ from __future__ import annotations
 from typing import Any
 
 from klamm.broker.handlers import Api
+from klamm.broker.handlers.groups import DELETE, DESCRIBE, GROUP, NOTHING_DENIED, READ, denied, denied_topics, \
+    millis
 from klamm.broker.services import BrokerServices
-from klamm.broker.handlers.groups import millis
 from klamm.coordinator.coordinator import OffsetToCommit
 from klamm.protocol.errors import ErrorCode, KafkaError
 
@@ -26,16 +34,25 @@ def partition_exists(broker: BrokerServices, topic: str, partition: int) -> bool
     return meta is not None and partition in meta.partitions
 
 
-def requested_offsets(broker: BrokerServices, body: Any
-                      ) -> tuple[list[tuple[str, int]], list[OffsetToCommit], set[tuple[str, int]]]:
-    """An (Txn)OffsetCommit's partitions in request order, the offsets to store, and the unknown partitions."""
+def requested_offsets(broker: BrokerServices, body: Any, denied: frozenset[str] = NOTHING_DENIED
+                      ) -> tuple[list[tuple[str, int]], list[OffsetToCommit], dict[tuple[str, int], ErrorCode]]:
+    """An (Txn)OffsetCommit's partitions in request order, the offsets to store, and the partitions refused
+    before the coordinator: of `denied` topics (TOPIC_AUTHORIZATION_FAILED), or unknown."""
     wanted = [(t.name, p) for t in body.topics for p in t.partitions]
-    unknown = {(name, p.partition_index) for name, p in wanted if not partition_exists(broker, name, p.partition_index)}
+    refused = {(name, p.partition_index): ErrorCode.topic_authorization_failed if name in denied
+               else ErrorCode.unknown_topic_or_partition
+               for name, p in wanted if name in denied or not partition_exists(broker, name, p.partition_index)}
     offsets = [OffsetToCommit(name, p.partition_index, p.committed_offset,
                               getattr(p, "committed_leader_epoch", NO_EPOCH), p.committed_metadata,
                               getattr(p, "commit_timestamp", -1))  # v1 only
-               for name, p in wanted if (name, p.partition_index) not in unknown]
-    return [(name, p.partition_index) for name, p in wanted], offsets, unknown
+               for name, p in wanted if (name, p.partition_index) not in refused]
+    return [(name, p.partition_index) for name, p in wanted], offsets, refused
+
+
+def every_partition(body: Any, error: ErrorCode) -> list[dict[str, Any]]:
+    """An (Txn)OffsetCommit's error response: `error` for every partition of the request."""
+    return [{"name": t.name, "partitions": [{"partition_index": p.partition_index, "error_code": error}
+                                            for p in t.partitions]} for t in body.topics]
 
 
 def _by_topic(errors: list[tuple[str, int, ErrorCode]]) -> list[dict[str, Any]]:
@@ -48,7 +65,10 @@ def _by_topic(errors: list[tuple[str, int, ErrorCode]]) -> list[dict[str, Any]]:
 # OffsetCommit
 async def offset_commit(broker: BrokerServices, request: Any) -> dict[str, Any]:
     body, version = request.body, request.api_version
-    requested, offsets, unknown = requested_offsets(broker, body)
+    if denied(broker, request, READ, GROUP, body.group_id):
+        return {"topics": every_partition(body, ErrorCode.group_authorization_failed)}
+    requested, offsets, refused = requested_offsets(
+        broker, body, denied_topics(broker, request, READ, (t.name for t in body.topics)))
     retention = getattr(body, "retention_time", -1) if 2 <= version <= 4 else -1
     try:
         coordinator = broker.group_coordinator.ready()
@@ -60,8 +80,7 @@ async def offset_commit(broker: BrokerServices, request: Any) -> dict[str, Any]:
         errors = await replicated_errors(broker, body.group_id, errors)
     except KafkaError as exc:
         errors = {(o.topic, o.partition): exc.code for o in offsets}
-    rows = [(name, index, ErrorCode.unknown_topic_or_partition if (name, index) in unknown else errors[(name, index)])
-            for name, index in requested]
+    rows = [(name, index, refused.get((name, index)) or errors[(name, index)]) for name, index in requested]
     return {"topics": _by_topic(rows)}
 
 
@@ -79,27 +98,40 @@ async def offset_fetch(broker: BrokerServices, request: Any) -> dict[str, Any]:
     body, version = request.body, request.api_version
     stable = getattr(body, "require_stable", False)
     if version >= 8:
-        return {"groups": [_fetch_group(broker, g.group_id, g.topics, version, stable) for g in body.groups]}
-    fetched = _fetch_group(broker, body.group_id, body.topics, version, stable)
+        return {"groups": [_fetch_group(broker, request, g.group_id, g.topics, version, stable) for g in body.groups]}
+    fetched = _fetch_group(broker, request, body.group_id, body.topics, version, stable)
     return {"topics": fetched["topics"], "error_code": fetched["error_code"]}
 
 
-def _fetch_group(broker: BrokerServices, group_id: str, topics: Any, version: int, require_stable: bool) -> dict[str, Any]:
+def _fetch_group(broker: BrokerServices, request: Any, group_id: str, topics: Any, version: int,
+                 require_stable: bool) -> dict[str, Any]:
     """require_stable (KIP-447): an offset a transaction has pending is UNSTABLE_OFFSET_COMMIT for now."""
     wanted = None if topics is None else [(t.name, p) for t in topics for p in t.partition_indexes]
+    hidden = NOTHING_DENIED  # topics the principal may not DESCRIBE
     try:
+        if denied(broker, request, DESCRIBE, GROUP, group_id):
+            raise KafkaError(ErrorCode.group_authorization_failed)
         coordinator = broker.group_coordinator.ready()
-        offsets = coordinator.fetch_offsets(group_id, wanted)
+        if wanted is None:
+            offsets = coordinator.fetch_offsets(group_id, None)
+            hidden = denied_topics(broker, request, DESCRIBE, {topic for topic, _ in offsets})
+        else:
+            hidden = denied_topics(broker, request, DESCRIBE, (t.name for t in topics))
+            offsets = coordinator.fetch_offsets(group_id, [tp for tp in wanted if tp[0] not in hidden] if hidden
+                                                else wanted)
     except KafkaError as exc:
         if version >= 2:
             return {"group_id": group_id, "topics": [], "error_code": exc.code}
         # v1 has no group error: every partition carries it
         rows = [(t, p, None, exc.code) for t, p in wanted or []]
         return {"group_id": group_id, "topics": _fetched_topics(rows), "error_code": exc.code}
-    rows = [(topic, partition, committed, ErrorCode.none) for (topic, partition), committed in offsets.items()]
+    rows = [(topic, partition, committed, ErrorCode.none) for (topic, partition), committed in offsets.items()
+            if topic not in hidden]
     if require_stable:
         rows = [(t, p, None, ErrorCode.unstable_offset_commit) if coordinator.has_pending_offset(group_id, t, p)
                 else (t, p, c, e) for t, p, c, e in rows]
+    if hidden and wanted is not None:  # named topics denied: after the others, as Kafka answers
+        rows += [(t, p, None, ErrorCode.topic_authorization_failed) for t, p in wanted if t in hidden]
     return {"group_id": group_id, "topics": _fetched_topics(rows), "error_code": ErrorCode.none}
 
 
@@ -119,15 +151,20 @@ def _fetched_topics(rows: list[tuple[str, int, Any, ErrorCode]]) -> list[dict[st
 # OffsetDelete
 async def offset_delete(broker: BrokerServices, request: Any) -> dict[str, Any]:
     body = request.body
+    if denied(broker, request, DELETE, GROUP, body.group_id):
+        return {"error_code": ErrorCode.group_authorization_failed, "topics": []}
+    hidden = denied_topics(broker, request, READ, (t.name for t in body.topics))
     wanted = [(t.name, p.partition_index) for t in body.topics for p in t.partitions]
     try:
         coordinator = broker.group_coordinator.ready()
-        error, errors = broker.group_coordinator.apply(coordinator.delete_offsets(body.group_id, wanted))
+        error, errors = broker.group_coordinator.apply(coordinator.delete_offsets(
+            body.group_id, [tp for tp in wanted if tp[0] not in hidden] if hidden else wanted))
     except KafkaError as exc:
         error, errors = exc.code, {}
     if error != ErrorCode.none:
         return {"error_code": error, "topics": []}
-    rows = [(topic, partition, ErrorCode.unknown_topic_or_partition if not partition_exists(broker, topic, partition)
+    rows = [(topic, partition, ErrorCode.topic_authorization_failed if topic in hidden
+             else ErrorCode.unknown_topic_or_partition if not partition_exists(broker, topic, partition)
              else errors[(topic, partition)]) for topic, partition in wanted]
     return {"error_code": ErrorCode.none, "topics": _by_topic(rows)}
 
