@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from klamm.config.broker import BrokerConfig
-from klamm.controller.acls import CLUSTER_NAME, ResourceType
+from klamm.controller.acls import CLUSTER_NAME, WILDCARD, PatternType, Permission, ResourceType
 from klamm.protocol.acl import AclOperation, bit_field
 from klamm.protocol.errors import ErrorCode, KafkaError
 
@@ -40,6 +40,9 @@ class AllowAll:
 
     def require_cluster(self, request: Any, operation: AclOperation) -> None:
         pass
+
+    def allowed_any(self, request: Any, operation: AclOperation, resource_type: ResourceType) -> bool:
+        return True
 
     def operations(self, request: Any, resource_type: ResourceType, name: str, candidates: Iterable[AclOperation]) -> int:
         return bit_field(candidates)
@@ -79,6 +82,38 @@ class Authorizer(AllowAll):
         if not self.allowed(request, operation, CLUSTER, CLUSTER_NAME):
             raise KafkaError(ErrorCode.cluster_authorization_failed,
                              f"Cluster authorization failed: {operation.name} is not allowed")
+
+    def allowed_any(self, request: Any, operation: AclOperation, resource_type: ResourceType) -> bool:
+        """Kafka's authorizeByResourceType: may the principal do `operation` on some resource of the type?
+
+        Yes when a probe name is allowed (super users, allow.everyone.if.no.acl.found, a wildcard or a
+        matching prefix), else when one of the principal's ALLOW ACLs for the operation (or ALL) names a
+        resource that no DENY of it covers: a wildcard DENY denies all, a LITERAL DENY its name, a PREFIXED
+        DENY every name it starts. Implied operations do not count here (Kafka's default implementation)."""
+        if self.allowed(request, operation, resource_type, "hardcode"):
+            return True
+        principals, host = (_principal(request), "User:*"), _host(request)
+        denied: dict[int, set[str]] = {PatternType.LITERAL: set(), PatternType.PREFIXED: set()}
+        allowed: list[tuple[int, str]] = []
+        wildcard_allowed = False
+        for acl in self._image().acls.values():
+            if (acl.resource_type != resource_type or acl.principal not in principals
+                    or acl.host not in (WILDCARD, host) or acl.operation not in (operation, AclOperation.ALL)):
+                continue
+            if acl.permission == Permission.DENY:
+                if acl.pattern_type == PatternType.LITERAL and acl.resource_name == WILDCARD:
+                    return False
+                denied.setdefault(acl.pattern_type, set()).add(acl.resource_name)
+            elif acl.permission == Permission.ALLOW:
+                if acl.pattern_type == PatternType.LITERAL and acl.resource_name == WILDCARD:
+                    wildcard_allowed = True
+                allowed.append((acl.pattern_type, acl.resource_name))
+        if wildcard_allowed:
+            return True
+        prefixes = denied[PatternType.PREFIXED]
+        return any(not (pattern == PatternType.LITERAL and name in denied[PatternType.LITERAL])
+                   and not any(name[:n] in prefixes for n in range(1, len(name) + 1))
+                   for pattern, name in allowed)
 
     def operations(self, request: Any, resource_type: ResourceType, name: str, candidates: Iterable[AclOperation]) -> int:
         """Kafka's authorized-operations bit field: the candidates this principal may do on the resource."""

@@ -36,17 +36,19 @@ ALL, READ, WRITE, CREATE_OP, ALTER, OP_DESCRIBE = 2, 3, 4, 5, 7, 8
 DENY, ALLOW = 2, 3
 
 
-def admin(broker: BrokerThread, user: str = "admin") -> AdminClient:
-    return AdminClient({**conf(broker, user), "socket.timeout.ms": "10000"})
+def admin(broker: BrokerThread, user: str | None = "admin") -> AdminClient:
+    """An admin client connecting as `user`, or over PLAINTEXT (User:ANONYMOUS) when None."""
+    settings = conf(broker, user) if user else {"bootstrap.servers": f"127.0.0.1:{broker.port}"}
+    return AdminClient({**settings, "socket.timeout.ms": "10000"})
 
 
-def create(broker: BrokerThread, *bindings: AclBinding, user: str = "admin") -> None:
+def create(broker: BrokerThread, *bindings: AclBinding, user: str | None = "admin") -> None:
     client = admin(broker, user)  # kept until the futures are done: a destroyed client fails them
     for future in client.create_acls(list(bindings)).values():
         future.result(15)
 
 
-def described(broker: BrokerThread, acl_filter: AclBindingFilter, user: str = "admin") -> set[AclBinding]:
+def described(broker: BrokerThread, acl_filter: AclBindingFilter, user: str | None = "admin") -> set[AclBinding]:
     client = admin(broker, user)
     return set(client.describe_acls(acl_filter).result(15))
 
@@ -62,10 +64,12 @@ EVERYTHING = any_filter()
 
 
 class SaslClient(RawClient):
-    """A RawClient that authenticates with SASL PLAIN first."""
+    """A RawClient that authenticates with SASL PLAIN first (not when `user` is None: PLAINTEXT)."""
 
-    def __init__(self, broker: BrokerThread, user: str) -> None:
+    def __init__(self, broker: BrokerThread, user: str | None) -> None:
         super().__init__(broker.port)
+        if user is None:
+            return
         assert self.request(SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"}).error_code == NONE
         token = b"\0" + user.encode() + b"\0" + f"{user}-secret".encode()
         assert self.request(SASL_AUTHENTICATE, 2, {"auth_bytes": token}).error_code == NONE
@@ -83,14 +87,14 @@ def delete_filter(resource_type: int = ANY, name: str | None = None, pattern: in
             "principal_filter": principal, "host_filter": host, "operation": operation, "permission_type": permission}
 
 
-def raw_create(broker: BrokerThread, *creations: dict[str, Any], user: str = "admin",
+def raw_create(broker: BrokerThread, *creations: dict[str, Any], user: str | None = "admin",
                version: int = 3) -> list[tuple[int, str | None]]:
     with SaslClient(broker, user) as client:
         response = client.request(CREATE, version, {"creations": list(creations)})
     return [(r.error_code, r.error_message) for r in response.results]
 
 
-def raw_delete(broker: BrokerThread, *filters: dict[str, Any], user: str = "admin", version: int = 3) -> Any:
+def raw_delete(broker: BrokerThread, *filters: dict[str, Any], user: str | None = "admin", version: int = 3) -> Any:
     with SaslClient(broker, user) as client:
         return client.request(DELETE, version, {"filters": list(filters)}).filter_results
 
@@ -331,3 +335,122 @@ def test_without_an_authorizer_security_is_disabled(broker: BrokerThread) -> Non
         client.create_acls([binding])[binding].result(15)
     assert refused.value.args[0].code() == SECURITY_DISABLED
     assert stored(broker) == set()
+
+
+# ------------------------------------------------------------------ SCRAM users need the cluster
+
+
+def test_scram_credentials_need_describe_and_alter_on_the_cluster(secured: BrokerThread) -> None:
+    upsert = {"deletions": [{"name": "carol", "mechanism": 1}], "upsertions": [
+        {"name": "dave", "mechanism": 2, "iterations": 4096, "salt": b"s", "salted_password": b"p"},
+        {"name": "bob", "mechanism": 1, "iterations": 4096, "salt": b"s", "salted_password": b"p"}]}
+    with SaslClient(secured, "alice") as client:
+        refused = client.request(51, 0, upsert)
+        assert [(r.user, r.error_code) for r in refused.results] == [
+            ("bob", CLUSTER_AUTHORIZATION_FAILED), ("carol", CLUSTER_AUTHORIZATION_FAILED),
+            ("dave", CLUSTER_AUTHORIZATION_FAILED)]
+        # Kafka's error response: the top-level error, and one nameless result per user asked about.
+        refused = client.request(50, 0, {"users": [{"name": "bob"}, {"name": "bob"}]})
+        assert (refused.error_code, refused.error_message) == (CLUSTER_AUTHORIZATION_FAILED, None)
+        assert [(r.user, r.error_code) for r in refused.results] == [("", CLUSTER_AUTHORIZATION_FAILED)] * 2
+        assert client.request(50, 0, {"users": None}).error_code == CLUSTER_AUTHORIZATION_FAILED
+    assert secured.call(lambda: secured.broker.controller.image.scram_users()) == {}
+    # The super user may; and ALTER on the cluster lets alice alter and (implied) describe.
+    with SaslClient(secured, "admin") as client:
+        upsert_bob = {"deletions": [], "upsertions": upsert["upsertions"][1:]}
+        assert [(r.user, r.error_code) for r in client.request(51, 0, upsert_bob).results] == [("bob", NONE)]
+    create(secured, acl("alice", ResourceType.BROKER, "kafka-cluster", AclOperation.ALTER))
+    with SaslClient(secured, "alice") as client:
+        upsert_dave = {"deletions": [], "upsertions": upsert["upsertions"][:1]}
+        assert [(r.user, r.error_code) for r in client.request(51, 0, upsert_dave).results] == [("dave", NONE)]
+        described_users = client.request(50, 0, {"users": None})
+        assert described_users.error_code == NONE
+        assert sorted(r.user for r in described_users.results) == ["bob", "dave"]
+    # DESCRIBE alone lets bob describe, not alter.
+    create(secured, acl("bob", ResourceType.BROKER, "kafka-cluster", AclOperation.DESCRIBE))
+    with SaslClient(secured, "bob") as client:
+        assert client.request(50, 0, {"users": [{"name": "dave"}]}).results[0].error_code == NONE
+        assert client.request(51, 0, upsert_dave).results[0].error_code == CLUSTER_AUTHORIZATION_FAILED
+
+
+# ------------------------------------------------------------------ a cluster
+
+
+@pytest.fixture
+def cluster(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Iterator[Callable[[], list[BrokerThread]]]:
+    """Node 1 broker and controller (its CONTROLLER listener on a port of its own), node 2 broker-only; both
+    with the StandardAuthorizer, over PLAINTEXT (klamm serves SASL on a single node only), so every client is
+    User:ANONYMOUS: a super user at node 1, nobody special at node 2."""
+    from tests.integration.secured import STANDARD_AUTHORIZER
+    from tests.integration.test_scram_users import CLUSTER_ID, free_port
+    made: list[BrokerThread] = []
+
+    def start() -> list[BrokerThread]:
+        controller_port = free_port()
+        common = {"controller.quorum.voters": f"1@127.0.0.1:{controller_port}",
+                  "controller.listener.names": "CONTROLLER", "broker.heartbeat.interval.ms": "300",
+                  "broker.session.timeout.ms": "3000", "offsets.topic.num.partitions": "1",
+                  "authorizer.class.name": STANDARD_AUTHORIZER}
+        configs = {
+            1: {**common, "node.id": "1", "process.roles": "broker,controller", "super.users": "User:ANONYMOUS",
+                "listeners": f"PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:{controller_port}",
+                "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT"},
+            2: {**common, "node.id": "2", "process.roles": "broker"},
+        }
+        for node_id, config in configs.items():
+            log_dir = tmp_path / f"node{node_id}"
+            properties = tmp_path / f"node{node_id}.properties"
+            properties.write_text("".join(f"{k}={v}\n" for k, v in {**config, "log.dirs": str(log_dir)}.items()))
+            assert main(["storage", "format", "--cluster-id", CLUSTER_ID, "--config", str(properties)]) == 0
+            capsys.readouterr()
+            node = BrokerThread(log_dir, config)
+            made.append(node)
+            node.start()
+        return made
+
+    yield start
+    for node in reversed(made):
+        node.close()
+
+
+def test_acls_made_at_a_broker_only_node_show_everywhere(cluster: Callable[[], list[BrokerThread]]) -> None:
+    controller, follower = cluster()
+    assert follower.broker.broker_only
+    anonymous = None  # PLAINTEXT clients
+    # Authorized at node 2, against node 2's image: User:ANONYMOUS is no super user there.
+    assert raw_create(follower, creation(), user=anonymous)[0][0] == CLUSTER_AUTHORIZATION_FAILED
+    cluster_alter = acl("ANONYMOUS", ResourceType.BROKER, "kafka-cluster", AclOperation.ALTER)
+    create(controller, cluster_alter, user=anonymous)
+    wait_for(lambda: len(stored(follower)) == 1, timeout=15)
+
+    literal = acl("alice", ResourceType.TOPIC, "orders", AclOperation.READ)
+    prefixed = acl("bob", ResourceType.GROUP, "team-", AclOperation.READ, pattern=ResourcePatternType.PREFIXED)
+    create(follower, literal, prefixed, user=anonymous)  # forwarded by node 2 to node 1's controller
+    # The controller's answers, errors included.
+    assert raw_create(follower, creation(CLUSTER, "other"), creation(principal="bob"), creation(name="x"),
+                      user=anonymous) == [
+        (INVALID_REQUEST, "The only valid name for the CLUSTER resource is kafka-cluster"),
+        (INVALID_REQUEST, "Could not parse principal from `bob` (no colon is present separating the principal "
+                          "type from the principal name)"),
+        (NONE, None)]
+    x = acl("alice", ResourceType.TOPIC, "x", AclOperation.READ)
+    everything = {cluster_alter, literal, prefixed, x}
+    wait_for(lambda: described(controller, EVERYTHING, user=anonymous) == everything, timeout=15)
+    wait_for(lambda: described(follower, EVERYTHING, user=anonymous) == everything, timeout=15)
+    assert stored(controller) == stored(follower)
+    assert controller.call(lambda: dict(controller.broker.controller.image.acls)) == follower.call(
+        lambda: dict(follower.broker.controller.image.acls))  # the same ids
+
+    # Deletions forwarded too, with the matching ACLs the controller removed.
+    results = raw_delete(follower, delete_filter(GROUP, "team-blue", MATCH), delete_filter(TOPIC), user=anonymous)
+    assert [[(m.resource_name, m.principal) for m in r.matching_acls] for r in results] == [
+        [("team-", "User:bob")], [("x", "User:alice"), ("orders", "User:alice")]]
+    cluster_only = {(CLUSTER, "kafka-cluster", LITERAL, "User:ANONYMOUS", "*", ALTER, ALLOW)}
+    wait_for(lambda: stored(controller) == cluster_only, timeout=15)
+    wait_for(lambda: stored(follower) == cluster_only, timeout=15)
+
+    # No controller to forward to: every creation and filter gets NOT_CONTROLLER.
+    controller.stop()
+    assert [code for code, _ in raw_create(follower, creation(), creation(name="y"), user=anonymous)] == [
+        NOT_CONTROLLER] * 2
+    assert [r.error_code for r in raw_delete(follower, delete_filter(), user=anonymous)] == [NOT_CONTROLLER]

@@ -25,27 +25,39 @@ the high watermark passes the batch — the ISR's followers fetched it — or th
 request's timeout (REQUEST_TIMED_OUT), and is NOT_ENOUGH_REPLICAS_AFTER_APPEND
 if the ISR shrank below min.insync.replicas meanwhile. A follower answers
 NOT_LEADER_OR_FOLLOWER.
+
+With an authorizer (Kafka's KafkaApis.handleProduceRequest): a request carrying
+transactional batches needs WRITE on its transactional id, else every partition
+answers TRANSACTIONAL_ID_AUTHORIZATION_FAILED; each topic needs WRITE, else its
+partitions answer TOPIC_AUTHORIZATION_FAILED, which comes before
+UNKNOWN_TOPIC_OR_PARTITION. With acks=0 either failure closes the connection.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Container
 from typing import TYPE_CHECKING, Any
 
 from klamm.broker.handlers import Api
 from klamm.broker.handlers.leader_hints import LeaderHints
-from klamm.broker.services import BrokerServices
 from klamm.broker.metrics import batch_records_count
 from klamm.broker.network import CloseConnection
+from klamm.broker.services import BrokerServices
 from klamm.broker.txn_verification import produce_error
+from klamm.controller.acls import ResourceType
 from klamm.protocol import message_set
+from klamm.protocol.acl import AclOperation
+from klamm.protocol.batch import ATTR_TRANSACTIONAL
 from klamm.protocol.errors import ErrorCode, KafkaError
 from klamm.protocol.topics import is_internal
 from klamm.storage.log import AppendResult
 
 if TYPE_CHECKING:
     from klamm.broker.partition import Partition
+
+_MAGIC_BYTE, _ATTRIBUTES_LOW_BYTE = 16, 22  # in a batch header (klamm.protocol.batch): attributes are int16 at 21
 
 
 async def handle(broker: BrokerServices, request: Any) -> dict[str, Any] | None:
@@ -56,9 +68,20 @@ async def handle(broker: BrokerServices, request: Any) -> dict[str, Any] | None:
     durable: list[tuple[dict[str, Any], Any]] = []  # (response, its flush job) where the ack waits for an fsync
     transactional_id = getattr(body, "transactional_id", None)  # v3+
     upconvert = request.api_version < 3
+    denied: Container[str] = ()
+    if broker.authorizer.enabled:
+        refusal = _authorize(broker, request, transactional_id)
+        if isinstance(refusal, KafkaError):  # the whole request: TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+            if acks == 0:
+                raise CloseConnection()
+            return {"responses": [{"name": topic.name, "partition_responses": [
+                _failed(data.index, refusal) for data in topic.partition_data]} for topic in body.topic_data]}
+        denied = refusal
     submitted = [(topic.name, [_submit(broker, topic.name, data.index, data.records, acks, transactional_id,
                                        durable, timeout_s, upconvert)
-                               for data in topic.partition_data])
+                               for data in topic.partition_data] if topic.name not in denied
+                  else [_failed(data.index, KafkaError(ErrorCode.topic_authorization_failed))
+                        for data in topic.partition_data])
                  for topic in body.topic_data]
     responses = []
     failed = False
@@ -86,6 +109,26 @@ async def handle(broker: BrokerServices, request: Any) -> dict[str, Any] | None:
         for partition in topic["partition_responses"]:
             hints.add(partition, topic["name"], partition["index"])
     return {"responses": responses, "node_endpoints": hints.node_endpoints()}
+
+
+def _authorize(broker: BrokerServices, request: Any, transactional_id: str | None) -> KafkaError | set[str]:
+    """Kafka's checks before any append: transactional batches need WRITE on their transactional id
+    (else the whole request fails), every topic WRITE (else its partitions answer
+    TOPIC_AUTHORIZATION_FAILED, before they are looked up). Returns the refused topics."""
+    authorizer = broker.authorizer
+    topics = request.body.topic_data
+    if any(_transactional(data.records) for topic in topics for data in topic.partition_data) and (
+            transactional_id is None
+            or not authorizer.allowed(request, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id)):
+        return KafkaError(ErrorCode.transactional_id_authorization_failed, "Transactional Id authorization failed.")
+    names = {topic.name for topic in topics}
+    return names - authorizer.allowed_names(request, AclOperation.WRITE, ResourceType.TOPIC, names)
+
+
+def _transactional(records: Any) -> bool:
+    """Whether the partition's first batch is a transactional v2 batch (Kafka's hasTransactionalRecords)."""
+    return (records is not None and len(records) > _ATTRIBUTES_LOW_BYTE and records[_MAGIC_BYTE] == 2
+            and bool(records[_ATTRIBUTES_LOW_BYTE] & ATTR_TRANSACTIONAL))
 
 
 def _seconds(value: Any) -> float:

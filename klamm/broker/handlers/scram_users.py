@@ -14,6 +14,14 @@ into the stored and server keys (klamm/controller/scram.py); neither the
 broker nor the metadata log keeps a password or salted password. When the
 controller cannot be reached, every user of the request gets that error
 (NOT_CONTROLLER), as Kafka's error response has it.
+
+With an authorizer, Describe needs DESCRIBE on the cluster: otherwise the
+answer is CLUSTER_AUTHORIZATION_FAILED at the top level and, as Kafka's
+DescribeUserScramCredentialsRequest.getErrorResponse builds it, one result per
+user named (duplicates too) carrying the error and no user name. Alter needs
+ALTER on the cluster (checked by Kafka's controller, here where the request
+came in): otherwise every distinct user of the request, sorted, gets
+CLUSTER_AUTHORIZATION_FAILED and nothing is forwarded.
 """
 
 from __future__ import annotations
@@ -22,7 +30,9 @@ from typing import Any
 
 from klamm.broker.handlers import Api
 from klamm.broker.services import BrokerServices
+from klamm.controller.acls import CLUSTER_NAME, ResourceType
 from klamm.controller.scram import ScramDeletion, ScramUpsertion
+from klamm.protocol.acl import AclOperation
 from klamm.protocol.errors import ErrorCode, KafkaError
 from klamm.protocol.sasl import SCRAM_MECHANISMS
 
@@ -31,8 +41,13 @@ DESCRIBE_MISSING_USER = "Attempt to describe a user credential that does not exi
 
 
 async def describe_user_scram_credentials(broker: BrokerServices, request: Any) -> dict[str, Any]:
-    users = broker.controller.image.scram_users()
     wanted = request.body.users
+    if not broker.authorizer.allowed(request, AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
+        denied = ErrorCode.cluster_authorization_failed
+        return {"error_code": denied, "error_message": None, "results": [
+            {"user": "", "error_code": denied, "error_message": None, "credential_infos": []}
+            for _ in wanted or ()]}
+    users = broker.controller.image.scram_users()
     names: dict[str, bool] = {}  # distinct names in request order -> named more than once
     if wanted:
         for user in wanted:
@@ -61,6 +76,11 @@ async def alter_user_scram_credentials(broker: BrokerServices, request: Any) -> 
                   for u in body.upsertions]
     if not deletions and not upsertions:
         return {"results": []}
+    try:
+        broker.authorizer.require_cluster(request, AclOperation.ALTER)
+    except KafkaError as exc:
+        users = sorted({d.name for d in deletions} | {u.name for u in upsertions})
+        return {"results": [{"user": user, "error_code": exc.code, "error_message": exc.message} for user in users]}
     try:
         results = await broker.controller_client.alter_user_scram_credentials(deletions, upsertions)
     except KafkaError as exc:
