@@ -28,6 +28,14 @@ is a follower's: it reads up to the log end instead of the high watermark, its
 is answered instead of records, and that fetch does not count as progress), and
 its fetch offset tells the partition's LeaderState what the follower has, which
 moves the high watermark and the ISR (klamm.broker.replication).
+
+With an authorizer (Kafka's KafkaApis.handleFetchRequest): a follower's fetch
+needs CLUSTER_ACTION on the cluster, else every partition answers
+TOPIC_AUTHORIZATION_FAILED; a consumer needs READ on each topic, else its
+partitions answer TOPIC_AUTHORIZATION_FAILED, before UNKNOWN_TOPIC_OR_PARTITION
+(an unknown topic id stays UNKNOWN_TOPIC_ID). klamm's followers fetch over the
+first listener: a PLAINTEXT one makes them User:ANONYMOUS, which then needs
+CLUSTER_ACTION (a super user, or an ACL), as Kafka's inter-broker principal does.
 """
 
 from __future__ import annotations
@@ -35,6 +43,7 @@ from __future__ import annotations
 import os
 import time
 import uuid
+from collections.abc import Container
 from typing import Any
 
 from klamm.broker.fetch_session import FINAL_EPOCH, INITIAL_EPOCH, FetchSession, FetchSessionCache
@@ -42,7 +51,9 @@ from klamm.broker.handlers import Api
 from klamm.broker.handlers.leader_hints import LeaderHints
 from klamm.broker.replication import diverging_epoch
 from klamm.broker.services import BrokerServices
+from klamm.controller.acls import CLUSTER_NAME, ResourceType
 from klamm.protocol import message_set
+from klamm.protocol.acl import AclOperation
 from klamm.protocol.errors import ErrorCode, KafkaError
 from klamm.protocol.sendplan import FileRegion
 
@@ -70,8 +81,12 @@ async def handle(broker: BrokerServices, request: Any) -> dict[str, Any]:
     max_bytes = min(getattr(body, "max_bytes", broker.config.fetch_max_bytes), broker.config.fetch_max_bytes)
     min_bytes = min(body.min_bytes, max_bytes)
     deadline = time.monotonic() + body.max_wait.total_seconds()
+    denied = _denied(broker, request, positions, by_id, replica_id) if broker.authorizer.enabled else None
     while True:
         wanted = _resolve(broker, positions, by_id)  # again after a wait: topics may be gone or new
+        if denied:
+            wanted = [(item[0], item[1], None, ErrorCode.topic_authorization_failed) if item[0] in denied else item
+                      for item in wanted]
         entries, total, errors = _read_all(wanted, max_bytes, read_committed, replica_id)
         remaining = deadline - time.monotonic()
         if total >= min_bytes or errors or remaining <= 0:
@@ -107,6 +122,34 @@ async def handle(broker: BrokerServices, request: Any) -> dict[str, Any]:
             hints.add(entry, key if isinstance(key, str) else _topic_name(broker, key), entry["partition_index"])
     return {"error_code": ErrorCode.none, "session_id": session.session_id if session else 0,
             "responses": _by_topic(entries), "node_endpoints": hints.node_endpoints()}
+
+
+class _Everything:
+    """Every partition is refused: a follower's fetch without CLUSTER_ACTION."""
+
+    def __contains__(self, key: Any) -> bool:
+        return True
+
+    def __bool__(self) -> bool:
+        return True
+
+
+def _denied(broker: BrokerServices, request: Any, positions: list[tuple[Any, Any]], by_id: bool,
+            replica_id: int) -> Container[Any]:
+    """The topic keys (names, or ids from v13) this fetch may not read, as Kafka's KafkaApis decides:
+    a follower needs CLUSTER_ACTION on the cluster for all of them, a consumer READ on each topic.
+    An id the image does not know is not refused: it answers UNKNOWN_TOPIC_ID."""
+    authorizer = broker.authorizer
+    if replica_id >= 0:
+        return set() if authorizer.allowed(request, AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER,
+                                           CLUSTER_NAME) else _Everything()
+    if by_id:
+        topics = broker.controller.image.topics_by_id
+        names = {key: topics[key].name for key, _ in positions if key in topics}
+    else:
+        names = {key: key for key, _ in positions}
+    allowed = authorizer.allowed_names(request, AclOperation.READ, ResourceType.TOPIC, set(names.values()))
+    return {key for key, name in names.items() if name not in allowed}
 
 
 def _topic_name(broker: BrokerServices, topic_id: uuid.UUID) -> str:

@@ -10,17 +10,23 @@ read_committed), -3 the record with the largest timestamp (KIP-734), -4
 earliest local (= earliest without tiered storage); any other value finds the
 first record with timestamp >= it through the time index. Offsets at or past
 the high watermark are not visible to consumers, as in Kafka.
+
+With an authorizer, each topic needs DESCRIBE, else its partitions answer
+TOPIC_AUTHORIZATION_FAILED (Kafka's KafkaApis.handleListOffsetRequest).
 """
 
 from __future__ import annotations
 
 import os
 import time
+from collections.abc import Container
 from typing import Any
 
 from klamm.broker.handlers import Api
-from klamm.broker.services import BrokerServices
 from klamm.broker.handlers.fetch import _check_epoch
+from klamm.broker.services import BrokerServices
+from klamm.controller.acls import ResourceType
+from klamm.protocol.acl import AclOperation
 from klamm.protocol.errors import ErrorCode, KafkaError
 
 EARLIEST, LATEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -2, -1, -3, -4, -5
@@ -29,14 +35,27 @@ EARLIEST, LATEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -2, -1, -3, -4,
 async def handle(broker: BrokerServices, request: Any) -> dict[str, Any]:
     body = request.body
     read_committed = getattr(body, "isolation_level", 0) == 1
+    denied: Container[str] = ()
+    if broker.authorizer.enabled:
+        names = {topic.name for topic in body.topics}
+        denied = names - broker.authorizer.allowed_names(request, AclOperation.DESCRIBE, ResourceType.TOPIC, names)
     topics = []
     for topic in body.topics:
-        if request.api_version == 0:
+        if topic.name in denied:
+            partitions = [_refused(p.partition_index, request.api_version) for p in topic.partitions]
+        elif request.api_version == 0:
             partitions = [_legacy(broker, topic.name, p, body.replica_id < 0) for p in topic.partitions]
         else:
             partitions = [_one(broker, topic.name, p, read_committed) for p in topic.partitions]
         topics.append({"name": topic.name, "partitions": partitions})
     return {"topics": topics}
+
+
+def _refused(index: int, version: int) -> dict[str, Any]:
+    if version == 0:
+        return {"partition_index": index, "error_code": ErrorCode.topic_authorization_failed, "old_style_offsets": []}
+    return {"partition_index": index, "error_code": ErrorCode.topic_authorization_failed, "timestamp": -1,
+            "offset": -1, "leader_epoch": -1}
 
 
 def _legacy(broker: BrokerServices, topic: str, request: Any, from_consumer: bool) -> dict[str, Any]:

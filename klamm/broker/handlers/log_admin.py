@@ -4,22 +4,40 @@ DescribeLogDirs (35), DescribeProducers (61).
 All answer from the hosted partitions' logs, as Kafka's ReplicaManager does on
 a leader. With a single replica a DeleteRecords is complete as soon as the
 leader's log start offset moved, so it answers at once.
+
+With an authorizer (Kafka's KafkaApis): DeleteRecords needs DELETE on each
+topic, DescribeProducers READ, OffsetForLeaderEpoch CLUSTER_ACTION on the cluster
+(a follower) or else DESCRIBE on each topic (a consumer), each refused topic's
+partitions answering TOPIC_AUTHORIZATION_FAILED; AlterReplicaLogDirs needs ALTER
+on the cluster and DescribeLogDirs DESCRIBE on it, else CLUSTER_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
 
 import shutil
 from collections import defaultdict
+from collections.abc import Container, Iterable
 from pathlib import Path
 from typing import Any
 
 from klamm.broker.handlers import Api
 from klamm.broker.handlers.fetch import _check_epoch
 from klamm.broker.services import BrokerServices
+from klamm.controller.acls import CLUSTER_NAME, ResourceType
+from klamm.protocol.acl import AclOperation
 from klamm.protocol.errors import ErrorCode, KafkaError
-from klamm.protocol.topics import INTERNAL_TOPICS, METADATA_TOPIC
+from klamm.protocol.topics import INTERNAL_TOPICS, METADATA_TOPIC, validate_topic_name
 
 HIGH_WATERMARK = -1  # DeleteRecordsRequest.HIGH_WATERMARK
+
+
+def _denied_topics(broker: BrokerServices, request: Any, operation: AclOperation, names: Iterable[str]
+                   ) -> Container[str]:
+    """The topics the principal may not do `operation` on (none without an authorizer)."""
+    if not broker.authorizer.enabled:
+        return ()
+    asked = set(names)
+    return asked - broker.authorizer.allowed_names(request, operation, ResourceType.TOPIC, asked)
 
 
 def _partition_or_error(broker: BrokerServices, topic: str, index: int) -> Any:
@@ -38,9 +56,14 @@ def _partition_or_error(broker: BrokerServices, topic: str, index: int) -> Any:
 
 
 async def delete_records(broker: BrokerServices, request: Any) -> dict[str, Any]:
+    denied = _denied_topics(broker, request, AclOperation.DELETE, (t.name for t in request.body.topics))
     topics = []
     for topic in request.body.topics:
-        results = [_delete_records_one(broker, topic.name, p.partition_index, p.offset) for p in topic.partitions]
+        if topic.name in denied:
+            results = [{"partition_index": p.partition_index, "low_watermark": -1,
+                        "error_code": ErrorCode.topic_authorization_failed} for p in topic.partitions]
+        else:
+            results = [_delete_records_one(broker, topic.name, p.partition_index, p.offset) for p in topic.partitions]
         topics.append({"name": topic.name, "partitions": results})
     return {"topics": topics}
 
@@ -76,9 +99,18 @@ def delete_records_before(broker: BrokerServices, topic: str, index: int, offset
 
 
 async def offset_for_leader_epoch(broker: BrokerServices, request: Any) -> dict[str, Any]:
+    # KIP-320: a follower's CLUSTER_ACTION covers every topic, a consumer needs DESCRIBE on each
+    denied: Container[str] = ()
+    if broker.authorizer.enabled and not broker.authorizer.allowed(request, AclOperation.CLUSTER_ACTION,
+                                                                   ResourceType.CLUSTER, CLUSTER_NAME):
+        denied = _denied_topics(broker, request, AclOperation.DESCRIBE, (t.topic for t in request.body.topics))
     topics = []
     for topic in request.body.topics:
-        partitions = [_end_offset_for(broker, topic.topic, p) for p in topic.partitions]
+        if topic.topic in denied:
+            partitions = [{"error_code": ErrorCode.topic_authorization_failed, "partition": p.partition,
+                           "leader_epoch": -1, "end_offset": -1} for p in topic.partitions]
+        else:
+            partitions = [_end_offset_for(broker, topic.topic, p) for p in topic.partitions]
         topics.append({"topic": topic.topic, "partitions": partitions})
     return {"topics": topics}
 
@@ -106,9 +138,17 @@ async def alter_replica_log_dirs(broker: BrokerServices, request: Any) -> dict[s
     until it takes over. A path that is not one of log.dirs is LOG_DIR_NOT_FOUND, a partition not
     hosted here REPLICA_NOT_AVAILABLE.
     """
+    refused = broker.authorizer.enabled and not broker.authorizer.allowed(
+        request, AclOperation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME)
     log_dirs = {Path(d).resolve(): Path(d) for d in broker.log_dirs}
     results: dict[str, list[dict[str, Any]]] = {}
     for wanted in request.body.dirs:
+        if refused:  # every partition, as Kafka's error response
+            for topic in wanted.topics:
+                results.setdefault(topic.name, []).extend(
+                    {"partition_index": index, "error_code": ErrorCode.cluster_authorization_failed}
+                    for index in topic.partitions)
+            continue
         log_dir = log_dirs.get(Path(wanted.path).resolve()) if Path(wanted.path).is_absolute() else None
         for topic in wanted.topics:
             for index in topic.partitions:
@@ -132,6 +172,9 @@ def _move(broker: BrokerServices, topic: str, index: int, log_dir: Path | None) 
 
 
 async def describe_log_dirs(broker: BrokerServices, request: Any) -> dict[str, Any]:
+    if broker.authorizer.enabled and not broker.authorizer.allowed(request, AclOperation.DESCRIBE,
+                                                                   ResourceType.CLUSTER, CLUSTER_NAME):
+        return {"error_code": ErrorCode.cluster_authorization_failed, "results": []}
     wanted = _wanted_partitions(request.body.topics)
     by_dir: dict[Path, dict[str, list[Any]]] = {Path(d).resolve(): defaultdict(list) for d in broker.log_dirs}
     for log in broker.logs.all_logs():
@@ -179,11 +222,27 @@ def _describe_dir(directory: Path, topics: dict[str, list[tuple[Any, Any]]]) -> 
 
 
 async def describe_producers(broker: BrokerServices, request: Any) -> dict[str, Any]:
+    denied = _denied_topics(broker, request, AclOperation.READ, (t.name for t in request.body.topics))
     topics = []
     for topic in request.body.topics:
-        partitions = [_producers_of(broker, topic.name, index) for index in topic.partition_indexes]
+        error = _invalid_topic(topic.name)  # Kafka's order: an invalid name, then READ, then the partitions
+        if error is None and topic.name in denied:
+            error = KafkaError(ErrorCode.topic_authorization_failed, "Topic authorization failed.")
+        if error is not None:
+            partitions = [{"partition_index": index, "error_code": error.code, "error_message": error.message,
+                           "active_producers": []} for index in topic.partition_indexes]
+        else:
+            partitions = [_producers_of(broker, topic.name, index) for index in topic.partition_indexes]
         topics.append({"name": topic.name, "partitions": partitions})
     return {"topics": topics}
+
+
+def _invalid_topic(name: str) -> KafkaError | None:
+    try:
+        validate_topic_name(name)
+    except KafkaError as exc:
+        return exc
+    return None
 
 
 def _producers_of(broker: BrokerServices, topic: str, index: int) -> dict[str, Any]:
