@@ -1,13 +1,17 @@
-"""DescribeCluster (60): cluster id, controller and brokers, for admin clients."""
+"""DescribeCluster (60): cluster id, controller and brokers, for admin clients.
+
+Anyone may ask; the cluster's authorized operations, when asked for, are the
+principal's (0 without DESCRIBE on the cluster), as Kafka's AuthHelper answers.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
 from klamm.broker.handlers import Api
-from klamm.broker.handlers.metadata import controller_for_clients
+from klamm.broker.handlers.metadata import cluster_operations, controller_for_clients
 from klamm.broker.services import BrokerServices
-from klamm.protocol.acl import CLUSTER_OPERATIONS, NOT_INCLUDED
+from klamm.protocol.acl import NOT_INCLUDED
 from klamm.protocol.errors import ErrorCode
 
 BROKERS_ENDPOINT = 1
@@ -20,8 +24,8 @@ async def handle(broker: BrokerServices, request: Any) -> dict[str, Any]:
     if endpoint_type != BROKERS_ENDPOINT:
         return {"error_code": ErrorCode.unsupported_endpoint_type, "endpoint_type": endpoint_type,
                 "cluster_id": image.cluster_id, "controller_id": -1, "brokers": []}
-    # No authorizer: every supported cluster operation, for those who ask, as Kafka reports it.
-    operations = CLUSTER_OPERATIONS if body.include_cluster_authorized_operations else NOT_INCLUDED
+    # Kafka's AuthHelper: every supported cluster operation without an authorizer, 0 without DESCRIBE
+    operations = cluster_operations(broker, request) if body.include_cluster_authorized_operations else NOT_INCLUDED
     brokers = broker.broker_endpoints()
     return {
         "error_code": ErrorCode.none,

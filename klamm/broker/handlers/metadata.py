@@ -4,6 +4,12 @@ v0 asks for all topics with an empty list; v1+ with a null list. Topics that do
 not exist are created when `auto.create.topics.enable` is on and the request
 allows it (v4+), with the broker's default partitions and replication factor,
 and returned at once (Kafka answers LEADER_NOT_AVAILABLE first; ours is ready).
+
+With an authorizer, a topic needs DESCRIBE: listing every topic leaves out the
+others, a named one answers TOPIC_AUTHORIZATION_FAILED; creating one also needs
+CREATE on the cluster or on the topic. Authorized operations (v8+), when asked
+for, are the principal's own (all of them without an authorizer, as in Kafka).
+DescribeTopicPartitions follows the same rules.
 """
 
 from __future__ import annotations
@@ -13,10 +19,14 @@ from typing import Any
 
 from klamm.broker.handlers import Api
 from klamm.broker.services import BrokerServices
+from klamm.controller.acls import CLUSTER_NAME, ResourceType
 from klamm.controller.topics import CreateTopicSpec
-from klamm.protocol.acl import CLUSTER_OPERATIONS, NOT_INCLUDED, TOPIC_OPERATIONS
-from klamm.protocol.topics import is_internal, validate_topic_name
+from klamm.protocol.acl import CLUSTER_OPERATIONS, NOT_INCLUDED, TOPIC_OPERATIONS, AclOperation
 from klamm.protocol.errors import ErrorCode, KafkaError
+from klamm.protocol.topics import is_internal, validate_topic_name
+
+_ZERO_ID = uuid.UUID(int=0)
+
 
 async def handle(broker: BrokerServices, request: Any) -> dict[str, Any]:
     body = request.body
@@ -24,25 +34,101 @@ async def handle(broker: BrokerServices, request: Any) -> dict[str, Any]:
     requested = body.topics
     if request.api_version == 0 and not requested:
         requested = None
+    authorizer = broker.authorizer
     if requested is None:
-        topics = [_describe(broker, t.name, image) for t in image.topics_by_name.values()]
+        described = image.topics_by_name.values()
+        if authorizer.enabled:  # listing every topic hides those the principal may not describe
+            allowed = authorizer.allowed_names(request, AclOperation.DESCRIBE, ResourceType.TOPIC, image.topics_by_name)
+            described = [t for t in described if t.name in allowed]
+        topics = [_describe(broker, t.name, image) for t in described]
+        shown = topics
     else:
         allow_create = getattr(body, "allow_auto_topic_creation", True) and broker.config.auto_create_topics_enable
-        topics = [await _lookup(broker, entry, allow_create) for entry in requested]
+        if authorizer.enabled:
+            topics, shown = await _lookup_authorized(broker, request, requested, allow_create)
+        else:
+            topics = [await _lookup(broker, entry, allow_create) for entry in requested]
+            shown = [t for t in topics if t["name"] is not None]  # not for an unknown topic id
     image = broker.controller.image
-    # No authorizer: every supported operation, for those who ask (v8+), as Kafka reports it.
-    if getattr(body, "include_topic_authorized_operations", False):
-        for topic in topics:
-            topic["topic_authorized_operations"] = TOPIC_OPERATIONS
-    include_cluster = getattr(body, "include_cluster_authorized_operations", False)
+    if getattr(body, "include_topic_authorized_operations", False):  # v8+
+        for topic in shown:
+            topic["topic_authorized_operations"] = topic_operations(broker, request, topic["name"])
+    include_cluster = getattr(body, "include_cluster_authorized_operations", False)  # v8-10
     brokers = broker.broker_endpoints()
     return {
         "brokers": brokers,
         "cluster_id": image.cluster_id,
         "controller_id": controller_for_clients(broker, brokers),
         "topics": topics,
-        "cluster_authorized_operations": CLUSTER_OPERATIONS if include_cluster else NOT_INCLUDED,
+        "cluster_authorized_operations": cluster_operations(broker, request) if include_cluster else NOT_INCLUDED,
     }
+
+
+def _operations(field: int) -> tuple[AclOperation, ...]:
+    return tuple(op for op in AclOperation if field >> op & 1)
+
+
+_TOPIC_OPERATIONS, _CLUSTER_OPERATIONS = _operations(TOPIC_OPERATIONS), _operations(CLUSTER_OPERATIONS)
+
+
+def topic_operations(broker: BrokerServices, request: Any, name: str) -> int:
+    """The topic's authorized-operations bit field (Kafka's AuthHelper.authorizedOperations): every
+    operation a topic supports without an authorizer, else those the principal may do."""
+    if not broker.authorizer.enabled:
+        return TOPIC_OPERATIONS
+    return broker.authorizer.operations(request, ResourceType.TOPIC, name, _TOPIC_OPERATIONS)
+
+
+def cluster_operations(broker: BrokerServices, request: Any) -> int:
+    """The cluster's authorized-operations bit field for those who ask: 0 without DESCRIBE on the cluster."""
+    authorizer = broker.authorizer
+    if not authorizer.enabled:
+        return CLUSTER_OPERATIONS
+    if not authorizer.allowed(request, AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
+        return 0
+    return authorizer.operations(request, ResourceType.CLUSTER, CLUSTER_NAME, _CLUSTER_OPERATIONS)
+
+
+async def _lookup_authorized(broker: BrokerServices, request: Any, requested: Any, allow_create: bool
+                             ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Named topics with Kafka's checks (KafkaApis.handleTopicMetadataRequest): DESCRIBE on each, else
+    TOPIC_AUTHORIZATION_FAILED without the topic's id (or, asked by id, without its name); a topic to be
+    created also needs CREATE on the cluster or on the topic, else TOPIC_AUTHORIZATION_FAILED and it is
+    not created. Returns (the topics, those that get authorized operations)."""
+    authorizer = broker.authorizer
+    image = broker.controller.image
+    names = [_requested_name(image, entry) for entry in requested]
+    asked = {name for name in names if name is not None}
+    describable = authorizer.allowed_names(request, AclOperation.DESCRIBE, ResourceType.TOPIC, asked)
+    creatable = describable
+    missing = {name for name in describable if name not in image.topics_by_name}
+    if allow_create and missing and not authorizer.allowed(request, AclOperation.CREATE, ResourceType.CLUSTER,
+                                                           CLUSTER_NAME):
+        creatable = describable - missing | authorizer.allowed_names(request, AclOperation.CREATE,
+                                                                     ResourceType.TOPIC, missing)
+    topics, shown = [], []
+    for entry, name in zip(requested, names):
+        if name is not None and name not in describable:
+            by_id = entry.name is None
+            topics.append({"error_code": ErrorCode.topic_authorization_failed, "name": None if by_id else name,
+                           "topic_id": entry.topic_id if by_id else _ZERO_ID})
+        elif name is not None and name not in creatable:
+            topics.append({"error_code": ErrorCode.topic_authorization_failed, "name": name, "topic_id": _ZERO_ID,
+                           "is_internal": is_internal(name)})
+        else:
+            topic = await _lookup(broker, entry, allow_create)
+            topics.append(topic)
+            if topic["name"] is not None:
+                shown.append(topic)
+    return topics, shown
+
+
+def _requested_name(image: Any, entry: Any) -> str | None:
+    """The topic a Metadata entry names; None for a topic id the image does not know."""
+    if entry.name is None and getattr(entry, "topic_id", _ZERO_ID) != _ZERO_ID:
+        topic = image.topics_by_id.get(entry.topic_id)
+        return topic.name if topic is not None else None
+    return entry.name
 
 
 def controller_for_clients(broker: BrokerServices, brokers: list[dict[str, Any]]) -> int:
@@ -133,6 +219,11 @@ async def describe_topic_partitions(broker: BrokerServices, request: Any) -> dic
         # Kafka's error response: INVALID_REQUEST for each topic asked for
         return {"topics": [{"error_code": ErrorCode.invalid_request, "name": t.name, "is_internal": False,
                             "partitions": []} for t in body.topics], "next_cursor": None}
+    refused: list[str] = []
+    if broker.authorizer.enabled:  # Kafka's DescribeTopicPartitionsRequestHandler: DESCRIBE on each topic
+        allowed = broker.authorizer.allowed_names(request, AclOperation.DESCRIBE, ResourceType.TOPIC, names)
+        refused = [] if every_topic else sorted(names - allowed)  # listing every topic hides them
+        names = allowed
     remaining = max(1, min(broker.config.max_request_partition_size_limit, body.response_partition_limit))
     live = set(image.brokers)
     topics: list[dict[str, Any]] = []
@@ -141,7 +232,7 @@ async def describe_topic_partitions(broker: BrokerServices, request: Any) -> dic
         topic = image.topics_by_name.get(name)
         if topic is None:
             if not every_topic:
-                topics.append(_unknown_topic(name))
+                topics.append(_unknown_topic(name, topic_operations(broker, request, name)))
             continue
         if remaining == 0:  # the previous topic ended the answer exactly: the next one starts the next
             next_cursor = {"topic_name": name, "partition_index": 0}
@@ -149,24 +240,27 @@ async def describe_topic_partitions(broker: BrokerServices, request: Any) -> dic
         first = cursor.partition_index if cursor is not None and name == cursor.topic_name else 0
         end = min(len(topic.partitions), first + remaining)
         topics.append({"error_code": ErrorCode.none, "name": name, "topic_id": topic.topic_id,
-                       "is_internal": is_internal(name), "topic_authorized_operations": TOPIC_OPERATIONS,
+                       "is_internal": is_internal(name),
+                       "topic_authorized_operations": topic_operations(broker, request, name),
                        "partitions": [{**_partition(topic.partitions[i], i, live), "eligible_leader_replicas": [],
                                        "last_known_elr": []} for i in range(first, end) if i in topic.partitions]})
         if end < len(topic.partitions):
             next_cursor = {"topic_name": name, "partition_index": end}
             break
         remaining -= max(0, end - first)
+    topics += [{"error_code": ErrorCode.topic_authorization_failed, "name": name, "topic_id": _ZERO_ID,
+                "is_internal": False, "partitions": []} for name in refused]
     return {"topics": topics, "next_cursor": next_cursor}
 
 
-def _unknown_topic(name: str) -> dict[str, Any]:
+def _unknown_topic(name: str, operations: int) -> dict[str, Any]:
     try:
         validate_topic_name(name)
         error = ErrorCode.unknown_topic_or_partition
     except KafkaError:
         error = ErrorCode.invalid_topic_exception
     return {"error_code": error, "name": name, "topic_id": uuid.UUID(int=0), "is_internal": is_internal(name),
-            "partitions": [], "topic_authorized_operations": TOPIC_OPERATIONS}
+            "partitions": [], "topic_authorized_operations": operations}
 
 
 APIS = [Api(3, 0, 12, handle), Api(75, 0, 0, describe_topic_partitions)]
