@@ -13,6 +13,13 @@ configs (Kafka's DynamicLogConfig set: log.retention.ms, message.max.bytes,
 log.segment.bytes, ...). Other known broker configs are refused as Kafka refuses
 its non-dynamic ones, so no change is reported that is not in force. Unknown
 names are stored, as Kafka stores them (custom plugin configs), with no effect.
+
+With an authorizer: describing needs DESCRIBE_CONFIGS, altering ALTER_CONFIGS, on
+the topic for a topic's configs and on the cluster for a broker's, else
+TOPIC_AUTHORIZATION_FAILED or CLUSTER_AUTHORIZATION_FAILED for that resource.
+An alteration is authorized after the broker's own checks of the request (as
+Kafka's broker checks it before its controller authorizes it). ListConfigResources
+needs DESCRIBE_CONFIGS on the cluster.
 """
 
 from __future__ import annotations
@@ -29,6 +36,8 @@ from klamm.config.definition import ConfigKey, ConfigSource, ConfigType, format_
 from klamm.config.errors import ConfigError
 from klamm.config.topic import TopicConfig
 from klamm.config.topic_keys import TOPIC_CONFIG_DEF
+from klamm.controller.acls import CLUSTER_NAME, ResourceType
+from klamm.protocol.acl import AclOperation
 from klamm.protocol.errors import ErrorCode, KafkaError
 
 TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
@@ -79,7 +88,45 @@ async def describe_configs(broker: BrokerServices, request: Any) -> dict[str, An
     body = request.body
     describer = _Describer(broker, getattr(body, "include_synonyms", False),  # v1+
                            getattr(body, "include_documentation", False))
-    return {"results": [describer.resource(r) for r in body.resources]}
+    if not broker.authorizer.enabled:
+        return {"results": [describer.resource(r) for r in body.resources]}
+    results = []
+    for resource in body.resources:
+        refusal = _refusal(broker, request, AclOperation.DESCRIBE_CONFIGS, resource)
+        if refusal is None:
+            results.append(describer.resource(resource))
+        else:
+            results.append({"resource_type": resource.resource_type, "resource_name": resource.resource_name,
+                            "error_code": refusal.code, "error_message": refusal.message, "configs": []})
+    return {"results": results}
+
+
+# The resource an operation on a config resource is authorized on, and the error refusing it (Kafka's
+# ConfigHelper and ControllerApis.authorizeAlterResource): broker (and broker logger, client metrics)
+# configs are the cluster's, a topic's its own, a group's its own.
+_CONFIG_RESOURCES = {
+    TOPIC: (ResourceType.TOPIC, ErrorCode.topic_authorization_failed, "Topic authorization failed."),
+    BROKER: (ResourceType.CLUSTER, ErrorCode.cluster_authorization_failed, "Cluster authorization failed."),
+    BROKER_LOGGER: (ResourceType.CLUSTER, ErrorCode.cluster_authorization_failed, "Cluster authorization failed."),
+    16: (ResourceType.CLUSTER, ErrorCode.cluster_authorization_failed, "Cluster authorization failed."),
+    32: (ResourceType.GROUP, ErrorCode.group_authorization_failed, "Group authorization failed."),
+}
+
+
+def _refusal(broker: BrokerServices, request: Any, operation: AclOperation, resource: Any) -> KafkaError | None:
+    """The error refusing `operation` on a config resource; None when allowed (or of no known type)."""
+    known = _CONFIG_RESOURCES.get(resource.resource_type)
+    if known is None:
+        return None
+    resource_type, code, message = known
+    name = CLUSTER_NAME if resource_type == ResourceType.CLUSTER else resource.resource_name
+    return None if broker.authorizer.allowed(request, operation, resource_type, name) else KafkaError(code, message)
+
+
+def _authorize_alter(broker: BrokerServices, request: Any, resource: Any) -> None:
+    refusal = _refusal(broker, request, AclOperation.ALTER_CONFIGS, resource)
+    if refusal is not None:
+        raise refusal
 
 
 class _Describer:
@@ -196,13 +243,14 @@ def _broker_id(name: str, message: str) -> int:
 
 async def alter_configs(broker: BrokerServices, request: Any) -> dict[str, Any]:
     body = request.body
-    return {"responses": await _each_resource(body.resources, lambda r: _alter_legacy(broker, r, body.validate_only))}
+    return {"responses": await _each_resource(body.resources,
+                                              lambda r: _alter_legacy(broker, request, r, body.validate_only))}
 
 
 async def incremental_alter_configs(broker: BrokerServices, request: Any) -> dict[str, Any]:
     body = request.body
     return {"responses": await _each_resource(body.resources,
-                                              lambda r: _alter_incremental(broker, r, body.validate_only))}
+                                              lambda r: _alter_incremental(broker, request, r, body.validate_only))}
 
 
 async def _each_resource(resources: Iterable[Any], alter: Callable[[Any], Awaitable[None]]) -> list[dict[str, Any]]:
@@ -233,22 +281,25 @@ def _check_entries(resource: Any, incremental: bool) -> None:
         raise KafkaError(ErrorCode.invalid_request, f"Unknown resource type {resource.resource_type}")
 
 
-async def _alter_legacy(broker: BrokerServices, resource: Any, validate_only: bool) -> None:
+async def _alter_legacy(broker: BrokerServices, request: Any, resource: Any, validate_only: bool) -> None:
     _check_entries(resource, incremental=False)
     configs = {c.name: c.value for c in resource.configs}
     if resource.resource_type == TOPIC:
+        _authorize_alter(broker, request, resource)
         await _alter_topic(broker, resource.resource_name, configs, [], replace=True, validate_only=validate_only)
     else:
-        await _alter_broker(broker, resource.resource_name, configs, [], replace=True, validate_only=validate_only)
+        await _alter_broker(broker, request, resource.resource_name, configs, [], replace=True,
+                            validate_only=validate_only)
 
 
-async def _alter_incremental(broker: BrokerServices, resource: Any, validate_only: bool) -> None:
+async def _alter_incremental(broker: BrokerServices, request: Any, resource: Any, validate_only: bool) -> None:
     _check_entries(resource, incremental=True)
     for config in resource.configs:
         if config.config_operation not in (SET, DELETE, APPEND, SUBTRACT):
             raise KafkaError(ErrorCode.invalid_request, f"Unknown operations type {config.config_operation}")
     name = resource.resource_name
     if resource.resource_type == TOPIC:
+        _authorize_alter(broker, request, resource)
         image_topic = broker.controller.image.topics_by_name.get(name)
         current = dict(image_topic.configs) if image_topic is not None else {}
         set_configs, deletes = _incremental_changes(resource.configs, current, TOPIC_CONFIG_DEF.get, _topic_list_error)
@@ -257,7 +308,7 @@ async def _alter_incremental(broker: BrokerServices, resource: Any, validate_onl
         node_id = _broker_node(broker, name)
         current = dict(broker.controller.image.broker_configs(node_id))
         set_configs, deletes = _incremental_changes(resource.configs, current, BROKER_CONFIG_DEF.get, _broker_list_error)
-        await _alter_broker(broker, name, set_configs, deletes, replace=False, validate_only=validate_only)
+        await _alter_broker(broker, request, name, set_configs, deletes, replace=False, validate_only=validate_only)
 
 
 def _topic_list_error(op: int, name: str) -> KafkaError:
@@ -317,12 +368,16 @@ def _broker_node(broker: BrokerServices, name: str) -> int | None:
     return node_id
 
 
-async def _alter_broker(broker: BrokerServices, name: str, set_configs: Mapping[str, str], deletes: list[str], *, replace: bool,
-                  validate_only: bool) -> None:
+async def _alter_broker(broker: BrokerServices, request: Any, name: str, set_configs: Mapping[str, str],
+                        deletes: list[str], *, replace: bool, validate_only: bool) -> None:
     node_id = _broker_node(broker, name)
     fixed = sorted(n for n in set_configs if n in BROKER_CONFIG_DEF and n not in DYNAMIC_BROKER_CONFIGS)
     if fixed:
         raise KafkaError(ErrorCode.invalid_request, f"Cannot update these configs dynamically: Set({', '.join(fixed)})")
+    if broker.authorizer.enabled and not broker.authorizer.allowed(request, AclOperation.ALTER_CONFIGS,
+                                                                   ResourceType.CLUSTER, CLUSTER_NAME):
+        # after the broker's own checks, as Kafka's controller authorizes what the broker forwards
+        raise KafkaError(ErrorCode.cluster_authorization_failed, "Cluster authorization failed.")
 
     def validate(configs: dict[str, str]) -> None:
         # KAFKA-13609: a value the broker cannot take is INVALID_REQUEST, not INVALID_CONFIG.
@@ -350,6 +405,9 @@ async def list_config_resources(broker: BrokerServices, request: Any) -> dict[st
     (DescribeConfigs refuses them), so asking for them is UNSUPPORTED_VERSION, as Kafka
     answers a type it does not support.
     """
+    if broker.authorizer.enabled and not broker.authorizer.allowed(request, AclOperation.DESCRIBE_CONFIGS,
+                                                                   ResourceType.CLUSTER, CLUSTER_NAME):
+        return {"error_code": ErrorCode.cluster_authorization_failed, "config_resources": []}  # Kafka's KafkaApis
     supported = (TOPIC, BROKER, CLIENT_METRICS, GROUP) if request.api_version >= 1 else (CLIENT_METRICS,)
     wanted = set(getattr(request.body, "resource_types", ()) or supported)
     if not wanted <= set(supported):
