@@ -11,6 +11,9 @@ KafkaRaftClient). A failure to reach the controller is a top-level error, as
 Kafka's forwarding reports one. v1 adds the replicas' fetch and caught-up
 times, v2 their directory ids, error messages and the voters' endpoints
 (`nodes`); the encoder drops what the request's version lacks.
+
+With an authorizer it needs DESCRIBE on the cluster, else a top-level
+CLUSTER_AUTHORIZATION_FAILED (Kafka's ControllerApis.handleDescribeQuorum).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from klamm.broker.handlers import Api
 from klamm.broker.services import BrokerServices
 from klamm.controller.metadata_log import METADATA_PARTITION, METADATA_TOPIC
 from klamm.controller.quorum_info import QuorumInfo, ReplicaInfo
+from klamm.protocol.acl import AclOperation
 from klamm.protocol.errors import ErrorCode, KafkaError
 
 __all__ = ["APIS", "handle", "is_metadata_partition", "response"]
@@ -30,6 +34,10 @@ UNKNOWN_PARTITION_MESSAGE = "This server does not host this topic-partition."  #
 
 async def handle(broker: BrokerServices, request: Any) -> dict[str, Any]:
     body = request.body
+    try:  # first, as Kafka's controller authorizes what its brokers forward
+        broker.authorizer.require_cluster(request, AclOperation.DESCRIBE)
+    except KafkaError as exc:
+        return {"error_code": exc.code, "error_message": exc.message, "topics": [], "nodes": []}
     if not is_metadata_partition(body):
         return unknown_partitions(body)
     try:

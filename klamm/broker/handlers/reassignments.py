@@ -5,6 +5,9 @@ replicas join the partition as adding replicas, fetch from its leader, and once
 the ISR holds them all the removed replicas leave (their logs are deleted) and
 the reassignment is complete. A null replica list cancels a reassignment in
 progress. The list comes from this broker's metadata image.
+
+With an authorizer, altering needs ALTER on the cluster and listing DESCRIBE on
+it, else CLUSTER_AUTHORIZATION_FAILED (Kafka's ControllerApis).
 """
 
 from __future__ import annotations
@@ -13,10 +16,18 @@ from typing import Any
 
 from klamm.broker.handlers import Api
 from klamm.broker.services import BrokerServices
-from klamm.protocol.errors import ErrorCode
+from klamm.protocol.acl import AclOperation
+from klamm.protocol.errors import ErrorCode, KafkaError
 
 
 async def alter(broker: BrokerServices, request: Any) -> dict[str, Any]:
+    try:
+        broker.authorizer.require_cluster(request, AclOperation.ALTER)
+    except KafkaError as exc:  # Kafka's error response: at the top and for each partition
+        return {"error_code": exc.code, "error_message": exc.message, "responses": [
+            {"name": topic.name, "partitions": [
+                {"partition_index": p.partition_index, "error_code": exc.code, "error_message": exc.message}
+                for p in topic.partitions]} for topic in request.body.topics]}
     targets: dict[str, dict[int, list[int] | None]] = {}
     for topic in request.body.topics:
         for partition in topic.partitions:
@@ -32,6 +43,13 @@ async def alter(broker: BrokerServices, request: Any) -> dict[str, Any]:
 async def list_reassignments(broker: BrokerServices, request: Any) -> dict[str, Any]:
     image = broker.controller.image
     wanted = request.body.topics
+    try:
+        broker.authorizer.require_cluster(request, AclOperation.DESCRIBE)
+    except KafkaError as exc:  # Kafka's error response: the partitions asked for, without replicas
+        return {"error_code": exc.code, "error_message": exc.message, "topics": [
+            {"name": t.name, "partitions": [{"partition_index": index, "replicas": [], "adding_replicas": [],
+                                             "removing_replicas": []} for index in t.partition_indexes]}
+            for t in wanted or ()]}
     if wanted is None:
         names = {name: None for name in image.topics_by_name}
     else:
