@@ -45,6 +45,7 @@ from klamm.controller.image import (BROKER_RESOURCE, TOPIC_RESOURCE, ImageBuilde
 from klamm.controller.metadata_log import METADATA_PARTITION, METADATA_TOPIC
 from klamm.controller.records import MetadataRecordError, decode_record
 from klamm.controller.snapshot import SnapshotError, SnapshotId, parse_snapshot
+from klamm.controller.client_quotas import ClientQuotaAlteration, ClientQuotaResult
 from klamm.controller.configs import ConfigValidator, decide_alter_broker_configs, decide_alter_topic_configs
 from klamm.controller.elections import ElectionOutcome
 from klamm.controller.quorum_info import QuorumInfo, from_response
@@ -62,6 +63,7 @@ FETCH, CREATE_TOPICS, ALTER_PARTITION, BROKER_REGISTRATION, BROKER_HEARTBEAT, AL
 DELETE_TOPICS, ALTER_CONFIGS, CREATE_PARTITIONS, ELECT_LEADERS, INCREMENTAL_ALTER_CONFIGS = 20, 33, 37, 43, 44
 ALTER_PARTITION_REASSIGNMENTS, ALTER_USER_SCRAM_CREDENTIALS, DESCRIBE_QUORUM = 45, 51, 55
 CREATE_ACLS, DELETE_ACLS = 30, 31
+ALTER_CLIENT_QUOTAS = 49
 SET, DELETE = 0, 1  # IncrementalAlterConfigs operations
 ZERO_UUID = uuid.UUID(int=0)
 FETCH_SNAPSHOT, SNAPSHOT_CHUNK_BYTES = 59, 8 << 20
@@ -400,6 +402,16 @@ class RemoteControllerClient:
         result = response.responses[0]
         if result.error_code != ErrorCode.none:
             raise KafkaError(result.error_code, result.error_message)
+
+    async def alter_client_quotas(self, alterations: Sequence[ClientQuotaAlteration], *,
+                                  validate_only: bool) -> list[ClientQuotaResult]:
+        """AlterClientQuotas at the controller, which validates it (Kafka's brokers always forward it)."""
+        response = await self._request(ALTER_CLIENT_QUOTAS, 1, {"validate_only": validate_only, "entries": [{
+            "entity": [{"entity_type": t, "entity_name": n} for t, n in a.entity],
+            "ops": [{"key": k, "value": 0.0 if v is None else v, "remove": v is None} for k, v in a.ops]}
+            for a in alterations]})
+        return [ClientQuotaResult(tuple((e.entity_type, e.entity_name) for e in r.entity), ErrorCode(r.error_code),
+                                  r.error_message) for r in response.entries]
 
     async def alter_user_scram_credentials(self, deletions: Sequence[ScramDeletion],
                                            upsertions: Sequence[ScramUpsertion]) -> list[ScramAlterResult]:

@@ -12,12 +12,14 @@ the in-process controller.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from klamm.config.topic import TopicConfig
+from klamm.controller.client_quotas import ip_hosts
 from klamm.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
@@ -28,6 +30,7 @@ if TYPE_CHECKING:
     from klamm.config.broker import BrokerConfig
     from klamm.controller.acl_changes import AclCreateResult, AclDeleteResult
     from klamm.controller.acls import Acl, AclFilter
+    from klamm.controller.client_quotas import ClientQuotaAlteration, ClientQuotaResult
     from klamm.controller.configs import ConfigValidator
     from klamm.controller.controller import Controller
     from klamm.controller.elections import ElectionOutcome
@@ -76,6 +79,9 @@ class ControllerClient(Protocol):
     async def alter_broker_configs(self, node_id: int | None, set_configs: Mapping[str, str],
                                    delete_configs: Iterable[str], *, replace: bool, validate_only: bool,
                                    validate_config: ConfigValidator | None) -> dict[str, str]: ...
+
+    async def alter_client_quotas(self, alterations: Sequence[ClientQuotaAlteration], *,
+                                  validate_only: bool) -> list[ClientQuotaResult]: ...
 
     async def alter_user_scram_credentials(self, deletions: Sequence[ScramDeletion],
                                            upsertions: Sequence[ScramUpsertion]) -> list[ScramAlterResult]: ...
@@ -175,6 +181,14 @@ class LocalControllerClient:
         return self._controller.alter_broker_configs(node_id, set_configs, delete_configs, replace=replace,
                                                      validate_only=validate_only, validate_config=validate_config)
 
+    async def alter_client_quotas(self, alterations: Sequence[ClientQuotaAlteration], *,
+                                  validate_only: bool) -> list[ClientQuotaResult]:
+        # An ip entity named by a host name must resolve (Kafka's InetAddress.getByName): looked up here,
+        # off the loop, so that only such a request suspends before the controller decides.
+        resolvable = [host for host in ip_hosts(alterations) if await _resolves(host)]
+        return self._controller.alter_client_quotas(alterations, validate_only=validate_only,
+                                                    resolvable_hosts=resolvable)
+
     async def alter_user_scram_credentials(self, deletions: Sequence[ScramDeletion],
                                            upsertions: Sequence[ScramUpsertion]) -> list[ScramAlterResult]:
         return self._controller.alter_user_scram_credentials(deletions, upsertions)
@@ -187,3 +201,11 @@ class LocalControllerClient:
 
     async def describe_quorum(self) -> QuorumInfo:
         return self._quorum.describe_quorum()
+
+
+async def _resolves(host: str) -> bool:
+    try:
+        await asyncio.get_running_loop().getaddrinfo(host, None)
+    except (OSError, UnicodeError):
+        return False
+    return True

@@ -39,6 +39,7 @@ from klamm.controller.acl_changes import AclCreateResult, AclDeleteResult, decid
 from klamm.controller.acls import Acl, AclFilter
 from klamm.controller.bootstrap import read_bootstrap
 from klamm.controller.brokers import decide_register_broker, decide_unregister_broker
+from klamm.controller.client_quotas import ClientQuotaAlteration, ClientQuotaResult, decide_alter_client_quotas
 from klamm.controller.configs import ConfigValidator, decide_alter_broker_configs, decide_alter_topic_configs
 from klamm.controller.elections import ElectionOutcome, decide_elect_leaders
 from klamm.controller.partition_changes import (NO_LEADER, UNCLEAN_KEY, decide_alter_partition, decide_balance_leaders,
@@ -483,6 +484,17 @@ class Controller:
             self._producer_ids = iter(self.allocate_producer_ids(self.node_id))
             producer_id = next(self._producer_ids)
         return producer_id
+
+    # -- client quotas -------------------------------------------------------------------
+
+    def alter_client_quotas(self, alterations: Sequence[ClientQuotaAlteration], *, validate_only: bool = False,
+                            resolvable_hosts: Iterable[str] = ()) -> list[ClientQuotaResult]:
+        """AlterClientQuotas: one result per entity; the successful ones committed as one batch unless
+        validate_only (klamm/controller/client_quotas.py)."""
+        results, records = decide_alter_client_quotas(self._image, alterations, resolvable_hosts)
+        if not validate_only:
+            self._commit_if_any(records)
+        return results
 
     # -- append and replay -------------------------------------------------------------
 

@@ -9,6 +9,12 @@ SCRAM credentials (UserScramCredentialRecord, RemoveUserScramCredentialRecord)
 are kept by (user name, mechanism name), e.g. ("alice", "SCRAM-SHA-256"): what
 the server needs to check a SCRAM login (salt, stored key, server key,
 iterations), never the password; `MetadataImage.scram_credential` looks one up.
+
+Client quotas (ClientQuotaRecord) are kept by entity, a tuple of (entity type,
+name or None for the default) pairs (klamm/controller/client_quotas.py):
+`MetadataImage.client_quotas(entity)` gives an entity's {key: value}, and
+`MetadataImage.applicable_client_quota(user, client_id, key)` the quota Kafka's
+precedence gives a client.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from types import MappingProxyType
 from typing import Any
 
 from klamm.controller.acls import Acl, AclIndex
+from klamm.controller.client_quotas import AppliedQuota, QuotaEntity, applicable_quota, quota_entity
 from klamm.controller.records import MetadataRecord
 from klamm.protocol.sasl import SCRAM_MECHANISMS, ScramCredential
 
@@ -109,6 +116,8 @@ class MetadataImage:
     # ACLs (AccessControlEntryRecord) by id, and the index the authorizer asks (built once per image)
     acls: Mapping[uuid.UUID, Acl] = field(default_factory=_empty)
     acl_index: AclIndex = field(default_factory=lambda: AclIndex(()), compare=False, repr=False)
+    # Client quotas (ClientQuotaRecord) by entity: {((type, name or None), ...): {key: value}}
+    quotas_by_entity: Mapping[QuotaEntity, Mapping[str, float]] = field(default_factory=_empty)
 
     def topic(self, name_or_id: str | uuid.UUID) -> TopicImage | None:
         if isinstance(name_or_id, uuid.UUID):
@@ -135,6 +144,15 @@ class MetadataImage:
             users.setdefault(user, {})[mechanism] = credential.iterations
         return users
 
+    def client_quotas(self, entity: QuotaEntity | Mapping[str, str | None]) -> Mapping[str, float]:
+        """The quotas set on `entity` ((type, name or None) pairs in any order, or a map): {key: value}."""
+        return self.quotas_by_entity.get(quota_entity(entity), _EMPTY)
+
+    def applicable_client_quota(self, user: str, client_id: str, key: str) -> AppliedQuota | None:
+        """The `key` quota a client of principal name `user` and `client_id` is held to (Kafka's
+        precedence, klamm.controller.client_quotas.applicable_quota); None: no quota."""
+        return applicable_quota(self.quotas_by_entity, user, client_id, key)
+
 
 def empty_image(cluster_id: str, controller_id: int) -> MetadataImage:
     return MetadataImage(cluster_id=cluster_id, controller_id=controller_id)
@@ -156,6 +174,7 @@ class ImageBuilder:
         self.acls: dict[uuid.UUID, Acl] = dict(base.acls)
         self._base = base
         self.acls_changed = False
+        self._quotas: dict[QuotaEntity, Mapping[str, float]] | None = None  # copied on the first change
         # Partition maps copied on first change, per topic id.
         self._partitions: dict[uuid.UUID, dict[int, PartitionImage]] = {}
 
@@ -187,6 +206,8 @@ class ImageBuilder:
             scram_credentials=MappingProxyType(dict(self.scram_credentials)),
             acls=MappingProxyType(dict(self.acls)) if self.acls_changed else self._base.acls,
             acl_index=AclIndex(self.acls.values()) if self.acls_changed else self._base.acl_index,
+            quotas_by_entity=self._base.quotas_by_entity if self._quotas is None else MappingProxyType(
+                dict(self._quotas)),
         )
 
     # -- helpers used by the handlers
@@ -202,6 +223,12 @@ class ImageBuilder:
 
     def drop_partitions(self, topic_id: uuid.UUID) -> None:
         self._partitions.pop(topic_id, None)
+
+    def client_quotas(self) -> dict[QuotaEntity, Mapping[str, float]]:
+        """The quotas by entity, to change (copied from the base image on first use)."""
+        if self._quotas is None:
+            self._quotas = dict(self._base.quotas_by_entity)
+        return self._quotas
 
     def topic_named(self, name: str) -> TopicImage | None:
         topic_id = self.topic_ids.get(name)
@@ -390,6 +417,20 @@ def _remove_access_control_entry(b: ImageBuilder, d: Mapping[str, Any]) -> None:
     b.acls_changed = True
 
 
+def _client_quota(b: ImageBuilder, d: Mapping[str, Any]) -> None:
+    entity = quota_entity((e["entity_type"], e["entity_name"]) for e in d["entity"])
+    quotas = b.client_quotas()
+    values = dict(quotas.get(entity, _EMPTY))
+    if d["remove"]:
+        values.pop(d["key"], None)
+    else:
+        values[d["key"]] = d["value"]
+    if values:
+        quotas[entity] = MappingProxyType(values)
+    else:
+        quotas.pop(entity, None)
+
+
 _HANDLERS = {
     "RegisterBrokerRecord": _register_broker,
     "UnregisterBrokerRecord": _unregister_broker,
@@ -407,4 +448,5 @@ _HANDLERS = {
     "RemoveUserScramCredentialRecord": _remove_user_scram_credential,
     "AccessControlEntryRecord": _access_control_entry,
     "RemoveAccessControlEntryRecord": _remove_access_control_entry,
+    "ClientQuotaRecord": _client_quota,
 }

@@ -53,6 +53,7 @@ WRITE_VERSIONS: Mapping[str, int] = {
     "RemoveUserScramCredentialRecord": 0,
     "AccessControlEntryRecord": 0,
     "RemoveAccessControlEntryRecord": 0,
+    "ClientQuotaRecord": 0,
 }
 
 

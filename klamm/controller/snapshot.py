@@ -139,6 +139,15 @@ def image_records(image: MetadataImage) -> Iterator[MetadataRecord]:
             "id": acl_id, "resource_type": acl.resource_type, "resource_name": acl.resource_name,
             "pattern_type": acl.pattern_type, "principal": acl.principal, "host": acl.host,
             "operation": acl.operation, "permission_type": acl.permission})
+    for entity, values in sorted(image.quotas_by_entity.items(), key=lambda item: _quota_sort_key(item[0])):
+        for key, value in sorted(values.items()):
+            yield MetadataRecord("ClientQuotaRecord", {
+                "entity": [{"entity_type": t, "entity_name": n} for t, n in entity], "key": key, "value": value,
+                "remove": False})
+
+
+def _quota_sort_key(entity: tuple[tuple[str, str | None], ...]) -> list[tuple[str, bool, str]]:
+    return [(entity_type, name is not None, name or "") for entity_type, name in entity]
 
 
 

@@ -352,5 +352,5 @@ def test_configs_tool_credential_strings() -> None:
         assert str(caught.value) == message
     with pytest.raises(ToolError, match="Unexpected config names: colour"):
         scram_configs.check_config_names({"colour": "red"}, [])
-    with pytest.raises(ToolError, match="not supported by klamm: consumer_byte_rate"):
+    with pytest.raises(ToolError, match="Quota configs are not SCRAM credentials: consumer_byte_rate"):
         scram_configs.check_config_names({}, ["consumer_byte_rate"])

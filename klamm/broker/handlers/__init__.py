@@ -26,7 +26,7 @@ class Api:
 
 
 def registry() -> dict[int, Api]:
-    from klamm.broker.handlers import (acls, api_versions, cluster, configs, elections, fetch, groups,
+    from klamm.broker.handlers import (acls, api_versions, client_quotas, cluster, configs, elections, fetch, groups,
                                        groups_admin, groups_offsets, list_offsets, log_admin, metadata, produce,
                                        producer_ids, quorum, reassignments, sasl, scram_users, topics,
                                        transactions)
@@ -34,7 +34,7 @@ def registry() -> dict[int, Api]:
     apis: dict[int, Api] = {}
     for module in (api_versions, metadata, produce, fetch, list_offsets, topics, cluster, producer_ids,
                    groups, groups_offsets, groups_admin, log_admin, configs, acls, elections, reassignments,
-                   transactions, quorum, sasl, scram_users):
+                   transactions, quorum, sasl, scram_users, client_quotas):
         for api in module.APIS:
             apis[api.key] = api
     return apis

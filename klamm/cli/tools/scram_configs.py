@@ -17,7 +17,7 @@ mechanism of the command in one request, so against Kafka 3.9 adding or
 deleting two mechanisms at once fails. This tool sends one request per
 mechanism (deletions first), so such a command works — not atomically: a
 failure stops at that mechanism, and the earlier ones stay done.
-Client quotas (consumer_byte_rate, ...) are not supported: klamm has none.
+A user's quotas (consumer_byte_rate, ...) are klamm/cli/tools/quota_configs.py's.
 """
 
 from __future__ import annotations
@@ -28,14 +28,13 @@ from confluent_kafka import KafkaException
 from confluent_kafka.admin import (AdminClient, ScramCredentialInfo, ScramMechanism, UserScramCredentialDeletion,
                                    UserScramCredentialUpsertion)
 
+from klamm.cli.tools import quota_configs
 from klamm.cli.tools.common import ToolError, kafka_error_message, kafka_error_name
 from klamm.protocol.sasl import MIN_ITERATIONS
 
 TIMEOUT_S = 30.0
 DEFAULT_ITERATIONS = 4096  # ConfigCommand.DefaultScramIterations
 MECHANISMS = {"SCRAM-SHA-256": ScramMechanism.SCRAM_SHA_256, "SCRAM-SHA-512": ScramMechanism.SCRAM_SHA_512}
-QUOTA_CONFIGS = frozenset({"producer_byte_rate", "consumer_byte_rate", "request_percentage",
-                           "controller_mutation_rate"})
 _CREDENTIAL = re.compile(r"(?:iterations=(-?[0-9]*),)?password=(.*)", re.DOTALL)
 
 
@@ -71,15 +70,11 @@ def _line(user: str, description) -> str:
 
 
 def check_config_names(to_add: dict[str, str], to_delete: list[str]) -> None:
-    """ConfigCommand's checks of the names given for a user (quotas aside: klamm has none)."""
-    for verb, names in (("added", list(to_add)), ("deleted", to_delete)):
-        unknown = [n for n in names if n not in MECHANISMS and n not in QUOTA_CONFIGS]
-        if unknown:
-            raise ToolError(f"Only quota and SCRAM credential configs can be {verb} for 'users' using "
-                            f"--bootstrap-server. Unexpected config names: {', '.join(unknown)}")
-        quotas = [n for n in names if n in QUOTA_CONFIGS]
-        if quotas:
-            raise ToolError(f"Client quotas are not supported by klamm: {', '.join(quotas)}")
+    """ConfigCommand's checks of the names given for a user's SCRAM credentials: SCRAM mechanisms only
+    (quota configs go to klamm/cli/tools/quota_configs.py; both at once are refused)."""
+    names = [*to_add, *to_delete]
+    if quota_configs.check_config_names([quota_configs.USERS], to_add, to_delete, MECHANISMS) and names:
+        raise ToolError(f"Quota configs are not SCRAM credentials: {', '.join(names)}")
 
 
 def upsertion(user: str, mechanism: str, credential: str) -> UserScramCredentialUpsertion:
