@@ -109,7 +109,7 @@ def test_silent_and_slow_loris_connections_are_closed_when_idle(broker_factory: 
 
 
 def test_an_oversized_frame_before_sasl_authentication_is_refused_at_once(broker_factory: Any) -> None:
-    from tests.integration.test_sasl import sasl_broker
+    from tests.integration.test_sasl_listeners import sasl_broker
 
     broker = sasl_broker(broker_factory)  # sasl.server.max.receive.size: Kafka's default, 512 KiB
     with good_client(broker.port) as times:

@@ -164,11 +164,11 @@ APPLIED: dict[str, list[str]] = {
     "listener.security.protocol.map": [f"{HERE}::test_listeners_klamm_cannot_serve_are_refused"],
     "socket.request.max.bytes": ["tests/integration/test_bad_input.py::test_frame_over_max_request_size_disconnects"],
     "connections.max.idle.ms": ["tests/integration/test_connections.py::test_idle_connection_is_closed"],
-    "sasl.enabled.mechanisms": ["tests/integration/test_sasl.py::test_an_unauthenticated_connection_gets_only_the_handshake",
-                                "tests/integration/test_sasl.py::test_what_cannot_work_is_refused_at_start"],
+    "sasl.enabled.mechanisms": ["tests/integration/test_sasl_listeners.py::test_an_unauthenticated_connection_gets_only_the_handshake",
+                                "tests/integration/test_sasl_listeners.py::test_what_cannot_work_is_refused_at_start"],
     "sasl.server.max.receive.size": [
-        "tests/integration/test_sasl.py::test_an_unauthenticated_connection_gets_only_the_handshake"],
-    "connections.max.reauth.ms": ["tests/integration/test_sasl.py::test_reauthentication_keeps_the_connection"],
+        "tests/integration/test_sasl_listeners.py::test_an_unauthenticated_connection_gets_only_the_handshake"],
+    "connections.max.reauth.ms": ["tests/integration/test_sasl_listeners.py::test_reauthentication_keeps_the_connection"],
     "num.partitions": [f"{EFFECTS}::test_num_partitions_and_default_replication_factor_apply_to_new_topics"],
     "default.replication.factor": [
         f"{EFFECTS}::test_num_partitions_and_default_replication_factor_apply_to_new_topics"],
