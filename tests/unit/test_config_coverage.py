@@ -142,6 +142,10 @@ APPLIED: dict[str, list[str]] = {
     "ssl.truststore.location": ["tests/integration/test_tls.py::test_mutual_tls_admits_only_certificates_of_the_trusted_ca"],
     "ssl.truststore.password": ["tests/integration/test_tls.py::test_what_cannot_work_is_refused_with_the_reason"],
     "ssl.truststore.certificates": ["tests/integration/test_tls.py::test_inline_pem_stores_and_the_tls_versions_enabled"],
+    "quota.window.num": ["tests/integration/test_quota_enforcement.py::test_a_producer_over_its_byte_rate_is_slowed_to_it",
+                         "tests/unit/test_quotas.py::test_the_bucket_starts_full_and_fills_at_the_quota"],
+    "quota.window.size.seconds": [
+        "tests/integration/test_quota_enforcement.py::test_a_producer_over_its_byte_rate_is_slowed_to_it"],
     "ssl.principal.mapping.rules": ["tests/integration/test_tls.py::test_ssl_principal_mapping_rules",
                                     "tests/integration/test_tls.py::test_a_certificate_no_rule_maps_is_refused"],
     "ssl.client.auth": ["tests/integration/test_tls.py::test_mutual_tls_admits_only_certificates_of_the_trusted_ca"],
