@@ -18,6 +18,8 @@ in-process cluster share one Controller object (klamm.testing.run_cluster).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import datetime
 import logging
 import re
 import socket
@@ -55,6 +57,7 @@ from klamm.broker.tls import server_context
 from klamm.broker.authentication import SaslListener
 from klamm.broker.authorizer import authorizer_for
 from klamm.broker.principal_mapping import PrincipalMapper
+from klamm.broker.quotas import ClientQuotas
 from klamm.broker.txn_verification import TxnVerifier
 from klamm.broker.services import ControllerClient, LocalControllerClient
 from klamm.config.broker import BrokerConfig
@@ -135,6 +138,8 @@ class Broker:
         self._tasks: list[asyncio.Task[None]] = []
         self.fetch_sessions = FetchSessionCache(config.max_incremental_fetch_session_cache_slots)
         self.authorizer = authorizer_for(config, lambda: self.controller.image)  # ACLs of the image of the moment
+        self.quotas = ClientQuotas(lambda: self.controller.image, config.quota_window_num,
+                                   config.quota_window_size_seconds * 1000)
         self.bytes_in = 0
         self.delayed_deletes = DelayedDeletes()  # retention, topic deletion and the cleaner remove files here
         self.retention = LogRetention(self)
@@ -484,10 +489,25 @@ class Broker:
         finally:
             elapsed = time.perf_counter() - started
             self.metrics.request_done(request.api_key, request.api_version, elapsed)
+        if self.quotas.any and response is not None:
+            response = self._throttle(request, response, elapsed, connection)
         if log.isEnabledFor(logging.DEBUG):
             log.debug("api %d v%d corr %d from %s: %.2f ms", request.api_key, request.api_version,
                       request.correlation_id, connection.peer, elapsed * 1000)
         return response  # a dict (or kio entity) the connection encodes in the request's version
+
+    def _throttle(self, request: Request, response: Any, elapsed: float, connection: ClientConnection) -> Any:
+        """Client quotas: the response says how long to back off, and the connection reads nothing until then."""
+        throttle_ms = self.quotas.throttle_ms(request, response, elapsed, int(time.time() * 1000))
+        if not throttle_ms:
+            return response
+        connection.mute(throttle_ms / 1000)
+        if isinstance(response, dict):
+            response["throttle_time"] = max(throttle_ms, _ms(response.get("throttle_time", 0)))
+        elif dataclasses.is_dataclass(response) and hasattr(response, "throttle_time"):  # a kio entity
+            response = dataclasses.replace(response, throttle_time=datetime.timedelta(
+                milliseconds=max(throttle_ms, _ms(response.throttle_time))))
+        return response
 
     # services for handlers
     def broker_endpoints(self) -> list[dict[str, Any]]:
@@ -539,6 +559,10 @@ class Broker:
         if self.broker_only or (self.in_quorum and not self.controller_only):
             return self._producer_ids.take()
         return self.controller.allocate_producer_id()
+
+
+def _ms(value: Any) -> int:
+    return int(value.total_seconds() * 1000) if hasattr(value, "total_seconds") else int(value)
 
 
 def snapshot_policy(config: BrokerConfig) -> SnapshotPolicy:

@@ -137,7 +137,7 @@ class ClientConnection(asyncio.Protocol):
     # Slots and futures made only while waiting: an idle connection costs little (bench/idle_connections.py).
     __slots__ = ("processor", "peer", "client_host", "last_active", "session", "_on_lost", "_sans_io", "_transport",
                  "_pending", "_wakeup", "_drained", "_reading_paused", "_closed", "_writer_task", "_sendfile",
-                 "_security")
+                 "_security", "_muted")
 
     def __init__(self, processor: Processor, on_lost: Callable[[], None] | None = None,
                  security: ListenerSecurity = PLAINTEXT) -> None:
@@ -159,6 +159,7 @@ class ClientConnection(asyncio.Protocol):
         self._wakeup: asyncio.Future[None] | None = None  # the writer waits on it for the next request
         self._drained: asyncio.Future[None] | None = None  # set while the transport's buffer is too full
         self._reading_paused = False
+        self._muted = 0.0  # throttled by a client quota: no request is read before this loop time
         self._closed = False
         self._writer_task: asyncio.Task[None] | None = None
 
@@ -219,6 +220,9 @@ class ClientConnection(asyncio.Protocol):
     def read_requests(self) -> None:
         """Dispatch the buffered requests while there is room; stop reading the socket when there is none."""
         budget = self.processor.budget
+        if self._muted:
+            self._pause_reading()
+            return
         try:
             while not self._closed:
                 if len(self._pending) >= MAX_IN_FLIGHT:
@@ -236,6 +240,20 @@ class ClientConnection(asyncio.Protocol):
         except ProtocolError as exc:
             log.info("closing connection from %s: %s", self.peer, exc)
             self.close()
+
+    def mute(self, seconds: float) -> None:
+        """A client over its quota (KIP-219): its connection reads no request for `seconds`."""
+        loop = asyncio.get_running_loop()
+        until = loop.time() + seconds
+        if until > self._muted:
+            self._muted = until
+            self._pause_reading()
+            loop.call_later(seconds, self._unmute)
+
+    def _unmute(self) -> None:
+        if asyncio.get_running_loop().time() >= self._muted - 0.001:  # the latest throttle is over
+            self._muted = 0.0
+            self.read_requests()
 
     def _pause_reading(self) -> None:
         if not self._reading_paused and self._transport is not None:

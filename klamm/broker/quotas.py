@@ -1,63 +1,47 @@
-"""Client quotas enforced as Kafka's ClientQuotaManager does: a rate over sampled windows, and throttling.
+"""Client quotas enforced as Kafka enforces them: throttle_time_ms in the response, and the connection muted.
 
 Each quota (producer_byte_rate, consumer_byte_rate, request_percentage) is tracked per the entity
-whose quota applies (a user, a client id, both, or their defaults: the metadata image says which),
-so every client sharing a user-level quota shares its rate. A request records what it costs; when
-the rate over the last `quota.window.num` windows of `quota.window.size.seconds` goes above the
-quota, the request is answered with throttle_time_ms, the time the rate needs to come back to the
-quota, and the connection reads nothing more for that long (KIP-219: the client waits too).
+whose quota applies (the metadata image's lookup gives Kafka's metric tags: a user-level quota is
+shared by all that user's client ids, a default quota is each user's or client's own). A request
+records what it costs; once the client is over its quota, the request is answered with
+throttle_time_ms, the time until it is back within it, and the connection reads nothing more for
+that long (KIP-219: the client waits too).
 
-The rate is Kafka's Rate: the sum of the samples over the time they cover, where fewer than
-`samples - 1` whole windows count as that many (so a first burst is not measured over a
-few milliseconds).
+The rate is measured with a token bucket (Kafka's TokenBucket, which its controller mutation quota
+uses): it fills at the quota up to `quota.window.num` x `quota.window.size.seconds` worth of it, a
+request takes its cost out, and a negative balance is the throttle time. A client that waits its
+throttle times keeps to its quota over any stretch of time, give or take that one burst; Kafka's
+windowed Rate, used for the client quotas, drifts from it by tens of percent when requests are
+large next to the quota or arrive in bursts.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import Any
 
-__all__ = ["QuotaLookup", "QuotaTracker", "Rate"]
+__all__ = ["ClientQuotas", "QuotaLookup", "QuotaTracker", "TokenBucket", "fetched_bytes"]
 
 # (principal name, client id) -> (the entity whose quota applies, the quota), or None: no quota
 QuotaLookup = Callable[[str, str], "tuple[Hashable, float] | None"]
 
 
 @dataclass
-class Rate:
-    """Kafka's SampledStat Rate: `samples` windows of `window_ms`, the oldest dropped as time moves on."""
+class TokenBucket:
+    """Tokens fill at `rate` per second up to `burst`; recording takes tokens, and may go below zero."""
 
-    samples: int
-    window_ms: int
-    _starts: list[int] = field(default_factory=list)
-    _values: list[float] = field(default_factory=list)
+    tokens: float = 0.0
+    updated_ms: int = -(2**62)  # a new bucket starts full
 
-    def record(self, value: float, now_ms: int) -> None:
-        if not self._starts or now_ms >= self._starts[-1] + self.window_ms:
-            self._starts.append(now_ms)
-            self._values.append(0.0)
-            if len(self._starts) > self.samples:
-                del self._starts[0], self._values[0]
-        self._values[-1] += value
-        self._purge(now_ms)
-
-    def _purge(self, now_ms: int) -> None:
-        expired = now_ms - self.samples * self.window_ms
-        while self._starts and self._starts[0] + self.window_ms <= expired:
-            del self._starts[0], self._values[0]
-
-    def window_size_ms(self, now_ms: int) -> int:
-        """The time the samples cover, never less than `samples - 1` whole windows."""
-        self._purge(now_ms)
-        elapsed = now_ms - self._starts[0] if self._starts else 0
-        full_windows = elapsed // self.window_ms
-        if full_windows < self.samples - 1:
-            elapsed += (self.samples - 1 - full_windows) * self.window_ms
-        return max(elapsed, 1)
-
-    def per_second(self, now_ms: int) -> float:
-        window = self.window_size_ms(now_ms)  # drops expired samples first
-        return sum(self._values) * 1000 / window
+    def record(self, value: float, rate: float, burst: float, now_ms: int) -> int:
+        """Take `value`; the ms until the balance is back to zero (0 when it is not negative)."""
+        self.tokens = min(burst, self.tokens + rate * max(0, now_ms - self.updated_ms) / 1000)
+        self.updated_ms = now_ms
+        self.tokens = min(burst, self.tokens - value)
+        if self.tokens >= 0:
+            return 0
+        return round(-self.tokens / rate * 1000) if rate > 0 else 2**31 - 1
 
 
 class QuotaTracker:
@@ -65,23 +49,66 @@ class QuotaTracker:
 
     def __init__(self, lookup: QuotaLookup, samples: int = 11, window_ms: int = 1000) -> None:
         self._lookup = lookup
-        self._samples = samples
-        self._window_ms = window_ms
-        self._rates: dict[Hashable, Rate] = {}
+        self._burst_seconds = samples * window_ms / 1000
+        self._buckets: dict[Hashable, TokenBucket] = {}
 
     def record(self, principal: str, client_id: str, value: float, now_ms: int) -> int:
-        """Add `value` to the rate of the client's quota entity; the throttle time in ms (0: within quota)."""
+        """Add `value` to the client's quota entity; the throttle time in ms (0: within quota)."""
         applying = self._lookup(principal, client_id)
         if applying is None:
             return 0
         entity, quota = applying
-        rate = self._rates.get(entity)
-        if rate is None:
-            rate = self._rates[entity] = Rate(self._samples, self._window_ms)
-        rate.record(value, now_ms)
-        observed = rate.per_second(now_ms)
-        if observed <= quota:
+        bucket = self._buckets.get(entity)
+        if bucket is None:
+            bucket = self._buckets[entity] = TokenBucket()
+        return bucket.record(value, quota, quota * self._burst_seconds, now_ms)
+
+
+PRODUCE, FETCH = 0, 1
+
+
+class ClientQuotas:
+    """The three client quotas of a broker, looked up in the metadata image of the moment."""
+
+    def __init__(self, image: Callable[[], Any], samples: int, window_ms: int) -> None:
+        self._image = image
+        self.produce = QuotaTracker(self._lookup("producer_byte_rate"), samples, window_ms)
+        self.fetch = QuotaTracker(self._lookup("consumer_byte_rate"), samples, window_ms)
+        self.requests = QuotaTracker(self._lookup("request_percentage"), samples, window_ms)
+
+    def _lookup(self, key: str) -> QuotaLookup:
+        def lookup(user: str, client_id: str) -> tuple[Hashable, float] | None:
+            applied = self._image().applicable_client_quota(user, client_id, key)
+            return None if applied is None else (applied.metric_tags, applied.value)
+        return lookup
+
+    @property
+    def any(self) -> bool:
+        """Whether any quota is set at all (else nothing is recorded: Kafka's quotasEnabled)."""
+        return bool(self._image().quotas_by_entity)
+
+    def throttle_ms(self, request: Any, response: Any, handler_seconds: float, now_ms: int) -> int:
+        """Record the request against its client's quotas; the longest throttle time any of them asks."""
+        session = request.session
+        if session is None or session.internal:  # klamm's own requests between its nodes
             return 0
-        if quota <= 0:
-            return rate.window_size_ms(now_ms)
-        return round((observed - quota) / quota * rate.window_size_ms(now_ms))
+        user = session.principal.partition(":")[2]
+        client_id = request.client_id or ""
+        throttle = self.requests.record(user, client_id, handler_seconds * 100, now_ms)  # percent of a thread
+        if request.api_key == PRODUCE:
+            throttle = max(throttle, self.produce.record(user, client_id, request.size, now_ms))
+        elif request.api_key == FETCH and getattr(request.body, "replica_id", -1) < 0:
+            throttle = max(throttle, self.fetch.record(user, client_id, fetched_bytes(response), now_ms))
+        return throttle
+
+
+def fetched_bytes(response: Any) -> int:
+    """The record bytes of a Fetch response (what Kafka counts against consumer_byte_rate)."""
+    if not isinstance(response, dict):
+        return 0
+    total = 0
+    for topic in response.get("responses", ()):
+        for partition in topic["partitions"]:
+            records = partition.get("records") or b""
+            total += sum(len(part) for part in records) if isinstance(records, list) else len(records)
+    return total
