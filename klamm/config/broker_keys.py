@@ -187,6 +187,26 @@ _SOCKET = [
     _k("connections.max.reauth.ms", T.LONG, 0, M,
        "A SASL session lasts this long before the client must authenticate again (KIP-368); 0: for ever.",
        Range(0)),
+    # OAUTHBEARER with listener.name.<l>.oauthbearer.sasl.server.callback.handler.class=
+    # org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler (klamm.broker.authentication);
+    # each may also be set as listener.name.<l>.oauthbearer.<key>
+    _k("sasl.oauthbearer.jwks.endpoint.url", T.STRING, None, M,
+       "The identity provider's JWKS (JSON Web Key Set) with the keys that sign OAUTHBEARER tokens: an http(s) URL, "
+       "fetched in the background, or a file:// URL (klamm also takes a plain path), read at start-up."),
+    _k("sasl.oauthbearer.jwks.endpoint.refresh.ms", T.LONG, 60 * 60 * 1000, L,
+       "How often the JWKS is fetched again; a token naming an unknown key fetches it sooner (at most once a minute "
+       "per key id).", Range(0)),
+    _k("sasl.oauthbearer.jwks.endpoint.retry.backoff.ms", T.LONG, 100, L,
+       "The first wait between attempts to fetch the JWKS; it doubles after each failed attempt.", Range(0)),
+    _k("sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms", T.LONG, 10000, L,
+       "How long a JWKS fetch keeps retrying before it gives up until the next one.", Range(0)),
+    _k("sasl.oauthbearer.expected.audience", T.LIST, None, L,
+       "Audiences a token's aud claim must name one of; unset, a token with an aud claim is refused (as jose4j)."),
+    _k("sasl.oauthbearer.expected.issuer", T.STRING, None, L, "The iss claim a token must carry, if set."),
+    _k("sasl.oauthbearer.sub.claim.name", T.STRING, "sub", L, "The claim naming the token's principal."),
+    _k("sasl.oauthbearer.scope.claim.name", T.STRING, "scope", L, "The claim holding the token's scope."),
+    _k("sasl.oauthbearer.clock.skew.seconds", T.INT, 30, L,
+       "Seconds of difference allowed between the identity provider's clock and the broker's (exp, nbf)."),
 ]
 
 _LOG = [

@@ -173,6 +173,30 @@ APPLIED: dict[str, list[str]] = {
     "sasl.server.max.receive.size": [
         "tests/integration/test_sasl_listeners.py::test_an_unauthenticated_connection_gets_only_the_handshake"],
     "connections.max.reauth.ms": ["tests/integration/test_sasl_listeners.py::test_reauthentication_keeps_the_connection"],
+    "sasl.oauthbearer.jwks.endpoint.url": [
+        "tests/integration/test_sasl_oauthbearer.py::test_signed_tokens_with_librdkafka",
+        "tests/integration/test_sasl_oauthbearer.py::test_what_cannot_work_is_refused_at_start",
+        "tests/unit/test_oauthbearer.py::test_secured_listener_with_a_jwks_file"],
+    "sasl.oauthbearer.jwks.endpoint.refresh.ms": [
+        "tests/unit/test_oauthbearer.py::test_what_cannot_work_is_refused",
+        "tests/unit/test_oauthbearer.py::test_jwks_cache_refresh_policy"],
+    "sasl.oauthbearer.jwks.endpoint.retry.backoff.ms": [
+        "tests/unit/test_oauthbearer.py::test_http_jwks_fetch_retries_with_backoff"],
+    "sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms": [
+        "tests/unit/test_oauthbearer.py::test_http_jwks_fetch_retries_with_backoff"],
+    "sasl.oauthbearer.expected.audience": [
+        "tests/integration/test_sasl_oauthbearer.py::test_bad_tokens_are_refused_with_kafkas_json",
+        "tests/unit/test_oauthbearer.py::test_secured_listener_with_a_jwks_file"],
+    "sasl.oauthbearer.expected.issuer": [
+        "tests/integration/test_sasl_oauthbearer.py::test_bad_tokens_are_refused_with_kafkas_json",
+        "tests/unit/test_oauthbearer.py::test_secured_listener_with_a_jwks_file"],
+    "sasl.oauthbearer.sub.claim.name": [
+        "tests/unit/test_oauthbearer.py::test_the_3x_handler_name_and_listener_prefixed_keys"],
+    "sasl.oauthbearer.scope.claim.name": [
+        "tests/unit/test_oauthbearer.py::test_the_3x_handler_name_and_listener_prefixed_keys"],
+    "sasl.oauthbearer.clock.skew.seconds": [
+        "tests/unit/test_oauthbearer.py::test_the_3x_handler_name_and_listener_prefixed_keys",
+        "tests/unit/test_oauthbearer.py::test_clock_skew"],
     "num.partitions": [f"{EFFECTS}::test_num_partitions_and_default_replication_factor_apply_to_new_topics"],
     "default.replication.factor": [
         f"{EFFECTS}::test_num_partitions_and_default_replication_factor_apply_to_new_topics"],
