@@ -89,7 +89,8 @@ def _lz4_fix_header_checksum(frame: bytes) -> bytes:
     return frame[:descriptor_end] + bytes([checksum]) + frame[descriptor_end + 1:]
 
 
-def _messages(buf: bytes, depth: int = 0) -> Iterator[tuple[int, int, int, bytes | None, bytes | None]]:
+def _messages(buf: bytes, depth: int = 0,
+              limit: int | None = None) -> Iterator[tuple[int, int, int, bytes | None, bytes | None]]:
     """(magic, attributes, timestamp, key, value) of each message, compressed ones opened."""
     position = 0
     while position < len(buf):
@@ -122,10 +123,15 @@ def _messages(buf: bytes, depth: int = 0) -> Iterator[tuple[int, int, int, bytes
             if codec == _LZ4 and magic == 0:
                 value = _lz4_fix_header_checksum(value)
             try:
-                inner = decompress(codec, value)
+                inner = decompress(codec, value, limit)
+            except KafkaError as exc:
+                if exc.code == ErrorCode.message_too_large:  # a compression bomb: refused before it is inflated
+                    raise
+                raise _corrupt(f"cannot decompress a message ({exc})") from exc
             except Exception as exc:  # each codec library raises its own errors
                 raise _corrupt(f"cannot decompress a message ({exc})") from exc
-            for inner_magic, inner_attributes, inner_timestamp, inner_key, inner_value in _messages(inner, depth + 1):
+            for inner_magic, inner_attributes, inner_timestamp, inner_key, inner_value in _messages(inner, depth + 1,
+                                                                                                     limit):
                 if inner_magic != magic:
                     raise _corrupt(f"a compressed message of magic {magic} holds one of magic {inner_magic}")
                 if magic == 1 and attributes & _LOG_APPEND_TIME:
@@ -134,8 +140,9 @@ def _messages(buf: bytes, depth: int = 0) -> Iterator[tuple[int, int, int, bytes
         position = end
 
 
-def to_batch(message_set: bytes, now_ms: int) -> bytes:
-    """One v2 batch holding the messages of a produced set (KafkaError CORRUPT_MESSAGE if it is not one).
+def to_batch(message_set: bytes, now_ms: int, limit: int | None = None) -> bytes:
+    """One v2 batch holding the messages of a produced set (KafkaError CORRUPT_MESSAGE if it is not one);
+    a compressed message inflating past `limit` bytes is MESSAGE_TOO_LARGE.
 
     The batch takes the codec of the set's first compressed message (uncompressed otherwise), as Kafka's
     up-conversion keeps the producer's codec. Magic 0 messages have no timestamp.
@@ -143,7 +150,7 @@ def to_batch(message_set: bytes, now_ms: int) -> bytes:
     buf = bytes(message_set)
     records, codec = [], Compression.NONE
     try:
-        for magic, attributes, timestamp, key, value in _messages(buf):
+        for magic, attributes, timestamp, key, value in _messages(buf, limit=limit):
             records.append(NewRecord(key, value, (), timestamp if magic == 1 else NO_TIMESTAMP))
         if buf and len(buf) >= 18:
             codec = _CRC_MAGIC_ATTRIBUTES.unpack_from(buf, 12)[2] & _CODEC_MASK

@@ -94,3 +94,23 @@ def test_a_batch_may_inflate_to_max_message_bytes(broker: BrokerThread) -> None:
                           timestamp_ms=int(time.time() * 1000))
         assert produce(client, "large-limit", big).error_code == 0
         assert produce(client, "small-limit", big).error_code == ErrorCode.message_too_large
+
+
+def test_a_bomb_in_an_old_message_set_is_refused(broker: BrokerThread) -> None:
+    """Produce v2 (magic 1 message sets): a gzip wrapper message inflating far past the limit."""
+    import gzip
+    import zlib
+
+    inner_value = bytes(64 * 1024 * 1024)
+    inner = struct.pack(">qi", 0, 0)  # offset, size (filled below) of one magic-1 message
+    message = struct.pack(">bbq", 1, 0, 0) + struct.pack(">i", -1) + struct.pack(">i", len(inner_value))
+    body = message + inner_value
+    inner = struct.pack(">qi", 0, len(body) + 4) + struct.pack(">I", zlib.crc32(body)) + body
+    wrapped_value = gzip.compress(inner, 1)
+    wrapper = struct.pack(">bbq", 1, 1, 0) + struct.pack(">i", -1) + struct.pack(">i", len(wrapped_value)) \
+        + wrapped_value
+    message_set = struct.pack(">qi", 0, len(wrapper) + 4) + struct.pack(">I", zlib.crc32(wrapper)) + wrapper
+    with broker.connect() as client:
+        create_topic(client, "legacy")
+        answer = produce(client, "legacy", message_set, version=2)
+    assert answer.error_code == ErrorCode.message_too_large

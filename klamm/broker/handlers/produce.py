@@ -152,7 +152,7 @@ def _submit(broker: BrokerServices, topic: str, index: int, records: Any, acks: 
         if records is None:
             raise KafkaError(ErrorCode.invalid_record, "null records")
         if upconvert:
-            records = message_set.to_batch(records, int(time.time() * 1000))
+            records = message_set.to_batch(records, int(time.time() * 1000), partition.batch_rules().records.max_inflated)
         verify = None
         if transactional_id is not None and broker.config.transaction_partition_verification_enable:
             def verify(header: Any) -> asyncio.Future[ErrorCode] | None:
