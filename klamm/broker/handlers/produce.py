@@ -152,7 +152,8 @@ def _submit(broker: BrokerServices, topic: str, index: int, records: Any, acks: 
         if records is None:
             raise KafkaError(ErrorCode.invalid_record, "null records")
         if upconvert:
-            records = message_set.to_batch(records, int(time.time() * 1000), partition.batch_rules().records.max_inflated)
+            bound = partition.batch_rules().records.max_inflated
+            records = message_set.to_batch(records, int(time.time() * 1000), bound)
         verify = None
         if transactional_id is not None and broker.config.transaction_partition_verification_enable:
             def verify(header: Any) -> asyncio.Future[ErrorCode] | None:
