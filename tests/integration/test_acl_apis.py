@@ -9,6 +9,7 @@ every node.
 
 from __future__ import annotations
 
+import io
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -454,3 +455,161 @@ def test_acls_made_at_a_broker_only_node_show_everywhere(cluster: Callable[[], l
     assert [code for code, _ in raw_create(follower, creation(), creation(name="y"), user=anonymous)] == [
         NOT_CONTROLLER] * 2
     assert [r.error_code for r in raw_delete(follower, delete_filter(), user=anonymous)] == [NOT_CONTROLLER]
+
+
+# ------------------------------------------------------------------ klamm acls
+
+
+def acls_tool(capsys: pytest.CaptureFixture[str], broker: BrokerThread, config: Path, *args: str,
+              stdin: str | None = None, monkeypatch: pytest.MonkeyPatch | None = None) -> tuple[int, str, str]:
+    if stdin is not None:
+        assert monkeypatch is not None
+        monkeypatch.setattr("sys.stdin", io.StringIO(stdin))
+    code = main(["acls", "--bootstrap-server", f"127.0.0.1:{broker.port}", "--command-config", str(config), *args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def command_config(tmp_path: Path, user: str, mechanism: str = "PLAIN") -> Path:
+    """kafka-acls.sh's --command-config: Java client properties."""
+    module = ("org.apache.kafka.common.security.plain.PlainLoginModule" if mechanism == "PLAIN"
+              else "org.apache.kafka.common.security.scram.ScramLoginModule")
+    path = tmp_path / f"{user}-{mechanism}.properties"
+    path.write_text(f"security.protocol=SASL_PLAINTEXT\nsasl.mechanism={mechanism}\n"
+                    f'sasl.jaas.config={module} required username="{user}" password="{user}-secret";\n')
+    return path
+
+
+def resource(kind: str, name: str, pattern: str = "LITERAL") -> str:
+    return f"ResourcePattern(resourceType={kind}, name={name}, patternType={pattern})"
+
+
+def entry(principal: str, operation: str, permission: str = "ALLOW", host: str = "*") -> str:
+    return f"(principal={principal}, host={host}, operation={operation}, permissionType={permission})"
+
+
+def block(header: str, *entries: str) -> str:
+    """kafka-acls.sh's paragraph: the header, the entries tab-indented, a blank line."""
+    return f"{header}: \n " + "\n".join("\t" + e for e in entries) + " \n\n"
+
+
+def test_the_acls_tool(secured: BrokerThread, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                       monkeypatch: pytest.MonkeyPatch) -> None:
+    admin_config = command_config(tmp_path, "admin")
+
+    def tool(*args: str, config: Path = admin_config, stdin: str | None = None) -> tuple[int, str, str]:
+        return acls_tool(capsys, secured, config, *args, stdin=stdin, monkeypatch=monkeypatch)
+
+    orders, pay = resource("TOPIC", "orders"), resource("TOPIC", "pay", "PREFIXED")
+    code, out, err = tool("--add", "--allow-principal", "User:alice", "--allow-principal", "User:bob",
+                          "--operation", "Read", "--operation", "DESCRIBE", "--topic", "orders")
+    assert (code, err) == (0, "")
+    assert out == block(f"Adding ACLs for resource `{orders}`",
+                        entry("User:alice", "READ"), entry("User:alice", "DESCRIBE"),
+                        entry("User:bob", "READ"), entry("User:bob", "DESCRIBE"))
+    code, out, _ = tool("--add", "--deny-principal", "User:bob", "--deny-host", "10.0.0.1", "--operation",
+                        "write", "--topic", "pay", "--resource-pattern-type", "prefixed")
+    assert (code, out) == (0, block(f"Adding ACLs for resource `{pay}`", entry("User:bob", "WRITE", "DENY",
+                                                                              "10.0.0.1")))
+    code, out, _ = tool("--add", "--allow-principal", "User:alice", "--cluster", "--operation", "AlterConfigs")
+    assert (code, out) == (0, block(f"Adding ACLs for resource `{resource('CLUSTER', 'kafka-cluster')}`",
+                                    entry("User:alice", "ALTER_CONFIGS")))
+
+    # --list: every ACL, or those of the resources named, with their pattern type as a filter.
+    code, out, _ = tool("--list")
+    assert code == 0
+    assert out == (block(f"Current ACLs for resource `{pay}`", entry("User:bob", "WRITE", "DENY", "10.0.0.1"))
+                   + block(f"Current ACLs for resource `{orders}`", entry("User:alice", "READ"),
+                           entry("User:bob", "READ"), entry("User:alice", "DESCRIBE"), entry("User:bob", "DESCRIBE"))
+                   + block(f"Current ACLs for resource `{resource('CLUSTER', 'kafka-cluster')}`",
+                           entry("User:alice", "ALTER_CONFIGS")))
+    assert tool("--list", "--topic", "payments")[1] == ""  # LITERAL: no ACL named "payments"
+    assert tool("--list", "--topic", "payments", "--resource-pattern-type", "match")[1] == block(
+        f"Current ACLs for resource `{pay}`", entry("User:bob", "WRITE", "DENY", "10.0.0.1"))
+    code, out, _ = tool("--list", "--topic", "orders", "--principal", "User:bob")
+    assert out == "ACLs for principal `User:bob`\n" + block(f"Current ACLs for resource `{orders}`",
+                                                             entry("User:bob", "READ"), entry("User:bob", "DESCRIBE"))
+
+    # --producer and --consumer: the ACLs kafka-acls.sh creates for them.
+    code, out, _ = tool("--add", "--allow-principal", "User:carol", "--producer", "--idempotent", "--topic", "logs",
+                        "--transactional-id", "tx")
+    assert code == 0
+    assert out == (block(f"Adding ACLs for resource `{resource('TOPIC', 'logs')}`", entry("User:carol", "WRITE"),
+                         entry("User:carol", "DESCRIBE"), entry("User:carol", "CREATE"))
+                   + block(f"Adding ACLs for resource `{resource('TRANSACTIONAL_ID', 'tx')}`",
+                           entry("User:carol", "WRITE"), entry("User:carol", "DESCRIBE"))
+                   + block(f"Adding ACLs for resource `{resource('CLUSTER', 'kafka-cluster')}`",
+                           entry("User:carol", "IDEMPOTENT_WRITE")))
+    code, out, _ = tool("--add", "--allow-principal", "User:dave", "--consumer", "--topic", "logs", "--group",
+                        "readers")
+    assert code == 0
+    assert out == (block(f"Adding ACLs for resource `{resource('TOPIC', 'logs')}`", entry("User:dave", "READ"),
+                         entry("User:dave", "DESCRIBE"))
+                   + block(f"Adding ACLs for resource `{resource('GROUP', 'readers')}`", entry("User:dave", "READ")))
+    assert len(stored(secured)) == 6 + 6 + 3
+
+    # --remove: the ACLs named, or (no principal) every ACL of the resource filter; a question unless --force.
+    code, out, _ = tool("--remove", "--allow-principal", "User:bob", "--operation", "Read", "--topic", "orders",
+                        stdin="n\n")
+    assert code == 0 and out == (f"Are you sure you want to remove ACLs: \n \t{entry('User:bob', 'READ')} \n "
+                                 f"from resource filter `{orders}`? (y/n)\n")
+    assert len(stored(secured)) == 15
+    code, out, _ = tool("--remove", "--allow-principal", "User:bob", "--operation", "Read", "--topic", "orders",
+                        stdin="y\n")
+    assert code == 0 and (TOPIC, "orders", LITERAL, "User:bob", "*", READ, ALLOW) not in stored(secured)
+    code, out, _ = tool("--remove", "--topic", "logs", "--group", "readers", "--force")
+    assert (code, out) == (0, "")
+    assert not {a for a in stored(secured) if a[1] in ("logs", "readers")}
+    code, out, _ = tool("--remove", "--topic", "pa", "--resource-pattern-type", "match", stdin="y\n")
+    assert out == ("Are you sure you want to delete all ACLs for resource filter "
+                   "`ResourcePattern(resourceType=TOPIC, name=pa, patternType=MATCH)`? (y/n)\n")
+    assert (TOPIC, "pay", PREFIXED, "User:bob", "10.0.0.1", WRITE, DENY) in stored(secured)  # "pa" is not "pay*"
+    tool("--remove", "--topic", "paying", "--resource-pattern-type", "match", "--force")
+    assert (TOPIC, "pay", PREFIXED, "User:bob", "10.0.0.1", WRITE, DENY) not in stored(secured)
+
+    # Failures: Kafka's messages; a refused request, and usage errors before anything is sent.
+    alice = command_config(tmp_path, "alice")
+    code, out, _ = tool("--add", "--allow-principal", "User:alice", "--topic", "t", config=alice)
+    assert code == 1 and out.splitlines()[-1].startswith("Error while executing ACL command: ")
+    assert "authorization" in out.lower()
+    code, _, err = tool("--add", "--allow-principal", "User:alice", "--group", "g", "--operation", "Write")
+    assert (code, err) == (1, "ResourceType GROUP only supports operations All, Read, Delete, Describe, "
+                              "DescribeConfigs, AlterConfigs\n")
+    code, _, err = tool("--add", "--topic", "t")
+    assert (code, err) == (1, "You must specify one of: --allow-principal, --deny-principal when trying to add "
+                              "ACLs.\n")
+    code, _, err = tool("--add", "--allow-principal", "User:alice", "--topic", "t", "--resource-pattern-type",
+                        "match")
+    assert (code, err) == (1, "A '--resource-pattern-type' value of 'MATCH' is not valid when adding acls.\n")
+    assert tool("--add", "--list", "--topic", "t")[2] == ("Command must include exactly one action: --list, --add, "
+                                                          "--remove. \n")
+    assert tool("--list", "--allow-principal", "User:alice")[2] == (
+        'Option "[list]" can\'t be used with option "[allow-principal]"\n')
+    assert tool("--add", "--allow-principal", "User:a")[2].startswith("You must provide at least one resource")
+    assert tool("--add", "--consumer", "--topic", "t", "--allow-principal", "User:a")[2].startswith(
+        "With --consumer you must specify a --topic and a --group")
+    code, out, _ = tool("--add", "--allow-principal", "alice", "--topic", "t")
+    assert (code, out) == (1, "Error while executing ACL command: expected a string in format "
+                              "principalType:principalName but got alice\n")
+
+
+def test_the_acls_tool_over_scram(broker_factory: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--command-config with ScramLoginModule, for a SCRAM user the super user created."""
+    from confluent_kafka.admin import ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion
+    broker = secured_broker(broker_factory, **{"sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256"})
+    client = admin(broker)
+    upsertion = UserScramCredentialUpsertion("alice", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096),
+                                             b"alice-secret")
+    client.alter_user_scram_credentials([upsertion])["alice"].result(15)
+    create(broker, acl("alice", ResourceType.BROKER, "kafka-cluster", AclOperation.ALTER))
+    scram = command_config(tmp_path, "alice", "SCRAM-SHA-256")
+    code, out, err = acls_tool(capsys, broker, scram, "--add", "--allow-principal", "User:bob", "--group", "g")
+    assert (code, err) == (0, "")
+    assert (GROUP, "g", LITERAL, "User:bob", "*", ALL, ALLOW) in stored(broker)
+    # A login module librdkafka cannot stand in for is refused with the reason.
+    other = tmp_path / "kerberos.properties"
+    other.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=GSSAPI\n"
+                     "sasl.jaas.config=com.sun.security.auth.module.Krb5LoginModule required;\n")
+    code, out, err = acls_tool(capsys, broker, other, "--list")
+    assert code == 1
+    assert "login module com.sun.security.auth.module.Krb5LoginModule has no librdkafka counterpart" in out + err

@@ -173,6 +173,11 @@ APPLIED: dict[str, list[str]] = {
     "sasl.server.max.receive.size": [
         "tests/integration/test_sasl_listeners.py::test_an_unauthenticated_connection_gets_only_the_handshake"],
     "connections.max.reauth.ms": ["tests/integration/test_sasl_listeners.py::test_reauthentication_keeps_the_connection"],
+    "authorizer.class.name": ["tests/integration/test_acl_apis.py::test_alice_without_alter_on_the_cluster_is_refused",
+                              "tests/integration/test_acl_apis.py::test_without_an_authorizer_security_is_disabled"],
+    "super.users": ["tests/integration/test_acl_apis.py::test_create_describe_and_delete_with_the_admin_client",
+                    "tests/integration/test_acl_apis.py::test_acls_made_at_a_broker_only_node_show_everywhere"],
+    "allow.everyone.if.no.acl.found": ["tests/integration/test_acl_apis.py::test_allow_everyone_if_no_acl_found_lets_anyone_alter_acls"],
     "sasl.oauthbearer.jwks.endpoint.url": [
         "tests/integration/test_sasl_oauthbearer.py::test_signed_tokens_with_librdkafka",
         "tests/integration/test_sasl_oauthbearer.py::test_what_cannot_work_is_refused_at_start",
@@ -285,9 +290,6 @@ APPLIED: dict[str, list[str]] = {
 # topic key's default (log.flush.interval.ms for flush.ms, ...) needs no APPLIED entry of its own: it is
 # covered through the topic key's, so just remove it from here.
 PENDING_FROM_OTHER_BRANCHES: dict[str, str] = {
-    "authorizer.class.name": "ACLs: the authorizer's checks are being landed API by API",
-    "super.users": "ACLs: the authorizer's checks are being landed API by API",
-    "allow.everyone.if.no.acl.found": "ACLs: the authorizer's checks are being landed API by API",
     # statemem also adds the metadata.log.* snapshot keys; not declared on main, so once its branch
     # declares them the walker fails until they are listed in APPLIED (or here, under their real names).
 }

@@ -10,6 +10,7 @@ Each tool lives in its own module with `add_arguments(parser)` and `run(args) ->
     leader-election   kafka-leader-election.sh   (LeaderElectionCommand)
     reassign-partitions kafka-reassign-partitions.sh (ReassignPartitionsCommand: execute, verify, cancel, list)
     metadata-quorum   kafka-metadata-quorum.sh   (MetadataQuorumCommand: describe --status, --replication)
+    acls              kafka-acls.sh              (AclCommand: --add, --remove, --list)
     dump-log          kafka-dump-log.sh          (DumpLogSegments), offline
     storage           kafka-storage.sh           (StorageTool: random-uuid, format, info), offline
 
@@ -41,6 +42,7 @@ TOOLS: tuple[tuple[str, str, str], ...] = (
      "move partition replicas between brokers (kafka-reassign-partitions.sh)"),
     ("metadata-quorum", "klamm.cli.tools.metadata_quorum",
      "describe the metadata quorum: leader, voters, observers (kafka-metadata-quorum.sh)"),
+    ("acls", "klamm.cli.tools.acls", "add, remove and list ACLs (kafka-acls.sh)"),
     ("dump-log", "klamm.cli.tools.dump_log", "print segment, index and time index files offline (kafka-dump-log.sh)"),
 )
 
@@ -66,8 +68,13 @@ def is_tool(args: argparse.Namespace) -> bool:
 
 def run(args: argparse.Namespace) -> int:
     """Run the tool the arguments were parsed for; returns the exit code."""
+    from klamm.cli.tools.common import ToolError
+
     try:
         return args.tool_run(args)
+    except ToolError as exc:  # e.g. a client properties file the shared client config refuses
+        print(exc, file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:

@@ -1,4 +1,11 @@
-"""Helpers shared by the network tools: option parsing and client configuration."""
+"""Helpers shared by the network tools: option parsing and client configuration.
+
+A client properties file may hold a Java client's SASL settings, as Kafka's
+tools take them: `security.protocol` and `sasl.mechanism` are librdkafka's
+names too, and `sasl.jaas.config` with PlainLoginModule or ScramLoginModule
+becomes librdkafka's `sasl.username` and `sasl.password` (its `username` and
+`password` options). Another login module is refused with the reason.
+"""
 
 from __future__ import annotations
 
@@ -34,10 +41,33 @@ def client_config(args: argparse.Namespace, defaults: dict[str, str] | None = No
     """librdkafka config: defaults < properties file < overrides < --bootstrap-server."""
     conf = dict(defaults or {})
     if getattr(args, "client_config_file", None):
-        conf.update(load_properties(args.client_config_file))
+        conf.update(librdkafka_sasl(load_properties(args.client_config_file)))
     conf.update(dict(overrides or []))
     conf["bootstrap.servers"] = args.bootstrap_server
     return conf
+
+
+def librdkafka_sasl(properties: dict[str, str]) -> dict[str, str]:
+    """`properties` with a Java client's sasl.jaas.config turned into sasl.username / sasl.password
+    (ToolError for a login module librdkafka has no counterpart of, or a config that does not parse)."""
+    jaas = properties.get("sasl.jaas.config")
+    if jaas is None:
+        return properties
+    from klamm.protocol.sasl import PLAIN_LOGIN_MODULE, SCRAM_LOGIN_MODULE, parse_jaas_config
+
+    try:
+        entry = parse_jaas_config(jaas)
+    except ValueError as exc:
+        raise ToolError(f"sasl.jaas.config: {exc}") from None
+    if entry.login_module not in (PLAIN_LOGIN_MODULE, SCRAM_LOGIN_MODULE):
+        raise ToolError(f"sasl.jaas.config: login module {entry.login_module} has no librdkafka counterpart "
+                        "(PlainLoginModule and ScramLoginModule are translated)")
+    if "username" not in entry.options or "password" not in entry.options:
+        raise ToolError("sasl.jaas.config: the username and password options are required")
+    translated = {k: v for k, v in properties.items() if k != "sasl.jaas.config"}
+    translated.setdefault("sasl.username", entry.options["username"])
+    translated.setdefault("sasl.password", entry.options["password"])
+    return translated
 
 
 def admin_config(args: argparse.Namespace) -> dict[str, str]:
