@@ -10,6 +10,7 @@ every node.
 from __future__ import annotations
 
 import io
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -613,3 +614,60 @@ def test_the_acls_tool_over_scram(broker_factory: Any, tmp_path: Path, capsys: p
     code, out, err = acls_tool(capsys, broker, other, "--list")
     assert code == 1
     assert "login module com.sun.security.auth.module.Krb5LoginModule has no librdkafka counterpart" in out + err
+
+
+def test_a_raft_quorum_commits_acls_before_answering(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Three dedicated controllers and a broker: the broker forwards to the active controller, which answers once
+    the records are committed; every voter has them, and so does a new active controller after a failover."""
+    from tests.integration.secured import STANDARD_AUTHORIZER
+    from tests.integration.test_scram_users import CLUSTER_ID, free_port
+    ports = {node_id: free_port() for node_id in (1, 2, 3)}
+    common = {"controller.quorum.voters": ",".join(f"{n}@127.0.0.1:{p}" for n, p in ports.items()),
+              "controller.listener.names": "CONTROLLER", "broker.session.timeout.ms": "4000",
+              "broker.heartbeat.interval.ms": "300", "controller.quorum.election.timeout.ms": "400",
+              "controller.quorum.fetch.timeout.ms": "800", "controller.quorum.election.backoff.max.ms": "400",
+              "offsets.topic.num.partitions": "1", "authorizer.class.name": STANDARD_AUTHORIZER,
+              "super.users": "User:ANONYMOUS"}
+    nodes: dict[int, BrokerThread] = {}
+    for node_id in (1, 2, 3, 4):
+        config = {**common, "node.id": str(node_id), "process.roles": "broker"}
+        if node_id in ports:
+            config.update({"process.roles": "controller", "listeners": f"CONTROLLER://127.0.0.1:{ports[node_id]}",
+                           "listener.security.protocol.map": "CONTROLLER:PLAINTEXT"})
+        properties = tmp_path / f"node{node_id}.properties"
+        properties.write_text("".join(f"{k}={v}\n" for k, v in
+                                      {**config, "log.dirs": str(tmp_path / f"node{node_id}")}.items()))
+        assert main(["storage", "format", "--cluster-id", CLUSTER_ID, "--config", str(properties)]) == 0
+        capsys.readouterr()
+        nodes[node_id] = BrokerThread(tmp_path / f"node{node_id}", config)
+    starting = [threading.Thread(target=node.start) for node in nodes.values()]  # voters wait for each other
+    for thread in starting:
+        thread.start()
+    for thread in starting:
+        thread.join(60)
+    try:
+        broker, controllers = nodes[4], [nodes[1], nodes[2], nodes[3]]
+
+        def active() -> BrokerThread | None:
+            return next((c for c in controllers if c.broker is not None and c.call(lambda c=c: c.broker.quorum.active)),
+                        None)
+
+        def everywhere(expected: int) -> bool:
+            return all(len(stored(node)) == expected for node in nodes.values() if node.broker is not None)
+
+        assert raw_create(broker, creation(), creation(name="x"), user=None) == [(NONE, None)] * 2
+        leader = wait_for(active, timeout=15)
+        assert len(stored(leader)) == 2  # committed before the answer
+        wait_for(lambda: everywhere(2), timeout=15)
+        assert [len(r.matching_acls) for r in raw_delete(broker, delete_filter(TOPIC, "x"), user=None)] == [1]
+        wait_for(lambda: everywhere(1), timeout=15)
+
+        leader.stop()  # another voter takes over; the broker finds it
+        results = wait_for(lambda: (lambda r: r if r == [(NONE, None)] else None)(
+            raw_create(broker, creation(name="after"), user=None)), timeout=30, interval=0.2)
+        assert results == [(NONE, None)]
+        wait_for(lambda: everywhere(2), timeout=15)
+        assert leader is not wait_for(active, timeout=15)
+    finally:
+        for node in nodes.values():
+            node.close()
