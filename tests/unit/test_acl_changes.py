@@ -218,7 +218,7 @@ def test_describe_groups_by_resource_in_the_authorizers_order() -> None:
         ((C, "kafka-cluster", LITERAL), [ALTER])]
     assert describe_acls(image.acls, match(T, "abc", MATCH)) == [((T, "a", PREFIXED), [acl(name="a", pattern=PREFIXED)])]
     assert describe_acls(image.acls, match(resource_type=42)) == []
-    assert sorted(acls, key=sort_key)[0] == acl(name="b", operation=WRITE)
+    assert min(acls, key=sort_key) == acl(name="b", operation=WRITE)
 
 
 # ------------------------------------------------------------------ the controller

@@ -31,7 +31,10 @@ With the StandardAuthorizer:
 A broker-only node forwards CreateAcls and DeleteAcls to the controller
 (RemoteControllerClient; a quorum's active controller answers once the records
 are committed); when it cannot be reached, every creation or filter gets
-NOT_CONTROLLER.
+NOT_CONTROLLER. The node that takes the forwarded request answers it with its
+own handler, as Kafka's controller runs its own AclApis: a controller without
+authorizer.class.name answers SECURITY_DISABLED, so every node of a cluster
+needs the same authorizer settings.
 """
 
 from __future__ import annotations
