@@ -91,6 +91,45 @@ def test_scram_users_created_by_an_admin_authenticate(broker_factory: Any) -> No
     assert roundtrip(client_conf(broker.port, "SCRAM-SHA-512", "bob", "bob-secret-512"), "scram-512") == expected()
     assert "Authentication failed" in refused(client_conf(broker.port, "SCRAM-SHA-256", "bob", "bob-secret-512"))
     assert "Authentication failed" in refused(client_conf(broker.port, "SCRAM-SHA-512", "nobody", "x"))
+    _scram_with_kafka_python_and_aiokafka(broker)
+
+
+def _scram_with_kafka_python_and_aiokafka(broker: BrokerThread) -> None:
+    """bob's SCRAM credentials with kafka-python (SCRAM-SHA-512) and aiokafka (SCRAM-SHA-256)."""
+    from kafka import KafkaConsumer, KafkaProducer
+    from kafka.errors import KafkaError as KafkaPythonError
+    from kafka.structs import TopicPartition as KTP
+
+    conf = {"bootstrap_servers": f"127.0.0.1:{broker.port}", "security_protocol": "SASL_PLAINTEXT",
+            "sasl_mechanism": "SCRAM-SHA-512", "sasl_plain_username": "bob", "sasl_plain_password": "bob-secret-512"}
+    producer = KafkaProducer(**conf)
+    for i in range(20):
+        producer.send("kp-scram", b"sasl-%04d" % i, partition=0)
+    producer.flush(15)
+    producer.close()
+    consumer = KafkaConsumer(**conf, enable_auto_commit=False, consumer_timeout_ms=5000)
+    consumer.assign([KTP("kp-scram", 0)])
+    consumer.seek(KTP("kp-scram", 0), 0)
+    assert [m.value for m in consumer] == expected(20)
+    consumer.close()
+    with pytest.raises(KafkaPythonError):
+        KafkaProducer(**{**conf, "sasl_plain_password": "bob-secret"})
+
+    async def with_aiokafka(password: str) -> None:
+        from aiokafka import AIOKafkaProducer
+
+        producer = AIOKafkaProducer(bootstrap_servers=conf["bootstrap_servers"], security_protocol="SASL_PLAINTEXT",
+                                    sasl_mechanism="SCRAM-SHA-256", sasl_plain_username="bob",
+                                    sasl_plain_password=password)
+        await producer.start()
+        try:
+            await producer.send_and_wait("aio-scram", b"x", partition=0)
+        finally:
+            await producer.stop()
+
+    asyncio.run(with_aiokafka("bob-secret"))
+    with pytest.raises(Exception, match="(?i)authentication|unable to bootstrap"):  # aiokafka wraps the refusal
+        asyncio.run(with_aiokafka("bob-secret-512"))
 
 
 def test_sasl_ssl_with_kafka_python_and_aiokafka(broker_factory: Any, pki: dict[str, Any]) -> None:  # noqa: F811
