@@ -9,7 +9,8 @@ import struct
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from kio.schema.request_header.v1.header import RequestHeader
+from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
+from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
 from kio.serial import entity_writer
 
 from klamm.broker.authentication import SaslListener, SaslSession
@@ -33,9 +34,10 @@ SUPPORTED = {key: (api.min_version, api.max_version) for key, api in registry().
 
 def frame(api_key: int, version: int, body: dict) -> bytes:
     types = message_types(api_key, version)
+    header = RequestHeaderV2 if types.request_header_version == 2 else RequestHeaderV1
     out = io.BytesIO()
-    entity_writer(RequestHeader)(out, RequestHeader(request_api_key=api_key, request_api_version=version,
-                                                    correlation_id=1, client_id="fuzz"))
+    entity_writer(header)(out, header(request_api_key=api_key, request_api_version=version, correlation_id=1,
+                                      client_id="fuzz"))
     entity_writer(types.request)(out, build(types.request, body))
     return struct.pack(">i", len(out.getvalue())) + out.getvalue()
 
