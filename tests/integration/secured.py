@@ -11,9 +11,10 @@ from typing import Any
 from confluent_kafka.admin import AclBinding, AclOperation, AclPermissionType, AdminClient, ResourcePatternType, \
     ResourceType
 
-from tests.integration.conftest import BrokerThread
+from tests.integration.conftest import BrokerThread, RawClient
 
 STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
 USERS = ("admin", "alice", "bob")
 JAAS = ("org.apache.kafka.common.security.plain.PlainLoginModule required "
         + " ".join(f'user_{u}="{u}-secret"' for u in USERS) + ";")
@@ -49,3 +50,12 @@ def grant(broker: BrokerThread, *bindings: AclBinding) -> None:
     admin = AdminClient(conf(broker, "admin"))
     for future in admin.create_acls(list(bindings)).values():
         future.result(10)
+
+
+def sasl_client(broker: BrokerThread, user: str) -> RawClient:
+    """A RawClient authenticated with SASL PLAIN (SaslHandshake v1, then SaslAuthenticate v2) as `user`."""
+    client = broker.connect()
+    assert client.request(SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"}).error_code == 0
+    answer = client.request(SASL_AUTHENTICATE, 2, {"auth_bytes": b"\0%s\0%s-secret" % (user.encode(), user.encode())})
+    assert answer.error_code == 0, answer
+    return client

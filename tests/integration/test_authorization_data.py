@@ -25,7 +25,7 @@ from confluent_kafka.admin import ResourceType as Res
 from klamm.protocol.records import build_batch
 from tests.integration.conftest import (CREATE_TOPICS, DELETE_TOPICS, FETCH, INIT_PRODUCER_ID, LIST_OFFSETS, METADATA,
                                         PRODUCE, BrokerThread, RawClient, fetch_body, metadata_request, wait_for)
-from tests.integration.secured import acl, conf, grant, kafka_python_conf, secured_broker
+from tests.integration.secured import acl, conf, grant, kafka_python_conf, secured_broker, sasl_client
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -49,13 +49,6 @@ PREFIXES = {Res.TOPIC: "orders-", Res.BROKER: "kafka-", Res.TRANSACTIONAL_ID: "t
 NAMES = {Res.BROKER: "kafka-cluster", Res.TRANSACTIONAL_ID: TXN_ID}
 
 
-def sasl_client(broker: BrokerThread, user: str) -> RawClient:
-    """A RawClient authenticated with SASL PLAIN (SaslHandshake v1, then SaslAuthenticate) as `user`."""
-    client = broker.connect()
-    assert client.request(SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"}).error_code == NONE
-    answer = client.request(SASL_AUTHENTICATE, 2, {"auth_bytes": b"\0%s\0%s-secret" % (user.encode(), user.encode())})
-    assert answer.error_code == NONE, answer
-    return client
 
 
 @pytest.fixture

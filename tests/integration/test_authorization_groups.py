@@ -18,7 +18,7 @@ from confluent_kafka.admin import ResourceType as Res
 
 from klamm.protocol.records import build_batch
 from tests.integration.conftest import INIT_PRODUCER_ID, PRODUCE, BrokerThread, RawClient, create_topic, wait_for
-from tests.integration.secured import acl, conf, grant, secured_broker
+from tests.integration.secured import acl, conf, grant, secured_broker, sasl_client
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -44,13 +44,6 @@ def broker(broker_factory: Any) -> BrokerThread:
     return broker
 
 
-def sasl_client(broker: BrokerThread, user: str) -> RawClient:
-    """A RawClient authenticated with SASL PLAIN as `user`."""
-    client = broker.connect()
-    assert client.request(SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"}).error_code == NONE
-    answer = client.request(SASL_AUTHENTICATE, 2, {"auth_bytes": b"\0%s\0%s-secret" % (user.encode(), user.encode())})
-    assert answer.error_code == NONE, answer
-    return client
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ import pytest
 
 from klamm.cli.main import main
 from tests.integration.conftest import BrokerThread, RawClient, wait_for
-from tests.integration.secured import secured_broker
+from tests.integration.secured import secured_broker, sasl_client
 
 DESCRIBE, ALTER = 48, 49
 SASL_HANDSHAKE, SASL_AUTHENTICATE, CREATE_ACLS = 17, 36, 30
@@ -236,12 +236,6 @@ def test_the_configs_tool(broker: BrokerThread, capsys: pytest.CaptureFixture[st
 # ------------------------------------------------------------------ authorization
 
 
-def sasl_client(broker: BrokerThread, user: str) -> RawClient:
-    client = broker.connect()
-    assert client.request(SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"}).error_code == NONE
-    answer = client.request(SASL_AUTHENTICATE, 2, {"auth_bytes": b"\0%s\0%s-secret" % (user.encode(), user.encode())})
-    assert answer.error_code == NONE, answer
-    return client
 
 
 def test_authorization(broker_factory: Any) -> None:
