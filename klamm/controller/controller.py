@@ -46,7 +46,8 @@ from klamm.controller.partition_changes import (NO_LEADER, UNCLEAN_KEY, decide_a
                                                 decide_controlled_shutdown, decide_reassignments,
                                                 decide_fence_broker, decide_leaderless_elections,
                                                 decide_unfence_broker)
-from klamm.controller.image import BrokerRegistration, ImageBuilder, MetadataImage, PartitionImage, empty_image
+from klamm.controller.image import (BrokerRegistration, Endpoint, ImageBuilder, MetadataImage, PartitionImage,
+                                    empty_image)
 from klamm.controller.meta_properties import random_base64_uuid
 from klamm.controller.metadata_log import MetadataLog, wall_clock_ms
 from klamm.controller.records import MetadataRecord, MetadataRecordError, decode_record, encode_record
@@ -301,7 +302,8 @@ class Controller:
 
     def register_broker(self, node_id: int, host: str, port: int, listener: str = "PLAINTEXT",
                         rack: str | None = None, *, fenced: bool = False,
-                        incarnation_id: uuid.UUID | None = None) -> BrokerRegistration:
+                        incarnation_id: uuid.UUID | None = None,
+                        endpoints: Sequence[Endpoint] | None = None) -> BrokerRegistration:
         """Register the broker's endpoint; writes only when it is new or changed (or `fenced`, always).
 
         Unfenced, a broker back after being fenced leads again the partitions that waited for it.
@@ -312,7 +314,7 @@ class Controller:
         if fenced and current is not None and not current.fenced:
             self.fence_broker(node_id)
         records = decide_register_broker(self._image, node_id, host, port, listener, rack, fenced=fenced,
-                                         incarnation_id=incarnation_id)
+                                         incarnation_id=incarnation_id, endpoints=endpoints)
         if records:
             self._commit(records)
             if not fenced:

@@ -24,7 +24,7 @@ import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
-from typing import Any
+from typing import Any, NamedTuple
 
 from klamm.controller.acls import Acl, AclIndex
 from klamm.controller.client_quotas import AppliedQuota, QuotaEntity, applicable_quota, quota_entity
@@ -36,6 +36,7 @@ __all__ = [
     "SCRAM_MECHANISM_NAMES",
     "TOPIC_RESOURCE",
     "BrokerRegistration",
+    "Endpoint",
     "ImageBuilder",
     "MetadataImage",
     "PartitionImage",
@@ -84,8 +85,20 @@ class TopicImage:
     configs: Mapping[str, str] = field(default_factory=_empty)
 
 
+class Endpoint(NamedTuple):
+    """One listener of a registered broker (RegisterBrokerRecord's end_points)."""
+
+    name: str
+    host: str
+    port: int
+    security_protocol: int = 0
+
+
 @dataclass(frozen=True, slots=True)
 class BrokerRegistration:
+    """A broker as registered. `host`, `port`, `listener` and `security_protocol` are its first endpoint:
+    a klamm broker registers its inter-broker listener first; `endpoints` holds every listener."""
+
     node_id: int
     host: str
     port: int
@@ -96,6 +109,15 @@ class BrokerRegistration:
     incarnation_id: uuid.UUID = uuid.UUID(int=0)
     security_protocol: int = 0
     in_controlled_shutdown: bool = False
+    endpoints: tuple[Endpoint, ...] = ()
+
+    def endpoint(self, listener: str) -> Endpoint | None:
+        """The endpoint of listener `listener` (names compare case-insensitively), None when it has none."""
+        name = listener.upper()
+        for endpoint in self.endpoints or (Endpoint(self.listener, self.host, self.port, self.security_protocol),):
+            if endpoint.name.upper() == name:
+                return endpoint
+        return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -268,6 +290,7 @@ def _register_broker(b: ImageBuilder, d: Mapping[str, Any]) -> None:
         incarnation_id=d["incarnation_id"],
         security_protocol=first["security_protocol"],
         in_controlled_shutdown=d.get("in_controlled_shutdown", False),
+        endpoints=tuple(Endpoint(e["name"], e["host"], e["port"], e["security_protocol"]) for e in endpoints),
     )
 
 

@@ -27,7 +27,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from klamm.controller.image import TOPIC_RESOURCE, MetadataImage
+from klamm.controller.image import TOPIC_RESOURCE, Endpoint, MetadataImage
 from klamm.controller.records import MetadataRecord
 from klamm.protocol.batch import InvalidBatch, split_batches
 from klamm.protocol.errors import KafkaError
@@ -103,8 +103,9 @@ def image_records(image: MetadataImage) -> Iterator[MetadataRecord]:
     for broker in sorted(image.brokers.values(), key=lambda b: b.node_id):
         yield MetadataRecord("RegisterBrokerRecord", {
             "broker_id": broker.node_id, "incarnation_id": broker.incarnation_id, "broker_epoch": broker.epoch,
-            "end_points": [{"name": broker.listener, "host": broker.host, "port": broker.port,
-                            "security_protocol": broker.security_protocol}],
+            "end_points": [{"name": e.name, "host": e.host, "port": e.port, "security_protocol": e.security_protocol}
+                           for e in broker.endpoints or [Endpoint(broker.listener, broker.host, broker.port,
+                                                                  broker.security_protocol)]],
             "features": [], "rack": broker.rack, "fenced": broker.fenced,
             "in_controlled_shutdown": broker.in_controlled_shutdown,
         })
