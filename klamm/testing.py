@@ -189,8 +189,9 @@ async def inprocess_cluster(size: int = 3, properties: Mapping[str, Any] | None 
                 instance = Broker(config, controller=controller)
                 await instance.start()
                 # a restart keeps its port, so the clients' bootstrap list stays right
-                cluster.configs[node_id] = config_for(log_dir, {**(properties or {}),
-                                                                "listeners": f"PLAINTEXT://127.0.0.1:{instance.port}"},
+                bound = ",".join(f"{name}://{host or '127.0.0.1'}:{instance.listener_ports[name]}"
+                                 for name, host, _ in instance.client_listeners)
+                cluster.configs[node_id] = config_for(log_dir, {**(properties or {}), "listeners": bound},
                                                       node_id=node_id, **overrides)
                 cluster.brokers[node_id] = instance
             yield cluster

@@ -21,7 +21,6 @@ import asyncio
 import dataclasses
 import datetime
 import logging
-import re
 import socket
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -60,9 +59,11 @@ from klamm.broker.principal_mapping import PrincipalMapper
 from klamm.broker.quotas import ClientQuotas
 from klamm.broker.txn_verification import TxnVerifier
 from klamm.broker.services import ControllerClient, LocalControllerClient
-from klamm.config.broker import BrokerConfig
+from klamm.config.broker import BrokerConfig, parse_listener
 from klamm.config.topic import TopicConfig
+from klamm.controller.brokers import SECURITY_PROTOCOLS as SECURITY_PROTOCOL_IDS
 from klamm.controller.controller import Controller, CreateTopicSpec, SnapshotPolicy
+from klamm.controller.image import Endpoint
 from klamm.controller.meta_properties import MetaPropertiesError, ensure_meta_properties, read_meta_properties
 from klamm.controller.metadata_log import FileMetadataLog
 from klamm.controller.quorum_controller import QuorumController, RaftMetadataLog
@@ -82,18 +83,6 @@ from klamm.storage.log_manager import LogManager
 log = logging.getLogger("klamm.broker")
 
 
-def parse_listener(listener: str) -> tuple[str, str, int]:
-    """'PLAINTEXT://host:port' -> (name, host, port); an empty host binds every interface."""
-    match = _LISTENER.match(listener.strip())
-    if match is None or not 0 <= int(match["port"]) <= 65535:
-        raise ValueError(f"Invalid value {listener} for configuration listeners: expected NAME://host:port")
-    return match["name"].upper(), match["host"], int(match["port"])
-
-
-# Kafka's listener syntax: a name (SASL_SSL has an underscore, which URL schemes may not), then host:port
-_LISTENER = re.compile(r"^(?P<name>[A-Za-z0-9_.+-]+)://\[?(?P<host>[0-9a-zA-Z\-%._:]*?)\]?:(?P<port>[0-9]+)$")
-
-
 class Broker:
     def __init__(self, config: BrokerConfig, *, controller: Controller | None = None) -> None:
         """`controller`: a Controller shared with other brokers of this process (an in-process cluster,
@@ -105,11 +94,17 @@ class Broker:
         self._apis: dict[int, Api] = registry()
         # shared by every connection (read only): a copy each would cost ~5 KiB per connection
         self._supported = {key: (api.min_version, api.max_version) for key, api in self._apis.items()}
-        self.listener_name, self.host, self.port = parse_listener(config.listeners[0])
+        # Client listeners, in the order of `listeners`; the first is `listener_name`, `host`, `port`
+        # (the address tests and tools bootstrap from). Ports are the bound ones once started.
+        self.client_listeners = config.client_listeners()  # none on a dedicated controller
+        self.listener_name, self.host, self.port = (self.client_listeners or [parse_listener(config.listeners[0])])[0]
+        self.listener_ports: dict[str, int] = {name: port for name, _, port in self.client_listeners}
+        self.inter_broker_listener = config.inter_broker_listener
         self.security_protocol = config.security_protocol_of(self.listener_name)
         self._per_ip_overrides = check_socket_server_config(config)  # fails before anything starts
         self.advertised_host = self.host
         self.advertised_port = self.port
+        self.advertised: dict[str, tuple[str, int]] = {}  # listener name -> (host, port) registered
         self.logs: LogManager | None = None
         self.controller: Controller = controller  # type: ignore[assignment]
         self._shared_controller = controller is not None
@@ -131,7 +126,7 @@ class Broker:
         self.replicas: ReplicaManager = None  # type: ignore[assignment]
         self.group_coordinator: GroupCoordinatorRuntime = None  # type: ignore[assignment]  # group coordinator
         self.transactions: TransactionCoordinatorRuntime = None  # type: ignore[assignment]
-        self._acceptor: Acceptor | None = None
+        self._acceptors: list[Acceptor] = []
         self._snapshot_writer: ThreadPoolExecutor | None = None
         self._processors: list[Processor] = []
         self._stopped = asyncio.Event()
@@ -202,15 +197,17 @@ class Broker:
         else:
             if not self.controller_only:
                 self.controller.register_broker(self.node_id, self.advertised_host, self.advertised_port,
-                                                self.listener_name, rack=self.static_config.broker_rack)
+                                                self.listener_name, rack=self.static_config.broker_rack,
+                                                endpoints=self.registered_endpoints())
             await self._start_controller_listener()
         self._tasks.append(asyncio.ensure_future(self._checkpoint_periodically()))
         self._tasks.append(asyncio.ensure_future(expire_producers_periodically(self)))
         self.retention.start()
         self.replicas.flusher.start(self.config.log_flush_scheduler_interval_ms)
         self.log_cleaner.start()
-        log.info("klamm ready: node %d serving %s on %s:%d (cluster %s, data in %s)", self.node_id,
-                 self.listener_name, self.host or "0.0.0.0", self.port, cluster_id,
+        log.info("klamm ready: node %d serving %s (cluster %s, data in %s)", self.node_id,
+                 ", ".join(f"{name} on {host or '0.0.0.0'}:{self.listener_ports[name]}"
+                           for name, host, _ in self.client_listeners), cluster_id,
                  ",".join(str(d) for d in self.log_dirs))
 
     async def _start_network(self) -> None:
@@ -224,25 +221,37 @@ class Broker:
         ]
         for processor in self._processors:
             processor.start()
+        # one set of connection quotas, processors and request budget for every listener, as Kafka's SocketServer
         quotas = ConnectionQuotas(config.max_connections, config.max_connections_per_ip, self._per_ip_overrides)
         sockets = SocketSettings(config.socket_send_buffer_bytes, config.socket_receive_buffer_bytes,
                                  config.socket_listen_backlog_size)
-        self._acceptor = Acceptor(self.host, self.port, self._processors, quotas, sockets, self._security(config))
-        await self._acceptor.start()
-        self.port = self._acceptor.port
-        advertised = self.config.advertised_listeners or self.config.listeners
-        _, host, port = parse_listener(advertised[0])
-        self.advertised_host = host or socket.gethostname()
-        self.advertised_port = port or self.port
+        securities = [self._security(config, name) for name, _, _ in self.client_listeners]  # all checked first
+        for (name, host, port), security in zip(self.client_listeners, securities):
+            acceptor = Acceptor(host, port, self._processors, quotas, sockets, security)
+            await acceptor.start()
+            self._acceptors.append(acceptor)
+            self.listener_ports[name] = acceptor.port
+            advertised = config.advertised_listener(name)
+            if advertised is not None:  # a listener left out of advertised.listeners is not registered
+                self.advertised[name] = (advertised[0] or socket.gethostname(), advertised[1] or acceptor.port)
+        self.port = self.listener_ports[self.listener_name]
+        self.advertised_host, self.advertised_port = self.advertised.get(
+            self.listener_name, (self.host or socket.gethostname(), self.port))
 
-    def _security(self, config: BrokerConfig) -> ListenerSecurity:
-        """TLS, SASL and certificate principals of the client listener (ConfigError when they cannot work)."""
-        protocol = self.security_protocol
+    def _security(self, config: BrokerConfig, listener: str) -> ListenerSecurity:
+        """TLS, SASL and certificate principals of a client listener (ConfigError when they cannot work)."""
+        protocol = config.security_protocol_of(listener)
         tls = server_context(config) if protocol in ("SSL", "SASL_SSL") else None
-        sasl = SaslListener(config, self.listener_name, self._scram_credential) if protocol.startswith("SASL_") \
-            else None
+        sasl = SaslListener(config, listener, self._scram_credential) if protocol.startswith("SASL_") else None
         principals = PrincipalMapper(config.ssl_principal_mapping_rules) if protocol == "SSL" else None
-        return ListenerSecurity(tls, sasl, principals)
+        return ListenerSecurity(tls, sasl, principals, listener)
+
+    def registered_endpoints(self) -> list[Endpoint]:
+        """What this broker registers: each advertised client listener (name, host, port, security protocol),
+        the inter-broker listener first, so the image's `host`/`port` of a registration are that one's."""
+        endpoints = [Endpoint(name, host, port, SECURITY_PROTOCOL_IDS[self.config.security_protocol_of(name)])
+                     for name, (host, port) in self.advertised.items()]
+        return sorted(endpoints, key=lambda e: e.name != self.inter_broker_listener)
 
     def _scram_credential(self, user: str, mechanism: str) -> ScramCredential | None:
         return self.controller.image.scram_credential(user, mechanism)  # the metadata as it is now
@@ -284,8 +293,7 @@ class Broker:
     async def _join_the_cluster(self) -> None:
         """Register, catch up with the metadata, get unfenced: then the broker serves (Kafka's start-up)."""
         assert self.lifecycle is not None
-        await self.lifecycle.register(self.advertised_host, self.advertised_port, self.listener_name,
-                                      self.static_config.broker_rack)
+        await self.lifecycle.register(self.registered_endpoints(), self.static_config.broker_rack)
         self._tasks.append(asyncio.ensure_future(self.lifecycle.heartbeat_periodically()))
         caught_up = getattr(self.controller, "caught_up", None)  # a quorum's controller is unfenced once caught up
         if caught_up is not None:
@@ -373,8 +381,13 @@ class Broker:
             self.controller.elect_leaderless()
 
     def _endpoint_of(self, node_id: int) -> tuple[str, int] | None:
+        """Where this broker reaches another (replica fetchers, transaction markers, the verifier): its
+        endpoint of the inter-broker listener."""
         registration = self.controller.image.brokers.get(node_id)
-        return None if registration is None else (registration.host, registration.port)
+        if registration is None:
+            return None
+        endpoint = registration.endpoint(self.inter_broker_listener)
+        return (registration.host, registration.port) if endpoint is None else (endpoint.host, endpoint.port)
 
     def _send_isr_proposal(self, partition: Any, proposal: Any) -> None:
         task = asyncio.ensure_future(self._alter_partition(partition, proposal))
@@ -450,8 +463,8 @@ class Broker:
         for closing in (self.lifecycle, self.controller_client):
             if hasattr(closing, "close") and not isinstance(closing, Controller):
                 closing.close()
-        if self._acceptor is not None:
-            await self._acceptor.stop()
+        for acceptor in self._acceptors:
+            await acceptor.stop()
         if self._metrics_server is not None:
             await self._metrics_server.stop()
         for processor in self._processors:
@@ -510,10 +523,30 @@ class Broker:
         return response
 
     # services for handlers
-    def broker_endpoints(self) -> list[dict[str, Any]]:
-        return [{"node_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
-                for b in sorted(self.controller.image.brokers.values(), key=lambda b: b.node_id)
-                if not b.fenced]
+    def broker_endpoints(self, listener: str = "") -> list[dict[str, Any]]:
+        """The live brokers at their endpoints of `listener` (the one a request came in on; empty: each
+        broker's first). A broker without that listener is left out, as Kafka's metadata cache does."""
+        endpoints = []
+        for b in sorted(self.controller.image.brokers.values(), key=lambda b: b.node_id):
+            if b.fenced:
+                continue
+            endpoint = self.endpoint_for(b.node_id, listener)
+            if endpoint is not None:
+                endpoints.append({"node_id": b.node_id, "host": endpoint[0], "port": endpoint[1], "rack": b.rack})
+        return endpoints
+
+    def endpoint_for(self, node_id: int, listener: str = "") -> tuple[str, int] | None:
+        """A broker's (host, port) on `listener` (empty: its first endpoint); None when it has no such listener."""
+        registration = self.controller.image.brokers.get(node_id)
+        if registration is None:
+            return None
+        if not listener:
+            return registration.host, registration.port
+        endpoint = registration.endpoint(listener)
+        if endpoint is None:
+            _warn_once(f"broker {node_id} has no listener {listener}: left out of the answers to clients on it")
+            return None
+        return endpoint.host, endpoint.port
 
     def create_internal_topic(self, name: str, partitions: int, replication_factor: int,
                               configs: dict[str, str]) -> None:
@@ -559,6 +592,16 @@ class Broker:
         if self.broker_only or (self.in_quorum and not self.controller_only):
             return self._producer_ids.take()
         return self.controller.allocate_producer_id()
+
+
+_warned: set[str] = set()
+
+
+def _warn_once(message: str) -> None:
+    """Kafka warns of a broker missing a listener at each request; once per process is enough to see it."""
+    if message not in _warned:
+        _warned.add(message)
+        log.warning(message)
 
 
 def _ms(value: Any) -> int:

@@ -54,7 +54,7 @@ from klamm.broker.handlers import api_versions
 from klamm.broker.authentication import CONTROLLER_PEER
 from klamm.broker.network import Acceptor, CloseConnection, Processor
 from klamm.config.topic import TopicConfig
-from klamm.controller.image import BROKER_RESOURCE, TOPIC_RESOURCE
+from klamm.controller.image import BROKER_RESOURCE, TOPIC_RESOURCE, Endpoint
 from klamm.controller.metadata_log import METADATA_PARTITION, METADATA_TOPIC
 from klamm.controller.quorum_controller import QuorumController
 from klamm.controller.quorum_info import SINGLE_VOTER_EPOCH, SingleVoterQuorum
@@ -183,11 +183,13 @@ class ControllerServer:
         listener = body.listeners[0] if body.listeners else None
         if listener is None:
             return {"error_code": ErrorCode.invalid_request, "broker_epoch": -1}
+        endpoints = [Endpoint(e.name, e.host, e.port, e.security_protocol) for e in body.listeners]
         registration = self.controller.register_broker(body.broker_id, listener.host, listener.port, listener.name,
-                                                       rack=body.rack, fenced=True, incarnation_id=body.incarnation_id)
+                                                       rack=body.rack, fenced=True, incarnation_id=body.incarnation_id,
+                                                       endpoints=endpoints)
         self.sessions[body.broker_id] = time.monotonic()
-        log.info("broker %d registered at %s:%d (epoch %d)", body.broker_id, listener.host, listener.port,
-                 registration.epoch)
+        log.info("broker %d registered at %s (epoch %d)", body.broker_id,
+                 ", ".join(f"{e.name}://{e.host}:{e.port}" for e in endpoints), registration.epoch)
         return {"error_code": ErrorCode.none, "broker_epoch": registration.epoch}
 
     async def heartbeat(self, request: Any) -> dict[str, Any]:

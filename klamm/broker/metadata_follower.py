@@ -40,8 +40,8 @@ from typing import Any
 from klamm.broker.client import BrokerConnection, BrokerUnavailable
 from klamm.controller.acl_changes import AclCreateResult, AclDeleteResult
 from klamm.controller.acls import Acl, AclFilter
-from klamm.controller.image import (BROKER_RESOURCE, TOPIC_RESOURCE, ImageBuilder, MetadataImage, apply_batch,
-                                    empty_image)
+from klamm.controller.image import (BROKER_RESOURCE, TOPIC_RESOURCE, Endpoint, ImageBuilder, MetadataImage,
+                                    apply_batch, empty_image)
 from klamm.controller.metadata_log import METADATA_PARTITION, METADATA_TOPIC
 from klamm.controller.records import MetadataRecordError, decode_record
 from klamm.controller.snapshot import SnapshotError, SnapshotId, parse_snapshot
@@ -225,12 +225,14 @@ class BrokerLifecycle:
         log.log(logging.DEBUG if self._unreachable else logging.INFO, "%s: %s", what, exc)
         self._unreachable = True
 
-    async def register(self, host: str, port: int, listener: str, rack: str | None) -> None:
+    async def register(self, endpoints: Sequence[Endpoint], rack: str | None) -> None:
+        """BrokerRegistration with every advertised listener (the inter-broker one first)."""
         while True:
             try:
                 response = await self._connection.request(BROKER_REGISTRATION, 3, {
                     "broker_id": self.node_id, "cluster_id": self.cluster_id, "incarnation_id": self.incarnation_id,
-                    "listeners": [{"name": listener, "host": host, "port": port, "security_protocol": 0}],
+                    "listeners": [{"name": e.name, "host": e.host, "port": e.port,
+                                   "security_protocol": e.security_protocol} for e in endpoints],
                     "features": [], "rack": rack})
             except BrokerUnavailable as exc:
                 self._log_unreachable("registering with the controller", exc)

@@ -128,6 +128,7 @@ class ListenerSecurity:
     tls: ssl.SSLContext | None = None
     sasl: SaslListener | None = None
     principals: PrincipalMapper | None = None  # ssl.principal.mapping.rules
+    listener: str = ""  # its name: requests carry it, so answers give endpoints of the same listener
 
 
 PLAINTEXT = ListenerSecurity()
@@ -275,6 +276,7 @@ class ClientConnection(asyncio.Protocol):
             self.close()
             return
         request.client_host = self.client_host
+        request.listener = self._security.listener
         request.session = session
         budget = self.processor.budget
         budget.take(request.size)

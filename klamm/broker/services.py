@@ -102,6 +102,7 @@ class BrokerServices(Protocol):
     log_dirs: list[Path]
     advertised_host: str
     advertised_port: int
+    advertised: dict[str, tuple[str, int]]  # this broker's endpoint per client listener
     logs: LogManager | None
     controller_client: ControllerClient
     replicas: ReplicaManager
@@ -118,7 +119,9 @@ class BrokerServices(Protocol):
 
     def supported_versions(self) -> dict[int, tuple[int, int]]: ...
 
-    def broker_endpoints(self) -> list[dict[str, Any]]: ...
+    def broker_endpoints(self, listener: str = "") -> list[dict[str, Any]]: ...
+
+    def endpoint_for(self, node_id: int, listener: str = "") -> tuple[str, int] | None: ...
 
     def allocate_producer_id(self) -> int: ...
 

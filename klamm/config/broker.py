@@ -12,6 +12,7 @@ and raises ConfigError naming the key on bad values. Unknown keys are kept in
 from __future__ import annotations
 
 import logging
+import re
 from typing import Any, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -28,7 +29,7 @@ from klamm.config.definition import (
 from klamm.config.errors import ConfigError
 from klamm.config.topic_keys import TOPIC_CONFIG_DEF
 
-__all__ = ["BrokerConfig", "LISTENER_PREFIX"]
+__all__ = ["BrokerConfig", "LISTENER_PREFIX", "inter_broker_listener", "parse_listener"]
 
 LISTENER_PREFIX = "listener.name."
 
@@ -64,7 +65,7 @@ class _BrokerConfigBase(BaseModel):
         values.update(explicit)
         _apply_fallbacks(values, explicit)
         if check_support:
-            _check_single_node(values)
+            _check_single_node(values, frozenset(explicit))
         fields = {BROKER_CONFIG_DEF[name].attr: value for name, value in values.items()}
         return cls(**fields, explicit_keys=frozenset(explicit), unknown_properties=dict(unknown),  # type: ignore[return-value]
                    listener_properties=prefixed)
@@ -86,6 +87,30 @@ class _BrokerConfigBase(BaseModel):
     def security_protocol_of(self, listener_name: str) -> str:
         """The protocol listener.security.protocol.map gives a listener (PLAINTEXT, SSL, ...)."""
         return _protocol_map(self.listener_security_protocol_map).get(listener_name.upper(), "PLAINTEXT")
+
+    def controller_listener_name_set(self) -> set[str]:
+        return {n.strip().upper() for n in (self.controller_listener_names or "").split(",") if n.strip()}
+
+    def client_listeners(self) -> list[tuple[str, str, int]]:
+        """The broker's own listeners, as (name, host, port) in the order of `listeners`: every one
+        that is not a controller's (controller.listener.names)."""
+        controllers = self.controller_listener_name_set()
+        return [e for e in (parse_listener(listener) for listener in self.listeners) if e[0] not in controllers]
+
+    def advertised_listener(self, name: str) -> tuple[str, int] | None:
+        """(host, port) advertised.listeners gives listener `name` (an empty host or port 0: the bound one)."""
+        for listener in self.advertised_listeners or self.listeners:
+            advertised, host, port = parse_listener(listener, "advertised.listeners")
+            if advertised == name:
+                return host, port
+        return None
+
+    @property
+    def inter_broker_listener(self) -> str:
+        """The listener other brokers reach this one on (inter.broker.listener.name, else the listener
+        named after security.inter.broker.protocol, as Kafka)."""
+        return inter_broker_listener({"inter.broker.listener.name": self.inter_broker_listener_name,
+                                      "security.inter.broker.protocol": self.security_inter_broker_protocol})[0]
 
     def topic_defaults(self) -> dict[str, str]:
         """Broker-level defaults of every topic config that has a broker synonym, keyed by topic name."""
@@ -169,7 +194,7 @@ def _apply_fallbacks(values: dict[str, Any], explicit: Mapping[str, Any]) -> Non
     _resolve_ids(values, explicit)
 
 
-def _check_single_node(values: Mapping[str, Any]) -> None:
+def _check_single_node(values: Mapping[str, Any], explicit: frozenset[str] = frozenset()) -> None:
     """Refuse roles, quorums and listeners klamm cannot honour (KRaft's rules, one controller)."""
     roles = sorted(set(values["process.roles"]))
     node_id = values["node.id"]
@@ -195,8 +220,8 @@ def _check_single_node(values: Mapping[str, Any]) -> None:
     if roles == ["controller"]:
         _check_controller_only(values, voters, controllers)
         return
-    _check_listeners(values["listeners"], controllers, values["listener.security.protocol.map"],
-                     broker_only=roles == ["broker"], alone=roles != ["broker"] and len(voters) <= 1)
+    _check_listeners(values, controllers, explicit, broker_only=roles == ["broker"],
+                     alone=roles != ["broker"] and len(voters) <= 1)
 
 
 def _check_controller_only(values: Mapping[str, Any], voters: list[tuple[int, str]], controllers: set[str]) -> None:
@@ -227,40 +252,103 @@ def _voter(entry: str) -> tuple[int, str]:
     return int(voter_id), address.strip()
 
 
-def _check_listeners(listeners: list[str], controllers: set[str], protocol_map: str, *, broker_only: bool,
-                     alone: bool) -> None:
-    """The first listener is the broker's (PLAINTEXT, or SSL on a node `alone`: one with no other broker to
-    reach); a controller's own listeners may follow it (PLAINTEXT)."""
-    names = [listener.partition("://")[0].strip().upper() for listener in listeners if "://" in listener]
-    if not names:
-        return  # the broker reports a malformed listener when it parses it
-    protocols = _protocol_map(protocol_map)
-    if names[0] in controllers:
-        raise ConfigError("listeners", ",".join(listeners),
-                          f"the first listener is the one klamm serves, but {names[0]} is a controller listener")
+def _check_listeners(values: Mapping[str, Any], controllers: set[str], explicit: frozenset[str], *,
+                     broker_only: bool, alone: bool) -> None:
+    """Kafka's checks of a broker's listeners (CoreUtils.listenerListToEndPoints, KafkaConfig.validateValues):
+    names and ports unique, each with a security protocol, advertised.listeners a subset, and the
+    inter-broker listener among them. klamm's own limits: controllers speak PLAINTEXT, and brokers reach
+    each other over a PLAINTEXT listener (they do not authenticate to each other yet); a node `alone`
+    (no other broker to reach) needs no inter-broker listener."""
+    listeners = values["listeners"]
+    text = ",".join(listeners)
+    endpoints = [_endpoint("listeners", listener) for listener in listeners]
+    names = [name for name, _, _ in endpoints]
+    _check_distinct("listeners", text, endpoints, ports=True)
+    protocols = _protocol_map(values["listener.security.protocol.map"])
     for name in names:
         if name not in protocols:
-            raise ConfigError("listeners", ",".join(listeners), f"No security protocol defined for listener {name}")
-    if protocols[names[0]] != "PLAINTEXT" and not alone:
-        raise ConfigError("listeners", ",".join(listeners),
-                          f"listener {names[0]} uses {protocols[names[0]]}, which klamm serves on a single node only: "
-                          "its brokers and controllers reach each other in PLAINTEXT")
-    if protocols[names[0]] not in SECURITY_PROTOCOLS:
-        raise ConfigError("listeners", ",".join(listeners),
-                          f"listener {names[0]} uses {protocols[names[0]]}, which is not a security protocol: "
-                          f"{', '.join(SECURITY_PROTOCOLS)}")
-    for name in (n for n in names[1:] if n in controllers):
+            raise ConfigError("listeners", text, f"No security protocol defined for listener {name}")
+        if protocols[name] not in SECURITY_PROTOCOLS:
+            raise ConfigError("listeners", text, f"listener {name} uses {protocols[name]}, which is not a security "
+                                                 f"protocol: {', '.join(SECURITY_PROTOCOLS)}")
+    for name in (n for n in names if n in controllers):
         if protocols[name] != "PLAINTEXT":
-            raise ConfigError("listeners", ",".join(listeners),
+            raise ConfigError("listeners", text,
                               f"listener {name} uses {protocols[name]}, but klamm's controllers speak PLAINTEXT only")
     if broker_only and any(n in controllers for n in names):
         raise ConfigError("controller.listener.names", ",".join(sorted(controllers)),
                           "controller.listener.names must not contain a value appearing in the 'listeners' "
                           "configuration when running KRaft with just the broker role")
-    extra = [n for n in names[1:] if n not in controllers]
-    if extra:
-        raise ConfigError("listeners", ",".join(listeners),
-                          f"klamm serves one listener ({names[0]}); {', '.join(extra)} would not be bound")
+    clients = [n for n in names if n not in controllers]
+    if not clients:
+        raise ConfigError("listeners", text, "process.roles contains broker, but every listener is a controller "
+                                             "listener (controller.listener.names): clients would have none")
+    advertised_text = ",".join(values["advertised.listeners"])
+    advertised = [_endpoint("advertised.listeners", a) for a in values["advertised.listeners"]]
+    _check_distinct("advertised.listeners", advertised_text, advertised, ports=False)
+    unknown = {name for name, _, _ in advertised} - set(names)
+    if unknown:
+        raise ConfigError("advertised.listeners", advertised_text,
+                          "advertised.listeners listener names must be equal to or a subset of the ones defined in "
+                          f"listeners. Found {','.join(n for n, _, _ in advertised)}. The valid options based on the "
+                          f"current configuration are {','.join(names)}")
+    name, explicit_name = inter_broker_listener(values)
+    if explicit_name and "security.inter.broker.protocol" in explicit:
+        raise ConfigError("inter.broker.listener.name", values["inter.broker.listener.name"],
+                          "Only one of inter.broker.listener.name and security.inter.broker.protocol should be set.")
+    if explicit_name and name not in protocols:
+        raise ConfigError("inter.broker.listener.name", values["inter.broker.listener.name"],
+                          f"Listener with name {name} defined in inter.broker.listener.name not found in "
+                          "listener.security.protocol.map.")
+    advertised_clients = [n for n, _, _ in advertised if n not in controllers]
+    if name not in advertised_clients and (explicit_name or not alone):
+        key = "inter.broker.listener.name" if explicit_name else "security.inter.broker.protocol"
+        raise ConfigError(key, name, "inter.broker.listener.name must be a listener name defined in "
+                                     "advertised.listeners. The valid options based on currently configured "
+                                     f"listeners are {','.join(advertised_clients)}")
+    if name in clients and not alone and protocols[name] != "PLAINTEXT":
+        raise ConfigError("inter.broker.listener.name", name,
+                          f"the inter-broker listener {name} uses {protocols[name]}, but klamm's brokers reach each "
+                          "other in PLAINTEXT only (they do not authenticate to each other yet): set "
+                          "inter.broker.listener.name to a PLAINTEXT listener; clients may use the others")
+
+
+def inter_broker_listener(values: Mapping[str, Any]) -> tuple[str, bool]:
+    """(the listener brokers reach each other on, whether inter.broker.listener.name names it): Kafka's
+    default is the listener named after security.inter.broker.protocol (PLAINTEXT)."""
+    explicit = values["inter.broker.listener.name"]
+    if explicit:
+        return explicit.strip().upper(), True
+    return values["security.inter.broker.protocol"].strip().upper(), False
+
+
+def parse_listener(listener: str, key: str = "listeners") -> tuple[str, str, int]:
+    """'PLAINTEXT://host:port' -> (name, host, port); an empty host binds every interface."""
+    match = _LISTENER.match(listener.strip())
+    if match is None or not 0 <= int(match["port"]) <= 65535:
+        raise ConfigError(key, listener, "expected NAME://host:port")
+    return match["name"].upper(), match["host"], int(match["port"])
+
+
+# Kafka's listener syntax: a name (SASL_SSL has an underscore, which URL schemes may not), then host:port
+_LISTENER = re.compile(r"^(?P<name>[A-Za-z0-9_.+-]+)://\[?(?P<host>[0-9a-zA-Z\-%._:]*?)\]?:(?P<port>[0-9]+)$")
+
+
+def _endpoint(key: str, listener: str) -> tuple[str, str, int]:
+    return parse_listener(listener, key)
+
+
+def _check_distinct(key: str, text: str, endpoints: list[tuple[str, str, int]], *, ports: bool) -> None:
+    """Kafka's CoreUtils.listenerListToEndPoints: a name once; a port once (0, an ephemeral port, aside)."""
+    prefix = f"Error creating broker listeners from '{text}': "
+    names = [name for name, _, _ in endpoints]
+    if len(set(names)) != len(names):
+        raise ConfigError(key, text, f"{prefix}Each listener must have a different name, listeners: {text}")
+    bound = [port for _, _, port in endpoints if port != 0]
+    if ports and len(set(bound)) != len(bound):
+        port = next(p for p in bound if bound.count(p) > 1)
+        raise ConfigError(key, text, f"{prefix}Each listener must have a different port, listeners: {text}, "
+                                     f"port: {port}")
 
 
 def _protocol_map(text: str) -> dict[str, str]:

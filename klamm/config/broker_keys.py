@@ -163,11 +163,12 @@ _SOCKET = [
     _k("ssl.principal.mapping.rules", T.STRING, "DEFAULT", L,
        "Rules mapping a client certificate's distinguished name to a principal name: RULE:pattern/replacement/[LU] "
        "entries and DEFAULT (the whole name), the first that matches applies."),
-    _k("inter.broker.listener.name", T.STRING, None, M, "Listener used between brokers.",
-       cluster="the listener other brokers use; a single node has no inter-broker traffic"),
-    _k("security.inter.broker.protocol", T.STRING, "PLAINTEXT", M, "Security protocol between brokers.",
-       OneOf(SECURITY_PROTOCOLS),
-       cluster="the protocol other brokers use; a single node has no inter-broker traffic"),
+    _k("inter.broker.listener.name", T.STRING, None, M,
+       "Listener brokers reach each other on (a PLAINTEXT one in klamm); defaults to the listener named "
+       "after security.inter.broker.protocol."),
+    _k("security.inter.broker.protocol", T.STRING, "PLAINTEXT", M,
+       "Security protocol between brokers: names the inter-broker listener when inter.broker.listener.name "
+       "is unset (klamm's brokers reach each other in PLAINTEXT).", OneOf(SECURITY_PROTOCOLS)),
     _k("socket.send.buffer.bytes", T.INT, 100 * 1024, H, "SO_SNDBUF of server sockets; -1 uses the OS default."),
     _k("socket.receive.buffer.bytes", T.INT, 100 * 1024, H, "SO_RCVBUF of server sockets; -1 uses the OS default."),
     _k("socket.request.max.bytes", T.INT, 100 * 1024 * 1024, H, "Largest request size accepted.", Range(1)),

@@ -49,6 +49,7 @@ class Request:
     body: Any
     size: int  # frame size in bytes
     client_host: str = ""  # "/ip", as Kafka reports it; set by the network layer
+    listener: str = ""  # the name of the listener it came in on; set by the network layer
     # Set by the network layer: gives back the request's share of queued.max.requests/.request.bytes.
     # A handler that parks (a long-poll fetch) calls it, as Kafka counts its purgatory in neither.
     leave_queue: Callable[[], None] = lambda: None

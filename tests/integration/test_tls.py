@@ -210,10 +210,17 @@ def test_what_cannot_work_is_refused_with_the_reason(pki: dict[str, Any], tmp_pa
     with pytest.raises(ConfigError, match="no enabled TLS version"):
         server_context(_config(pki, **{"ssl.keystore.type": "PEM", "ssl.keystore.location": str(paths["server"]),
                                        "ssl.enabled.protocols": "TLSv1.3", "ssl.protocol": "TLSv1.2"}))
-    with pytest.raises(ConfigError, match="single node only"):
+    # a broker of a cluster: other brokers reach it on a PLAINTEXT listener (inter.broker.listener.name)
+    with pytest.raises(ConfigError, match="inter.broker.listener.name must be a listener name defined in "
+                                          "advertised.listeners"):
         BrokerConfig.from_properties({"listeners": "SSL://127.0.0.1:9093", "process.roles": "broker",
                                       "node.id": "2", "controller.quorum.voters": "1@127.0.0.1:9094",
                                       "controller.listener.names": "CONTROLLER"})
+    assert BrokerConfig.from_properties({"listeners": "SSL://127.0.0.1:9093,PLAINTEXT://127.0.0.1:9092",
+                                         "process.roles": "broker", "node.id": "2",
+                                         "controller.quorum.voters": "1@127.0.0.1:9094",
+                                         "controller.listener.names": "CONTROLLER"}).inter_broker_listener == \
+        "PLAINTEXT"
 
 
 def test_aiokafka_over_tls(broker_factory: Any, pki: dict[str, Any]) -> None:

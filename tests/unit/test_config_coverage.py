@@ -62,6 +62,7 @@ STORAGE_LOG = "tests/unit/test_storage_log.py"
 GROUPS = "tests/unit/test_group_coordinator.py"
 CONFIGS_API = "tests/integration/test_configs_api.py"
 HERE = "tests/unit/test_config_coverage.py"
+LISTENERS = "tests/integration/test_listeners.py"
 EXPIRY = "tests/integration/test_state_expiration.py"
 ADMIN = "tests/integration/test_admin_metadata.py"
 SNAPSHOT = "tests/unit/test_controller_snapshot.py"
@@ -163,9 +164,14 @@ APPLIED: dict[str, list[str]] = {
                      "tests/unit/test_metrics.py::test_endpoint_serves_and_stops_with_the_broker"],
     "metrics.host": [f"{EFFECTS}::test_metrics_host_and_port_bind_the_endpoint"],
     "listeners": [f"{EFFECTS}::test_node_id_cluster_id_and_advertised_listener_reach_metadata",
-                  f"{HERE}::test_listeners_klamm_cannot_serve_are_refused"],
-    "advertised.listeners": [f"{EFFECTS}::test_node_id_cluster_id_and_advertised_listener_reach_metadata"],
+                  f"{HERE}::test_listeners_klamm_cannot_serve_are_refused",
+                  f"{LISTENERS}::test_each_listener_serves_its_clients_and_advertises_its_own_port"],
+    "advertised.listeners": [f"{EFFECTS}::test_node_id_cluster_id_and_advertised_listener_reach_metadata",
+                             f"{LISTENERS}::test_advertised_listeners_give_each_listener_its_host"],
     "listener.security.protocol.map": [f"{HERE}::test_listeners_klamm_cannot_serve_are_refused"],
+    "inter.broker.listener.name": [f"{HERE}::test_the_inter_broker_listener_is_checked",
+                                   f"{LISTENERS}::test_a_cluster_serves_sasl_clients_and_replicates_in_plaintext"],
+    "security.inter.broker.protocol": [f"{HERE}::test_the_inter_broker_listener_is_checked"],
     "socket.request.max.bytes": ["tests/integration/test_bad_input.py::test_frame_over_max_request_size_disconnects"],
     "connections.max.idle.ms": ["tests/integration/test_connections.py::test_idle_connection_is_closed"],
     "sasl.enabled.mechanisms": ["tests/integration/test_sasl_listeners.py::test_an_unauthenticated_connection_gets_only_the_handshake",
@@ -540,27 +546,85 @@ def test_kraft_roles_and_quorum_are_checked() -> None:
 def test_listeners_klamm_cannot_serve_are_refused() -> None:
     with pytest.raises(ConfigError, match="listener PLAINTEXT uses KERBEROS, which is not a security protocol"):
         BrokerConfig.from_properties({"listener.security.protocol.map": "PLAINTEXT:KERBEROS"})
-    with pytest.raises(ConfigError, match="listener SASL_SSL uses SASL_SSL, which klamm serves on a single node only"):
-        BrokerConfig.from_properties({"listeners": "SASL_SSL://:9093", "process.roles": "broker", "node.id": "2",
-                                      "controller.quorum.voters": "1@127.0.0.1:9094",
-                                      "controller.listener.names": "CONTROLLER"})
-    with pytest.raises(ConfigError, match="listener SSL uses SSL, which klamm serves on a single node only"):
-        BrokerConfig.from_properties({"listeners": "SSL://:9093", "process.roles": "broker", "node.id": "2",
-                                      "controller.quorum.voters": "1@127.0.0.1:9094",
-                                      "controller.listener.names": "CONTROLLER"})
+    broker_only = {"process.roles": "broker", "node.id": "2", "controller.quorum.voters": "1@127.0.0.1:9094",
+                   "controller.listener.names": "CONTROLLER"}
+    # a broker of a cluster: TLS and SASL for clients, PLAINTEXT between brokers
+    with pytest.raises(ConfigError, match="inter.broker.listener.name must be a listener name defined in "
+                                          "advertised.listeners. The valid options .* are SASL_SSL"):
+        BrokerConfig.from_properties({"listeners": "SASL_SSL://:9093", **broker_only})
+    with pytest.raises(ConfigError, match="the inter-broker listener SSL uses SSL, but klamm's brokers reach each "
+                                          "other in PLAINTEXT only"):
+        BrokerConfig.from_properties({"listeners": "SSL://:9093,PLAINTEXT://:9092", **broker_only,
+                                      "inter.broker.listener.name": "SSL"})
+    served = BrokerConfig.from_properties({"listeners": "SSL://:9093,PLAINTEXT://:9092,SASL_SSL://:9094",
+                                           **broker_only})
+    assert [name for name, _, _ in served.client_listeners()] == ["SSL", "PLAINTEXT", "SASL_SSL"]
+    assert served.inter_broker_listener == "PLAINTEXT"
     assert BrokerConfig.from_properties({"listeners": "SSL://:9093"}).listeners == ["SSL://:9093"]  # one node
     with pytest.raises(ConfigError, match="No security protocol defined for listener CLIENT"):
         BrokerConfig.from_properties({"listeners": "CLIENT://:9092"})
-    with pytest.raises(ConfigError, match="EXTERNAL would not be bound"):
-        BrokerConfig.from_properties({"listeners": "PLAINTEXT://:9092,EXTERNAL://:9094",
-                                      "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,EXTERNAL:PLAINTEXT"})
-    with pytest.raises(ConfigError, match="CONTROLLER is a controller listener"):
-        BrokerConfig.from_properties({"listeners": "CONTROLLER://:9093,PLAINTEXT://:9092",
-                                      "controller.listener.names": "CONTROLLER",
-                                      "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT"})
+    # Kafka's CoreUtils.listenerListToEndPoints: names and ports once (port 0 aside)
+    with pytest.raises(ConfigError, match="Each listener must have a different name, listeners: "
+                                          "PLAINTEXT://:9092,PLAINTEXT://:9093"):
+        BrokerConfig.from_properties({"listeners": "PLAINTEXT://:9092,PLAINTEXT://:9093"})
+    with pytest.raises(ConfigError, match="Each listener must have a different port, listeners: "
+                                          "PLAINTEXT://:9092,SSL://:9092, port: 9092"):
+        BrokerConfig.from_properties({"listeners": "PLAINTEXT://:9092,SSL://:9092"})
+    two = BrokerConfig.from_properties({"listeners": "PLAINTEXT://:0,SSL://:0"})
+    assert len(two.client_listeners()) == 2
+    with pytest.raises(ConfigError, match="advertised.listeners listener names must be equal to or a subset of the "
+                                          "ones defined in listeners. Found PLAINTEXT,SSL. The valid options based "
+                                          "on the current configuration are PLAINTEXT"):
+        BrokerConfig.from_properties({"listeners": "PLAINTEXT://:9092",
+                                      "advertised.listeners": "PLAINTEXT://a:9092,SSL://a:9093"})
+    with pytest.raises(ConfigError, match="Each listener must have a different name"):
+        BrokerConfig.from_properties({"listeners": "PLAINTEXT://:9092",
+                                      "advertised.listeners": "PLAINTEXT://a:9092,PLAINTEXT://b:9092"})
+    with pytest.raises(ConfigError, match="expected NAME://host:port"):
+        BrokerConfig.from_properties({"listeners": "PLAINTEXT:9092"})
+    # the controller's listener may come anywhere; the broker needs one of its own
+    either = BrokerConfig.from_properties({"listeners": "CONTROLLER://:9093,PLAINTEXT://:9092",
+                                           "controller.listener.names": "CONTROLLER",
+                                           "listener.security.protocol.map":
+                                               "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT"})
+    assert either.client_listeners() == [("PLAINTEXT", "", 9092)]
+    with pytest.raises(ConfigError, match="every listener is a controller listener"):
+        BrokerConfig.from_properties({"listeners": "CONTROLLER://:9093", "controller.listener.names": "CONTROLLER",
+                                      "listener.security.protocol.map": "CONTROLLER:PLAINTEXT"})
     named = BrokerConfig.from_properties({"listeners": "CLIENT://127.0.0.1:9092",
                                           "listener.security.protocol.map": "CLIENT:PLAINTEXT"})
     assert named.listeners == ["CLIENT://127.0.0.1:9092"]
+
+
+def test_the_inter_broker_listener_is_checked() -> None:
+    """KafkaConfig's rules for inter.broker.listener.name and security.inter.broker.protocol."""
+    voters = {"controller.quorum.voters": "1@127.0.0.1:9190,2@127.0.0.1:9191", "node.id": "1",
+              "controller.listener.names": "CONTROLLER",
+              "listener.security.protocol.map": "INTERNAL:PLAINTEXT,EXTERNAL:SASL_SSL,CONTROLLER:PLAINTEXT"}
+    listeners = "INTERNAL://:9092,EXTERNAL://:9093,CONTROLLER://:9190"
+    config = BrokerConfig.from_properties({**voters, "listeners": listeners, "inter.broker.listener.name": "internal"})
+    assert config.inter_broker_listener == "INTERNAL"
+    with pytest.raises(ConfigError, match="valid options based on currently configured listeners are "
+                                          "INTERNAL,EXTERNAL"):  # the default, PLAINTEXT, is no listener here
+        BrokerConfig.from_properties({**voters, "listeners": listeners})
+    with pytest.raises(ConfigError, match="Only one of inter.broker.listener.name and security.inter.broker.protocol "
+                                          "should be set."):
+        BrokerConfig.from_properties({**voters, "listeners": listeners, "inter.broker.listener.name": "INTERNAL",
+                                      "security.inter.broker.protocol": "PLAINTEXT"})
+    with pytest.raises(ConfigError, match="Listener with name OTHER defined in inter.broker.listener.name not found "
+                                          "in listener.security.protocol.map."):
+        BrokerConfig.from_properties({**voters, "listeners": listeners, "inter.broker.listener.name": "OTHER"})
+    with pytest.raises(ConfigError, match="the inter-broker listener EXTERNAL uses SASL_SSL"):
+        BrokerConfig.from_properties({**voters, "listeners": listeners, "inter.broker.listener.name": "EXTERNAL"})
+    with pytest.raises(ConfigError, match="the inter-broker listener SSL uses SSL"):
+        BrokerConfig.from_properties({**voters, "listeners": "SSL://:9092,PLAINTEXT://:9093,CONTROLLER://:9190",
+                                      "security.inter.broker.protocol": "SSL",
+                                      "listener.security.protocol.map": "SSL:SSL,PLAINTEXT:PLAINTEXT,"
+                                                                        "CONTROLLER:PLAINTEXT"})
+    # an unadvertised listener is not one other brokers can reach
+    with pytest.raises(ConfigError, match="must be a listener name defined in advertised.listeners"):
+        BrokerConfig.from_properties({**voters, "listeners": listeners, "inter.broker.listener.name": "INTERNAL",
+                                      "advertised.listeners": "EXTERNAL://a:9093"})
 
 
 # -- broker synonyms supply topic defaults ----------------------------------------------------------

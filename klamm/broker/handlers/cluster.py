@@ -26,7 +26,7 @@ async def handle(broker: BrokerServices, request: Any) -> dict[str, Any]:
                 "cluster_id": image.cluster_id, "controller_id": -1, "brokers": []}
     # Kafka's AuthHelper: every supported cluster operation without an authorizer, 0 without DESCRIBE
     operations = cluster_operations(broker, request) if body.include_cluster_authorized_operations else NOT_INCLUDED
-    brokers = broker.broker_endpoints()
+    brokers = broker.broker_endpoints(request.listener)  # in the terms of the client's listener
     return {
         "error_code": ErrorCode.none,
         "endpoint_type": endpoint_type,

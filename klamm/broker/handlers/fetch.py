@@ -116,7 +116,7 @@ async def handle(broker: BrokerServices, request: Any) -> dict[str, Any]:
                 entry["records"] = FileRegion(read.file.lease(), read.position, read.length)
             if replica_id < 0:  # replication is not a topic's bytes out
                 broker.metrics.fetched(partition.topic, read.length)
-    hints = LeaderHints(broker)
+    hints = LeaderHints(broker, request.listener)
     for (key, _, _, _), entry in entries:
         if entry["error_code"] != ErrorCode.none:
             hints.add(entry, key if isinstance(key, str) else _topic_name(broker, key), entry["partition_index"])

@@ -115,7 +115,7 @@ def _find(broker: BrokerServices, request: Any, key_type: int, key: str) -> dict
         else:
             broker.transactions.ensure_topic()
         node_id, host, port = _coordinator_of(broker, CONSUMER_OFFSETS if key_type == KEY_TYPE_GROUP
-                                              else TRANSACTION_STATE, key)
+                                              else TRANSACTION_STATE, key, request.listener)
     except KafkaError as exc:
         return {"key": key, "node_id": -1, "host": "", "port": -1, "error_code": exc.code,
                 "error_message": exc.message}
@@ -123,18 +123,22 @@ def _find(broker: BrokerServices, request: Any, key_type: int, key: str) -> dict
             "error_message": None}
 
 
-def _coordinator_of(broker: BrokerServices, internal_topic: str, key: str) -> tuple[int, str, int]:
+def _coordinator_of(broker: BrokerServices, internal_topic: str, key: str, listener: str = "") -> tuple[int, str, int]:
+    """The coordinator's node and its endpoint on `listener`, the one the client asked on (Kafka: a
+    coordinator without that listener is not available to the client)."""
     image = broker.controller.image
     topic = image.topics_by_name.get(internal_topic)
     if topic is None or not topic.partitions:
         raise KafkaError(ErrorCode.coordinator_not_available)
     leader = topic.partitions[partition_for(key, len(topic.partitions))].leader
     if leader == broker.node_id:
-        return leader, broker.advertised_host, broker.advertised_port
+        host, port = broker.advertised.get(listener, (broker.advertised_host, broker.advertised_port))
+        return leader, host, port
     registration = image.brokers.get(leader)
-    if registration is None or registration.fenced:
+    endpoint = None if registration is None or registration.fenced else broker.endpoint_for(leader, listener)
+    if endpoint is None:
         raise KafkaError(ErrorCode.coordinator_not_available)
-    return leader, registration.host, registration.port
+    return leader, *endpoint
 
 
 # JoinGroup

@@ -3,7 +3,8 @@
 Produce (v10+) and Fetch (v12+, endpoints from v16) carry, per failed partition,
 `current_leader` (leader id and epoch, from this broker's metadata image) and, for
 the whole response, `node_endpoints` of those leaders, so a client moves to the
-new leader without a metadata round trip. Other errors carry nothing.
+new leader without a metadata round trip. Other errors carry nothing. Endpoints are
+those of the listener the request came in on; a leader without it is left out.
 """
 
 from __future__ import annotations
@@ -21,8 +22,9 @@ HINTED = frozenset({ErrorCode.not_leader_or_follower, ErrorCode.fenced_leader_ep
 class LeaderHints:
     """Collects the leaders named in one response's errors."""
 
-    def __init__(self, broker: BrokerServices) -> None:
+    def __init__(self, broker: BrokerServices, listener: str = "") -> None:
         self._broker = broker
+        self._listener = listener
         self._leaders: set[int] = set()
 
     def add(self, entry: dict[str, Any], topic: str, index: int) -> dict[str, Any]:
@@ -39,5 +41,10 @@ class LeaderHints:
 
     def node_endpoints(self) -> list[dict[str, Any]]:
         brokers = self._broker.controller.image.brokers
-        return [{"node_id": node, "host": brokers[node].host, "port": brokers[node].port, "rack": brokers[node].rack}
-                for node in sorted(self._leaders) if node in brokers]
+        endpoints = []
+        for node in sorted(self._leaders):
+            endpoint = self._broker.endpoint_for(node, self._listener) if node in brokers else None
+            if endpoint is not None:
+                endpoints.append({"node_id": node, "host": endpoint[0], "port": endpoint[1],
+                                  "rack": brokers[node].rack})
+        return endpoints

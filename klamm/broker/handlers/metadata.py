@@ -54,7 +54,7 @@ async def handle(broker: BrokerServices, request: Any) -> dict[str, Any]:
         for topic in shown:
             topic["topic_authorized_operations"] = topic_operations(broker, request, topic["name"])
     include_cluster = getattr(body, "include_cluster_authorized_operations", False)  # v8-10
-    brokers = broker.broker_endpoints()
+    brokers = broker.broker_endpoints(request.listener)  # in the terms of the client's listener
     return {
         "brokers": brokers,
         "cluster_id": image.cluster_id,

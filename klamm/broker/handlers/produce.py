@@ -85,7 +85,7 @@ async def handle(broker: BrokerServices, request: Any) -> dict[str, Any] | None:
                  for topic in body.topic_data]
     responses = []
     failed = False
-    hints = LeaderHints(broker)
+    hints = LeaderHints(broker, request.listener)
     for name, results in submitted:
         partitions = []
         for result in results:
