@@ -14,11 +14,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Consumer, Producer, TopicPartition
 
 from klamm.config.errors import ConfigError
 from tests.integration.conftest import BrokerThread
-from tests.integration.test_sasl_listeners import _answer, _closed, _frame, expected, handshakes, roundtrip
+from tests.integration.test_sasl_listeners import _answer, _closed, _frame, expected, handshakes, refused, roundtrip
 from tests.unit.test_oauthbearer import client_first, jwk, jwks, private_key, signed_token, unsecured_token
 
 pytestmark = pytest.mark.timeout(120)
@@ -78,18 +78,6 @@ def principals(broker: BrokerThread) -> set[str]:
     processors = broker.broker._processors  # type: ignore[union-attr]
     return broker.call(lambda: {c.session.principal for p in processors for c in p.connections
                                 if c.session.authenticated})
-
-
-def refused(conf: dict[str, Any]) -> str:
-    """The authentication error librdkafka reports (error_cb)."""
-    errors: list[Any] = []
-    producer = Producer({**conf, "error_cb": errors.append})
-    deadline = time.monotonic() + 10
-    while not any(e.code() == KafkaError._AUTHENTICATION for e in errors) and time.monotonic() < deadline:
-        producer.poll(0.2)
-    failures = [e.str() for e in errors if e.code() == KafkaError._AUTHENTICATION]
-    assert failures, errors
-    return failures[0]
 
 
 def test_unsecured_tokens_with_librdkafka(broker_factory: Any) -> None:
