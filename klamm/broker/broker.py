@@ -46,6 +46,7 @@ from klamm.broker.network import (
     check_socket_server_config,
 )
 from klamm.broker.partition import log_config
+from klamm.broker.peer_security import controller_security, inter_broker_security
 from klamm.broker.controller_channel import ControllerLocator, QuorumConnection
 from klamm.broker.controller_server import ControllerServer
 from klamm.broker.metadata_follower import BrokerLifecycle, MetadataFollower, ProducerIdBlocks, RemoteControllerClient
@@ -119,9 +120,14 @@ class Broker:
         self.quorum: SingleVoterQuorum | QuorumController | None = None  # the metadata quorum (not broker-only)
         self._internal_topics_requested: set[str] = set()
         self._as_controller: _ControllerSide | None = None  # a combined node of a quorum: see handle_as_controller
+        # how this node reaches other brokers and the controllers (TLS, SASL: ConfigError now if it cannot)
+        self.peer_security = inter_broker_security(config)
+        self.controller_security = controller_security(config)
         # WriteTxnMarkers to partitions led elsewhere (used from start-up: loading finishes prepared transactions)
-        self.txn_markers = TxnMarkerChannel(self.node_id, self._endpoint_of, config.request_timeout_ms)
-        self.txn_verifier = TxnVerifier(self.node_id, self._endpoint_of, config.request_timeout_ms)  # KIP-890
+        self.txn_markers = TxnMarkerChannel(self.node_id, self._endpoint_of, config.request_timeout_ms,
+                                            self.peer_security)
+        self.txn_verifier = TxnVerifier(self.node_id, self._endpoint_of, config.request_timeout_ms,  # KIP-890
+                                        self.peer_security)
         self.controller_client: ControllerClient = None  # type: ignore[assignment]
         self.replicas: ReplicaManager = None  # type: ignore[assignment]
         self.group_coordinator: GroupCoordinatorRuntime = None  # type: ignore[assignment]  # group coordinator
@@ -283,7 +289,7 @@ class Broker:
         """A new connection to the active controller per call; all share what they learn of which one it is."""
         locator = ControllerLocator(_parse_voters(self.config.controller_quorum_voters))
         timeout_s = self.config.request_timeout_ms / 1000
-        return lambda: QuorumConnection(locator, f"klamm-broker-{self.node_id}", timeout_s)
+        return lambda: QuorumConnection(locator, f"klamm-broker-{self.node_id}", timeout_s, self.controller_security)
 
     @property
     def in_quorum(self) -> bool:
@@ -307,7 +313,7 @@ class Broker:
         for listener in self.config.listeners:
             name, host, port = parse_listener(listener)
             if name in names and self.config.controller_quorum_voters:
-                self.controller_server = ControllerServer(self, host, port)
+                self.controller_server = ControllerServer(self, host, port, self._security(self.config, name))
                 await self.controller_server.start()
                 if isinstance(self.quorum, QuorumController):
                     self.quorum.driver.start()
@@ -321,7 +327,7 @@ class Broker:
         node = RaftNode(self.node_id, voters, FileRaftLog(files), FileQuorumStateStore(files.directory,
                                                                                        frozenset(voters)),
                         config=raft_config(self.config), now_ms=raft_now_ms())
-        driver = RaftDriver(node, cluster_id, voters)
+        driver = RaftDriver(node, cluster_id, voters, security=self.controller_security)
         self._snapshot_writer = ThreadPoolExecutor(1, thread_name_prefix="klamm-metadata-snapshot")
         self.controller = Controller(
             RaftMetadataLog(files, driver), self.node_id, cluster_id,  # type: ignore[arg-type]
@@ -360,7 +366,7 @@ class Broker:
         config = self.config
         settings = FetchSettings(self.node_id, config.replica_fetch_wait_max_ms, config.replica_fetch_min_bytes,
                                  config.replica_fetch_response_max_bytes, config.replica_fetch_max_bytes,
-                                 config.replica_fetch_backoff_ms, config.request_timeout_ms)
+                                 config.replica_fetch_backoff_ms, config.request_timeout_ms, self.peer_security)
         self.fetchers = ReplicaFetcherManager(settings, self._endpoint_of)
         self.replicas.followers_changed = self.fetchers.update
         self.replicas.send_isr_proposal = self._send_isr_proposal

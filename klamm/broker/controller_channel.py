@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from klamm.broker.client import BrokerConnection, BrokerUnavailable
+from klamm.broker.peer_security import PLAINTEXT_PEER, PeerSecurity
 
 __all__ = ["ControllerLocator", "QuorumConnection"]
 
@@ -37,9 +38,10 @@ class ControllerLocator:
 
 
 class QuorumConnection:
-    def __init__(self, locator: ControllerLocator, client_id: str, timeout_s: float) -> None:
+    def __init__(self, locator: ControllerLocator, client_id: str, timeout_s: float,
+                 security: PeerSecurity = PLAINTEXT_PEER) -> None:
         self.locator = locator
-        self._connections = {voter: BrokerConnection(host, port, client_id, timeout_s)
+        self._connections = {voter: BrokerConnection(host, port, client_id, timeout_s, security)
                              for voter, (host, port) in locator.voters.items()}
 
     async def request(self, api_key: int, version: int, body: dict[str, Any], timeout_s: float | None = None) -> Any:

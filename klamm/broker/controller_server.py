@@ -33,6 +33,16 @@ includes `controller` and the quorum has voters. It serves, against this node's
   AlterConfigs (33) / IncrementalAlterConfigs (44) of topics and brokers, already
   validated by the forwarding broker (a broker's configs name that broker, not this one).
 
+The listener's security protocol (listener.security.protocol.map) applies as on a
+client listener: TLS, and SASL through SaslHandshake (17) and SaslAuthenticate (36),
+before which nothing else is served. Once a peer authenticates (SASL, or a client
+certificate on mutual TLS), an authorizer, if configured, must allow its principal
+CLUSTER_ACTION on the cluster, as Kafka's ControllerApis asks of brokers and
+controllers (`super.users` usually names them); a peer refused is disconnected.
+klamm trusts a PLAINTEXT controller listener's peers without asking the authorizer
+(Kafka would ask about User:ANONYMOUS): a deployment that does not trust its
+network secures that listener.
+
 A controller of a quorum of several voters (klamm/controller/quorum_controller.py)
 serves the same, with Raft under it: Vote, BeginQuorumEpoch and EndQuorumEpoch
 go to its Raft node, and so do Fetch and FetchSnapshot of `__cluster_metadata`,
@@ -50,9 +60,10 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
-from klamm.broker.handlers import api_versions
-from klamm.broker.authentication import CONTROLLER_PEER
-from klamm.broker.network import Acceptor, CloseConnection, Processor
+from klamm.broker.handlers import api_versions, sasl
+from klamm.broker.authentication import ANONYMOUS, CONTROLLER_PEER
+from klamm.broker.authorizer import CLUSTER, CLUSTER_NAME
+from klamm.broker.network import PLAINTEXT, Acceptor, CloseConnection, ListenerSecurity, Processor
 from klamm.config.topic import TopicConfig
 from klamm.controller.image import BROKER_RESOURCE, TOPIC_RESOURCE, Endpoint
 from klamm.controller.metadata_log import METADATA_PARTITION, METADATA_TOPIC
@@ -60,7 +71,7 @@ from klamm.controller.quorum_controller import QuorumController
 from klamm.controller.quorum_info import SINGLE_VOTER_EPOCH, SingleVoterQuorum
 from klamm.controller.raft import wire
 from klamm.controller.snapshot import SnapshotId
-from klamm.protocol.acl import CLUSTER_OPERATIONS, NOT_INCLUDED
+from klamm.protocol.acl import CLUSTER_OPERATIONS, NOT_INCLUDED, AclOperation
 from klamm.protocol.errors import ErrorCode, KafkaError
 
 if TYPE_CHECKING:
@@ -73,6 +84,7 @@ SUPPORTED = {1: (12, 12), 18: (0, 4), 19: (2, 7), 20: (6, 6), 30: (3, 3), 31: (3
              43: (2, 2), 44: (1, 1), 45: (0, 0), 49: (0, 1), 51: (0, 0), 55: (0, 2), 56: (3, 3), 59: (0, 1),
              60: (0, 1), 62: (3, 3), 63: (1, 1), 67: (0, 0)}
 RAFT_SUPPORTED = {wire.VOTE: (2, 2), wire.BEGIN_QUORUM_EPOCH: (0, 0), wire.END_QUORUM_EPOCH: (0, 0)}
+SASL_SUPPORTED = {sasl.SASL_HANDSHAKE: (1, 1), sasl.SASL_AUTHENTICATE: (0, 2)}
 # The writes a quorum's standby refuses (the broker then finds the active controller), and whose answer
 # waits until what they appended is committed.
 WRITES = frozenset({19, 20, 30, 31, 33, 37, 43, 44, 45, 49, 51, 56, 62, 63, 67})
@@ -82,8 +94,9 @@ BROKERS_ENDPOINT, CONTROLLERS_ENDPOINT = 1, 2  # DescribeCluster endpoint types
 
 
 class ControllerServer:
-    def __init__(self, broker: Broker, host: str, port: int) -> None:
+    def __init__(self, broker: Broker, host: str, port: int, security: ListenerSecurity = PLAINTEXT) -> None:
         self.broker = broker
+        self.security = security
         self.controller = broker.controller
         assert broker.quorum is not None, "a controller listener needs the quorum it leads"
         self.quorum: SingleVoterQuorum | QuorumController = broker.quorum
@@ -106,13 +119,17 @@ class ControllerServer:
             self._apis.update({1: self.raft_request, 59: self.raft_request, wire.VOTE: self.raft_request,
                                wire.BEGIN_QUORUM_EPOCH: self.raft_request, wire.END_QUORUM_EPOCH: self.raft_request})
             self.raft.on_activate.append(self._renew_sessions)
+        self._supported = {**SUPPORTED, **(RAFT_SUPPORTED if self.raft is not None else {}),
+                           **(SASL_SUPPORTED if security.sasl is not None else {})}
+        if security.sasl is not None:
+            self._apis.update({sasl.SASL_HANDSHAKE: self.sasl_request, sasl.SASL_AUTHENTICATE: self.sasl_request})
 
     async def start(self) -> None:
         config = self.broker.config
         self._processor = Processor(0, self.handle, self.supported_versions, config.socket_request_max_bytes,
                                     config.connections_max_idle_ms, False)
         self._processor.start()
-        self._acceptor = Acceptor(self.host, self.port, [self._processor])
+        self._acceptor = Acceptor(self.host, self.port, [self._processor], security=self.security)
         await self._acceptor.start()
         self.port = self._acceptor.port
         self._tasks.append(asyncio.ensure_future(self._fence_expired_sessions()))
@@ -128,9 +145,15 @@ class ControllerServer:
             self._processor.close_all()
 
     def supported_versions(self) -> dict[int, tuple[int, int]]:
-        return {**SUPPORTED, **RAFT_SUPPORTED} if self.raft is not None else dict(SUPPORTED)
+        return self._supported
 
     async def handle(self, request: Any, connection: Any) -> Any:
+        if request.api_key in SASL_SUPPORTED:
+            return await self._apis[request.api_key](request)
+        if not self._peer_allowed(request):
+            log.warning("closing the connection of %s from %s: the authorizer does not allow it ClusterAction on "
+                        "the cluster", request.session.principal, connection.peer)
+            raise CloseConnection()
         request.session = CONTROLLER_PEER  # the broker that forwarded a write authorized it
         if self.raft is None or request.api_key not in LEADER_ONLY:
             return await self._apis[request.api_key](request)
@@ -149,6 +172,17 @@ class ControllerServer:
             log.debug("%s to controller %d: %s", type(request.body).__name__, self.broker.node_id, exc)
             raise CloseConnection() from None
         return response
+
+    def _peer_allowed(self, request: Any) -> bool:
+        """An authenticated peer needs CLUSTER_ACTION on the cluster when an authorizer is configured."""
+        authorizer = self.broker.authorizer
+        if request.session is ANONYMOUS or not authorizer.enabled:
+            return True
+        return authorizer.allowed(request, AclOperation.CLUSTER_ACTION, CLUSTER, CLUSTER_NAME)
+
+    async def sasl_request(self, request: Any) -> dict[str, Any]:
+        handle = sasl.sasl_handshake if request.api_key == sasl.SASL_HANDSHAKE else sasl.sasl_authenticate
+        return await handle(self.broker, request)
 
     async def raft_request(self, request: Any) -> dict[str, Any]:
         """Vote, BeginQuorumEpoch, EndQuorumEpoch, and Fetch / FetchSnapshot of `__cluster_metadata`, to Raft."""

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from klamm.broker.client import BrokerConnection, BrokerUnavailable
+from klamm.broker.peer_security import PLAINTEXT_PEER, PeerSecurity
 from klamm.broker.replication import truncation_offset
 from klamm.protocol import batch as batches
 from klamm.protocol.errors import ErrorCode
@@ -56,6 +57,7 @@ class FetchSettings:
     partition_max_bytes: int
     backoff_ms: int
     request_timeout_ms: int = 30_000
+    security: PeerSecurity = PLAINTEXT_PEER  # how the leader's inter-broker listener is reached
 
 
 class ReplicaFetcherManager:
@@ -187,7 +189,7 @@ class ReplicaFetcher:
             if current is not None:
                 current.close()
             self._connection = BrokerConnection(endpoint[0], endpoint[1], f"klamm-replica-fetcher-{self.settings.node_id}",
-                                                self.settings.request_timeout_ms / 1000)
+                                                self.settings.request_timeout_ms / 1000, self.settings.security)
         return self._connection
 
     def _request(self, partitions: dict[tuple[str, int], Partition]) -> dict[str, Any]:

@@ -1,4 +1,5 @@
-"""The TLS context of an SSL listener, from Kafka's ssl.* broker configs.
+"""The TLS contexts of SSL listeners, from Kafka's ssl.* broker configs: a listener's, and a node's own when it
+connects to another node's listener.
 
 Stores are PEM, as KIP-651 defines them for Kafka, or PKCS12. A PEM key store is one file
 holding the private key and its certificate chain (ssl.keystore.location), or both inline
@@ -27,13 +28,7 @@ _CLIENT_AUTH = {"none": ssl.CERT_NONE, "requested": ssl.CERT_OPTIONAL, "required
 def server_context(config: BrokerConfig) -> ssl.SSLContext:
     """A server-side SSLContext; ConfigError when the stores are missing, unreadable or not PEM."""
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    newest = _VERSIONS.get(config.ssl_protocol)  # None for "TLS": the newest there is
-    allowed = sorted((_VERSIONS[p] for p in config.ssl_enabled_protocols
-                      if newest is None or _VERSIONS[p].value <= newest.value), key=lambda v: v.value)
-    if not allowed:
-        raise ConfigError("ssl.enabled.protocols", ",".join(config.ssl_enabled_protocols),
-                          f"no enabled TLS version is allowed by ssl.protocol={config.ssl_protocol}")
-    context.minimum_version, context.maximum_version = allowed[0], allowed[-1]
+    _allow_versions(context, config)
     _load_key_store(context, config)
     context.verify_mode = _CLIENT_AUTH[config.ssl_client_auth]
     if _load_trust_store(context, config) is False and context.verify_mode != ssl.CERT_NONE:
@@ -41,6 +36,35 @@ def server_context(config: BrokerConfig) -> ssl.SSLContext:
                           "client certificates need a trust store (ssl.truststore.location or "
                           "ssl.truststore.certificates) to verify them against")
     return context
+
+
+def client_context(config: BrokerConfig) -> ssl.SSLContext:
+    """The TLS context a node connects to another's SSL or SASL_SSL listener with (inter-broker, controller):
+    the trust store verifies the other node (the system's CAs without one), the key store, if any, is the
+    client certificate mutual TLS asks for, and ssl.endpoint.identification.algorithm=https checks the host name."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    _allow_versions(context, config)
+    if config.ssl_keystore_location is not None or config.ssl_keystore_key is not None:
+        _load_key_store(context, config)
+    if not _load_trust_store(context, config):
+        context.load_default_certs()
+    algorithm = (config.ssl_endpoint_identification_algorithm or "").strip().lower()
+    if algorithm not in ("", "https"):
+        raise ConfigError("ssl.endpoint.identification.algorithm", algorithm, "klamm checks host names with "
+                          "https, or not at all (empty)")
+    context.check_hostname = algorithm == "https"
+    context.verify_mode = ssl.CERT_REQUIRED
+    return context
+
+
+def _allow_versions(context: ssl.SSLContext, config: BrokerConfig) -> None:
+    newest = _VERSIONS.get(config.ssl_protocol)  # None for "TLS": the newest there is
+    allowed = sorted((_VERSIONS[p] for p in config.ssl_enabled_protocols
+                      if newest is None or _VERSIONS[p].value <= newest.value), key=lambda v: v.value)
+    if not allowed:
+        raise ConfigError("ssl.enabled.protocols", ",".join(config.ssl_enabled_protocols),
+                          f"no enabled TLS version is allowed by ssl.protocol={config.ssl_protocol}")
+    context.minimum_version, context.maximum_version = allowed[0], allowed[-1]
 
 
 def _secret(value: Any) -> str | None:

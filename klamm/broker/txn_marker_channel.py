@@ -12,6 +12,7 @@ import logging
 from collections.abc import Callable
 
 from klamm.broker.client import BrokerConnections, BrokerUnavailable
+from klamm.broker.peer_security import PLAINTEXT_PEER, PeerSecurity
 from klamm.protocol.errors import ErrorCode
 
 log = logging.getLogger("klamm.txn_markers")
@@ -21,9 +22,10 @@ WRITE_TXN_MARKERS = 27
 
 class TxnMarkerChannel:
     def __init__(self, node_id: int, endpoint_of: Callable[[int], tuple[str, int] | None],
-                 timeout_ms: int) -> None:
+                 timeout_ms: int, security: PeerSecurity = PLAINTEXT_PEER) -> None:
         self.node_id = node_id
-        self._connections = BrokerConnections(endpoint_of, f"klamm-txn-markers-{node_id}", timeout_ms / 1000)
+        self._connections = BrokerConnections(endpoint_of, f"klamm-txn-markers-{node_id}", timeout_ms / 1000,
+                                              security)
 
     async def write(self, leader_id: int, topic: str, index: int, producer_id: int, producer_epoch: int,
                     coordinator_epoch: int, commit: bool) -> ErrorCode:

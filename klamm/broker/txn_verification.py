@@ -23,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from klamm.broker.client import BrokerConnections, BrokerUnavailable
+from klamm.broker.peer_security import PLAINTEXT_PEER, PeerSecurity
 from klamm.protocol.errors import ErrorCode
 
 log = logging.getLogger("klamm.txn_verification")
@@ -61,9 +62,11 @@ class _Txn:
 class TxnVerifier:
     """Verifies transactional partitions with coordinators on other brokers, a batched request per coordinator."""
 
-    def __init__(self, node_id: int, endpoint_of: Callable[[int], tuple[str, int] | None], timeout_ms: int) -> None:
+    def __init__(self, node_id: int, endpoint_of: Callable[[int], tuple[str, int] | None], timeout_ms: int,
+                 security: PeerSecurity = PLAINTEXT_PEER) -> None:
         self.node_id = node_id
-        self._connections = BrokerConnections(endpoint_of, f"klamm-txn-verification-{node_id}", timeout_ms / 1000)
+        self._connections = BrokerConnections(endpoint_of, f"klamm-txn-verification-{node_id}", timeout_ms / 1000,
+                                              security)
         self._waiting: dict[int, dict[str, _Txn]] = {}  # coordinator -> transactional id -> what to ask
         self._senders: dict[int, asyncio.Task[None]] = {}
 

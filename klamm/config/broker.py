@@ -240,9 +240,10 @@ def _check_controller_only(values: Mapping[str, Any], voters: list[tuple[int, st
                           "controller.listener.names when process.roles=controller")
     protocols = _protocol_map(values["listener.security.protocol.map"])
     for name in names:
-        if protocols.get(name) != "PLAINTEXT":
+        if protocols.get(name) not in SECURITY_PROTOCOLS:
             raise ConfigError("listeners", ",".join(values["listeners"]),
-                              f"listener {name} uses {protocols.get(name)}, but klamm serves PLAINTEXT only")
+                              f"listener {name} uses {protocols.get(name)}, which is not a security protocol: "
+                              f"{', '.join(SECURITY_PROTOCOLS)}")
 
 
 def _voter(entry: str) -> tuple[int, str]:
@@ -256,9 +257,8 @@ def _check_listeners(values: Mapping[str, Any], controllers: set[str], explicit:
                      broker_only: bool, alone: bool) -> None:
     """Kafka's checks of a broker's listeners (CoreUtils.listenerListToEndPoints, KafkaConfig.validateValues):
     names and ports unique, each with a security protocol, advertised.listeners a subset, and the
-    inter-broker listener among them. klamm's own limits: controllers speak PLAINTEXT, and brokers reach
-    each other over a PLAINTEXT listener (they do not authenticate to each other yet); a node `alone`
-    (no other broker to reach) needs no inter-broker listener."""
+    inter-broker listener among them; a node `alone` (no other broker to reach) needs no inter-broker
+    listener."""
     listeners = values["listeners"]
     text = ",".join(listeners)
     endpoints = [_endpoint("listeners", listener) for listener in listeners]
@@ -271,10 +271,6 @@ def _check_listeners(values: Mapping[str, Any], controllers: set[str], explicit:
         if protocols[name] not in SECURITY_PROTOCOLS:
             raise ConfigError("listeners", text, f"listener {name} uses {protocols[name]}, which is not a security "
                                                  f"protocol: {', '.join(SECURITY_PROTOCOLS)}")
-    for name in (n for n in names if n in controllers):
-        if protocols[name] != "PLAINTEXT":
-            raise ConfigError("listeners", text,
-                              f"listener {name} uses {protocols[name]}, but klamm's controllers speak PLAINTEXT only")
     if broker_only and any(n in controllers for n in names):
         raise ConfigError("controller.listener.names", ",".join(sorted(controllers)),
                           "controller.listener.names must not contain a value appearing in the 'listeners' "
@@ -306,11 +302,6 @@ def _check_listeners(values: Mapping[str, Any], controllers: set[str], explicit:
         raise ConfigError(key, name, "inter.broker.listener.name must be a listener name defined in "
                                      "advertised.listeners. The valid options based on currently configured "
                                      f"listeners are {','.join(advertised_clients)}")
-    if name in clients and not alone and protocols[name] != "PLAINTEXT":
-        raise ConfigError("inter.broker.listener.name", name,
-                          f"the inter-broker listener {name} uses {protocols[name]}, but klamm's brokers reach each "
-                          "other in PLAINTEXT only (they do not authenticate to each other yet): set "
-                          "inter.broker.listener.name to a PLAINTEXT listener; clients may use the others")
 
 
 def inter_broker_listener(values: Mapping[str, Any]) -> tuple[str, bool]:

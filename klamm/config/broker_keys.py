@@ -58,7 +58,6 @@ _NO_FOLLOWERS = "follower replication; a single node has no followers, so Kafka 
 _TIERED = "tiered storage is not implemented"
 _NO_POLICY = "klamm loads no policy plugins"
 _LOAD_BUFFER = "coordinators load their partitions batch by batch, with no fixed read buffer"
-_KIP848 = "the consumer group protocol (KIP-848) is not implemented; groups use the classic protocol"
 _JITTER = "segments roll at segment.ms without jitter (segment.jitter.ms is not implemented)"
 _INTERNAL_RF = ("replicas of an internal topic are capped at the live brokers when it is created "
                 "(Broker.create_internal_topic), so a single node creates it with one")
@@ -160,15 +159,18 @@ _SOCKET = [
        OneOf(("TLSv1.2", "TLSv1.3", "TLS"))),
     _k("ssl.cipher.suites", T.LIST, [], L, "Cipher suites the listener allows; empty: the TLS library's defaults.",
        unsupported="cipher suites have Java (IANA) names that OpenSSL spells otherwise; the defaults apply"),
+    _k("ssl.endpoint.identification.algorithm", T.STRING, "https", L,
+       "How a broker checks the certificate of another broker or controller it connects to: https checks that "
+       "the certificate names the host; empty checks only that a trusted CA signed it."),
     _k("ssl.principal.mapping.rules", T.STRING, "DEFAULT", L,
        "Rules mapping a client certificate's distinguished name to a principal name: RULE:pattern/replacement/[LU] "
        "entries and DEFAULT (the whole name), the first that matches applies."),
     _k("inter.broker.listener.name", T.STRING, None, M,
-       "Listener brokers reach each other on (a PLAINTEXT one in klamm); defaults to the listener named "
-       "after security.inter.broker.protocol."),
+       "Listener brokers reach each other on; defaults to the listener named after "
+       "security.inter.broker.protocol."),
     _k("security.inter.broker.protocol", T.STRING, "PLAINTEXT", M,
        "Security protocol between brokers: names the inter-broker listener when inter.broker.listener.name "
-       "is unset (klamm's brokers reach each other in PLAINTEXT).", OneOf(SECURITY_PROTOCOLS)),
+       "is unset.", OneOf(SECURITY_PROTOCOLS)),
     _k("socket.send.buffer.bytes", T.INT, 100 * 1024, H, "SO_SNDBUF of server sockets; -1 uses the OS default."),
     _k("socket.receive.buffer.bytes", T.INT, 100 * 1024, H, "SO_RCVBUF of server sockets; -1 uses the OS default."),
     _k("socket.request.max.bytes", T.INT, 100 * 1024 * 1024, H, "Largest request size accepted.", Range(1)),
@@ -181,8 +183,13 @@ _SOCKET = [
     # gives a mechanism's JAAS options (PLAIN's user_<name>="password" entries)
     _k("sasl.enabled.mechanisms", T.LIST, ["GSSAPI"], M,
        "SASL mechanisms a SASL listener offers: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 (GSSAPI is Kerberos's)."),
-    _k("sasl.mechanism.inter.broker.protocol", T.STRING, "GSSAPI", M, "SASL mechanism between brokers.",
-       cluster="the mechanism brokers use with each other; a single node has no inter-broker traffic"),
+    _k("sasl.mechanism.inter.broker.protocol", T.STRING, "GSSAPI", M,
+       "SASL mechanism a broker authenticates to other brokers with on a SASL inter-broker listener: PLAIN or "
+       "SCRAM-SHA-256/512, its credentials the username and password options of "
+       "listener.name.<listener>.<mechanism>.sasl.jaas.config."),
+    _k("sasl.mechanism.controller.protocol", T.STRING, "GSSAPI", M,
+       "SASL mechanism brokers and controllers authenticate to controllers with on a SASL controller listener "
+       "(as sasl.mechanism.inter.broker.protocol, for the first of controller.listener.names)."),
     _k("sasl.server.max.receive.size", T.INT, 524288, L,
        "Largest request a SASL listener reads before the client has authenticated.", Range(1)),
     _k("connections.max.reauth.ms", T.LONG, 0, M,
@@ -337,11 +344,18 @@ _GROUPS = [
     _k("group.max.size", T.INT, INT_MAX, M, "Members allowed in one classic group.", Range(1)),
     _k("group.coordinator.rebalance.protocols", T.LIST, ["classic", "consumer"], M, "Enabled group protocols.",
        OneOf(("classic", "consumer", "share", "streams")),
-       unsupported=_KIP848 + " (ConsumerGroupHeartbeat is not offered)", accepts=(["classic"],)),
-    _k("group.consumer.session.timeout.ms", T.INT, 45000, M, "Session timeout of consumer-protocol groups.", Range(1),
-       unsupported=_KIP848),
-    _k("group.consumer.heartbeat.interval.ms", T.INT, 5000, M, "Heartbeat interval of consumer-protocol groups.", Range(1),
-       unsupported=_KIP848),
+       unsupported="share and streams groups are not implemented", accepts=(["classic"],)),
+    _k("group.consumer.session.timeout.ms", T.INT, 45000, M,
+       "A consumer-protocol member that sends no heartbeat for this long is removed from its group.", Range(1)),
+    _k("group.consumer.heartbeat.interval.ms", T.INT, 5000, M,
+       "How often consumer-protocol members are told to heartbeat.", Range(1)),
+    _k("group.consumer.assignors", T.LIST, ["uniform", "range"], M,
+       "Server-side assignors of consumer-protocol groups; the first is the default when members ask for none.",
+       OneOf(("uniform", "range", "org.apache.kafka.coordinator.group.assignor.UniformAssignor",
+              "org.apache.kafka.coordinator.group.assignor.RangeAssignor")),
+       kafka_default=["org.apache.kafka.coordinator.group.assignor.UniformAssignor",
+                      "org.apache.kafka.coordinator.group.assignor.RangeAssignor"]),
+    _k("group.consumer.max.size", T.INT, INT_MAX, M, "Members allowed in one consumer-protocol group.", Range(1)),
 ]
 
 _TRANSACTIONS = [

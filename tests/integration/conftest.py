@@ -14,6 +14,7 @@ Fixtures
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import io
 import itertools
@@ -307,3 +308,38 @@ def wait_for(condition: Callable[[], Any], timeout: float = IO_TIMEOUT_S, interv
         if time.monotonic() > deadline:
             pytest.fail(f"condition not met within {timeout}s")
         time.sleep(interval)
+
+
+CLUSTER_ID = "MkU3OEVBNTcwNTJENDM2Qg"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def formatted_cluster(tmp_path: Path) -> Iterator[Callable[..., list[BrokerThread]]]:
+    """start(configs, *add_scram): each node's config (node id -> properties) formatted with `klamm storage
+    format` (the cluster id above, --add-scram arguments) and started in order; all closed at the end."""
+    from klamm.cli.main import main
+
+    made: list[BrokerThread] = []
+
+    def start(configs: dict[int, dict[str, str]], *add_scram: str) -> list[BrokerThread]:
+        scram = [a for argument in add_scram for a in ("--add-scram", argument)]
+        for node_id, config in configs.items():
+            log_dir = tmp_path / f"node{node_id}"
+            properties = tmp_path / f"node{node_id}.properties"
+            properties.write_text("".join(f"{k}={v}\n" for k, v in {**config, "log.dirs": str(log_dir)}.items()))
+            with contextlib.redirect_stdout(io.StringIO()):
+                assert main(["storage", "format", "--cluster-id", CLUSTER_ID, "--config", str(properties), *scram]) == 0
+            node = BrokerThread(log_dir, config)
+            made.append(node)
+            node.start()
+        return made
+
+    yield start
+    for node in reversed(made):
+        node.close()

@@ -172,6 +172,14 @@ APPLIED: dict[str, list[str]] = {
     "inter.broker.listener.name": [f"{HERE}::test_the_inter_broker_listener_is_checked",
                                    f"{LISTENERS}::test_a_cluster_serves_sasl_clients_and_replicates_in_plaintext"],
     "security.inter.broker.protocol": [f"{HERE}::test_the_inter_broker_listener_is_checked"],
+    "sasl.mechanism.inter.broker.protocol": [
+        "tests/integration/test_inter_broker_security.py::test_brokers_replicate_over_sasl_ssl_and_register_over_sasl",
+        "tests/integration/test_inter_broker_security.py::test_what_a_node_cannot_authenticate_with_is_refused_at_start"],
+    "sasl.mechanism.controller.protocol": [
+        "tests/integration/test_inter_broker_security.py::test_brokers_replicate_over_sasl_ssl_and_register_over_sasl",
+        "tests/integration/test_inter_broker_security.py::test_what_a_node_cannot_authenticate_with_is_refused_at_start"],
+    "ssl.endpoint.identification.algorithm": [
+        "tests/integration/test_inter_broker_security.py::test_a_host_name_the_certificate_does_not_name_is_refused"],
     "socket.request.max.bytes": ["tests/integration/test_bad_input.py::test_frame_over_max_request_size_disconnects"],
     "connections.max.idle.ms": ["tests/integration/test_connections.py::test_idle_connection_is_closed"],
     "sasl.enabled.mechanisms": ["tests/integration/test_sasl_listeners.py::test_an_unauthenticated_connection_gets_only_the_handshake",
@@ -548,14 +556,10 @@ def test_listeners_klamm_cannot_serve_are_refused() -> None:
         BrokerConfig.from_properties({"listener.security.protocol.map": "PLAINTEXT:KERBEROS"})
     broker_only = {"process.roles": "broker", "node.id": "2", "controller.quorum.voters": "1@127.0.0.1:9094",
                    "controller.listener.names": "CONTROLLER"}
-    # a broker of a cluster: TLS and SASL for clients, PLAINTEXT between brokers
+    # a broker of a cluster: the inter-broker listener (PLAINTEXT unless named) must be one of its own
     with pytest.raises(ConfigError, match="inter.broker.listener.name must be a listener name defined in "
                                           "advertised.listeners. The valid options .* are SASL_SSL"):
         BrokerConfig.from_properties({"listeners": "SASL_SSL://:9093", **broker_only})
-    with pytest.raises(ConfigError, match="the inter-broker listener SSL uses SSL, but klamm's brokers reach each "
-                                          "other in PLAINTEXT only"):
-        BrokerConfig.from_properties({"listeners": "SSL://:9093,PLAINTEXT://:9092", **broker_only,
-                                      "inter.broker.listener.name": "SSL"})
     served = BrokerConfig.from_properties({"listeners": "SSL://:9093,PLAINTEXT://:9092,SASL_SSL://:9094",
                                            **broker_only})
     assert [name for name, _, _ in served.client_listeners()] == ["SSL", "PLAINTEXT", "SASL_SSL"]
@@ -614,13 +618,14 @@ def test_the_inter_broker_listener_is_checked() -> None:
     with pytest.raises(ConfigError, match="Listener with name OTHER defined in inter.broker.listener.name not found "
                                           "in listener.security.protocol.map."):
         BrokerConfig.from_properties({**voters, "listeners": listeners, "inter.broker.listener.name": "OTHER"})
-    with pytest.raises(ConfigError, match="the inter-broker listener EXTERNAL uses SASL_SSL"):
-        BrokerConfig.from_properties({**voters, "listeners": listeners, "inter.broker.listener.name": "EXTERNAL"})
-    with pytest.raises(ConfigError, match="the inter-broker listener SSL uses SSL"):
-        BrokerConfig.from_properties({**voters, "listeners": "SSL://:9092,PLAINTEXT://:9093,CONTROLLER://:9190",
-                                      "security.inter.broker.protocol": "SSL",
-                                      "listener.security.protocol.map": "SSL:SSL,PLAINTEXT:PLAINTEXT,"
-                                                                        "CONTROLLER:PLAINTEXT"})
+    # any security protocol between brokers (tests/integration/test_inter_broker_security.py)
+    assert BrokerConfig.from_properties({**voters, "listeners": listeners, "inter.broker.listener.name":
+                                         "EXTERNAL"}).inter_broker_listener == "EXTERNAL"
+    assert BrokerConfig.from_properties({**voters, "listeners": "SSL://:9092,PLAINTEXT://:9093,CONTROLLER://:9190",
+                                         "security.inter.broker.protocol": "SSL",
+                                         "listener.security.protocol.map": "SSL:SSL,PLAINTEXT:PLAINTEXT,"
+                                                                           "CONTROLLER:PLAINTEXT"}
+                                        ).inter_broker_listener == "SSL"
     # an unadvertised listener is not one other brokers can reach
     with pytest.raises(ConfigError, match="must be a listener name defined in advertised.listeners"):
         BrokerConfig.from_properties({**voters, "listeners": listeners, "inter.broker.listener.name": "INTERNAL",

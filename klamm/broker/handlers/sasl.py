@@ -17,6 +17,7 @@ from klamm.protocol.errors import ErrorCode
 from klamm.protocol.sasl import SaslError
 
 NOT_SASL = "SASL is not enabled on this listener"
+SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
 
 
 async def sasl_handshake(broker: BrokerServices, request: Any) -> dict[str, Any]:
@@ -47,4 +48,4 @@ def _failed(code: ErrorCode, message: str) -> dict[str, Any]:
     return {"error_code": code, "error_message": message, "auth_bytes": b"", "session_lifetime": 0}
 
 
-APIS = [Api(17, 1, 1, sasl_handshake), Api(36, 0, 2, sasl_authenticate)]
+APIS = [Api(SASL_HANDSHAKE, 1, 1, sasl_handshake), Api(SASL_AUTHENTICATE, 0, 2, sasl_authenticate)]

@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from klamm.broker.client import BrokerConnection, BrokerUnavailable
+from klamm.broker.peer_security import PLAINTEXT_PEER, PeerSecurity
 from klamm.controller.raft.messages import Envelope, FetchRequest, Request, Response
 from klamm.controller.raft.node import RaftConfig, RaftNode
 from klamm.controller.raft.wire import request_body, response_message
@@ -44,11 +45,12 @@ def now_ms() -> int:
 
 class RaftDriver:
     def __init__(self, node: RaftNode, cluster_id: str, voters: Mapping[int, tuple[str, int]], *,
-                 on_step: Callable[[], None] = lambda: None) -> None:
+                 on_step: Callable[[], None] = lambda: None, security: PeerSecurity = PLAINTEXT_PEER) -> None:
         self.node = node
         self.cluster_id = cluster_id
         timeout_s = node.config.request_timeout_ms / 1000
-        self._connections = {voter: BrokerConnection(host, port, f"klamm-controller-{node.node_id}", timeout_s)
+        self._connections = {voter: BrokerConnection(host, port, f"klamm-controller-{node.node_id}", timeout_s,
+                                                     security)
                              for voter, (host, port) in voters.items() if voter != node.node_id}
         self.on_step = on_step
         self._wake = asyncio.Event()
