@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from klamm.cli.main import main
@@ -111,6 +111,14 @@ def test_advertised_listeners_give_each_listener_its_host(broker_factory: Any) -
     broker.start()
     assert advertised(plain, {}) == {1: ("localhost", plain)}
     assert broker.call(lambda: broker.broker.broker_endpoints("SASL_PLAINTEXT")) == []
+    # and a partition it leads has no leader there: LISTENER_NOT_FOUND, as Kafka's metadata cache answers
+    plain_admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{plain}"})
+    plain_admin.create_topics([NewTopic("unlisted", 1, 1)])["unlisted"].result(15)
+    sasl_admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{sasl}", **SASL_CLIENT})
+    [partition] = sasl_admin.list_topics("unlisted", timeout=15).topics["unlisted"].partitions.values()
+    assert (partition.leader, partition.error.code()) == (-1, KafkaError.LISTENER_NOT_FOUND)
+    [partition] = plain_admin.list_topics("unlisted", timeout=15).topics["unlisted"].partitions.values()
+    assert (partition.leader, partition.error) == (1, None)
 
 
 @pytest.fixture

@@ -50,6 +50,8 @@ async def handle(broker: BrokerServices, request: Any) -> dict[str, Any]:
             topics = [await _lookup(broker, entry, allow_create) for entry in requested]
             shown = [t for t in topics if t["name"] is not None]  # not for an unknown topic id
     image = broker.controller.image
+    if request.listener:
+        _hide_leaders_off_listener(topics, image, request.listener)
     if getattr(body, "include_topic_authorized_operations", False):  # v8+
         for topic in shown:
             topic["topic_authorized_operations"] = topic_operations(broker, request, topic["name"])
@@ -136,6 +138,17 @@ def controller_for_clients(broker: BrokerServices, brokers: list[dict[str, Any]]
     which forwards them (a dedicated controller has no client listener; KRaft names a broker then)."""
     controller_id = broker.controller.image.controller_id
     return controller_id if any(b["node_id"] == controller_id for b in brokers) else broker.node_id
+
+
+def _hide_leaders_off_listener(topics: list[dict[str, Any]], image: Any, listener: str) -> None:
+    """Kafka's metadata cache: a partition whose leader has no endpoint on the client's listener is answered
+    LISTENER_NOT_FOUND, without a leader the client could not reach anyway."""
+    for topic in topics:
+        for partition in topic.get("partitions", ()):
+            leader = image.brokers.get(partition["leader_id"])
+            if leader is not None and leader.endpoint(listener) is None:
+                partition["leader_id"] = -1
+                partition["error_code"] = ErrorCode.listener_not_found
 
 
 async def _lookup(broker: BrokerServices, entry: Any, allow_create: bool) -> dict[str, Any]:
