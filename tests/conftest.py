@@ -285,11 +285,13 @@ class ClusterProcess:
     own), nodes 2 and 3 are brokers. `bootstrap` names all three; `port` is node
     2's (a broker-only node, so raw requests there exercise forwarding). With
     `dedicated_controller`, node 1 is a controller only (process.roles=controller,
-    no client listener) and nodes 2, 3 and 4 are the brokers.
+    no client listener) and nodes 2, 3 and 4 are the brokers. `controller_protocol` is the CONTROLLER
+    listener's security protocol (its settings in `overrides`), `add_scram` what `klamm storage format
+    --add-scram` gives every node.
     """
 
     def __init__(self, base: Path, overrides: dict | None = None, *, dedicated_controller: bool = False,
-                 quorum: bool = False) -> None:
+                 quorum: bool = False, controller_protocol: str = "PLAINTEXT", add_scram: tuple[str, ...] = ()) -> None:
         self.host = "127.0.0.1"
         self.quorum = quorum
         controller_port = free_port()
@@ -303,20 +305,22 @@ class ClusterProcess:
                       "controller.listener.names": "CONTROLLER", **{k: str(v) for k, v in (overrides or {}).items()}}
             if node_id == 1 and dedicated_controller:
                 config.update({"process.roles": "controller", "listeners": f"CONTROLLER://127.0.0.1:{port}",
-                               "listener.security.protocol.map": "CONTROLLER:PLAINTEXT"})
+                               "listener.security.protocol.map": f"CONTROLLER:{controller_protocol}"})
             elif node_id in voter_ports:
                 config.update({"process.roles": "broker,controller",
                                "listeners": f"PLAINTEXT://127.0.0.1:{port},"
                                             f"CONTROLLER://127.0.0.1:{voter_ports[node_id]}",
-                               "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT"})
+                               "listener.security.protocol.map": f"PLAINTEXT:PLAINTEXT,CONTROLLER:{controller_protocol}"})
             else:
-                config["process.roles"] = "broker"
+                config.update({"process.roles": "broker",
+                               "listener.security.protocol.map": f"PLAINTEXT:PLAINTEXT,CONTROLLER:{controller_protocol}"})
             node = BrokerProcess(port, base / f"node{node_id}", base / f"node{node_id}.log", config)
             properties = base / f"node{node_id}.properties"
             properties.parent.mkdir(parents=True, exist_ok=True)
             properties.write_text("".join(f"{k}={v}\n" for k, v in
                                           {**config, "log.dirs": str(node.log_dir)}.items()))
-            klamm_storage("format", "--cluster-id", cluster_id, "--config", str(properties))
+            klamm_storage("format", "--cluster-id", cluster_id, "--config", str(properties),
+                          *(a for argument in add_scram for a in ("--add-scram", argument)))
             self.nodes.append(node)
         self.port = self.nodes[1].port
         self.bootstrap = ",".join(n.bootstrap for n in self.nodes[1 if dedicated_controller else 0:])

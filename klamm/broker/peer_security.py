@@ -65,8 +65,15 @@ def controller_security(config: BrokerConfig) -> PeerSecurity:
     names = [n.strip().upper() for n in (config.controller_listener_names or "").split(",") if n.strip()]
     if not names:
         return PLAINTEXT_PEER
-    return _peer_security(config, names[0], "sasl.mechanism.controller.protocol",
-                          config.sasl_mechanism_controller_protocol)
+    security = _peer_security(config, names[0], "sasl.mechanism.controller.protocol",
+                              config.sasl_mechanism_controller_protocol)
+    quorum_voter = "controller" in config.process_roles and len(config.controller_quorum_voters) > 1
+    if quorum_voter and security.mechanism in SCRAM_MECHANISMS:
+        raise ConfigError("sasl.mechanism.controller.protocol", security.mechanism,
+                          "the controllers of a quorum must authenticate to each other before anything is committed, "
+                          "SCRAM credentials included (they live in the metadata log): use PLAIN or TLS between "
+                          "controllers, as with Kafka")
+    return security
 
 
 def _peer_security(config: BrokerConfig, listener: str, mechanism_key: str, mechanism: str) -> PeerSecurity:

@@ -169,6 +169,11 @@ def test_what_a_node_cannot_authenticate_with_is_refused_at_start(pki: dict[str,
     with pytest.raises(ConfigError, match="username and password options"):
         controller_security(BrokerConfig.from_properties(
             {**config, "listener.name.controller.plain.sasl.jaas.config": PLAIN_CLIENT_JAAS}))
+    quorum = {**secured_configs(pki, 9999)[1], "controller.quorum.voters": "1@127.0.0.1:9999,2@127.0.0.1:9998",
+              "sasl.mechanism.controller.protocol": "SCRAM-SHA-512",
+              "listener.name.controller.scram-sha-512.sasl.jaas.config": SCRAM_JAAS.format("x")}
+    with pytest.raises(ConfigError, match="controllers of a quorum must authenticate to each other before"):
+        controller_security(BrokerConfig.from_properties(quorum))
     with pytest.raises(ConfigError, match="https, or not at all"):
         inter_broker_security(BrokerConfig.from_properties({**config, "ssl.endpoint.identification.algorithm": "x"}))
 
