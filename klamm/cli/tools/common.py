@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 from klamm.config.properties import load_properties
 
@@ -68,6 +69,44 @@ def librdkafka_sasl(properties: dict[str, str]) -> dict[str, str]:
     translated.setdefault("sasl.username", entry.options["username"])
     translated.setdefault("sasl.password", entry.options["password"])
     return translated
+
+
+def peer_security_of(args: argparse.Namespace) -> Any:
+    """The PeerSecurity of klamm's own client (the tools that speak the protocol themselves) from the
+    --command-config properties: security.protocol; sasl.mechanism PLAIN or SCRAM with sasl.username /
+    sasl.password or a Java sasl.jaas.config; the CA file (ssl.ca.location, or a PEM ssl.truststore.location),
+    a client certificate (ssl.certificate.location and ssl.key.location, or a PEM ssl.keystore.location) and
+    ssl.endpoint.identification.algorithm (https by default, as in Kafka's clients)."""
+    import ssl
+
+    from klamm.broker.peer_security import PLAINTEXT_PEER, PeerSecurity
+
+    config_file = getattr(args, "client_config_file", None)
+    if config_file is None:
+        return PLAINTEXT_PEER
+    properties = librdkafka_sasl(load_properties(config_file))
+    protocol = properties.get("security.protocol", "PLAINTEXT").strip().upper()
+    if protocol not in ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"):
+        raise ToolError(f"security.protocol={protocol} is not a security protocol")
+    tls = None
+    if protocol in ("SSL", "SASL_SSL"):
+        ca = properties.get("ssl.ca.location") or properties.get("ssl.truststore.location")
+        tls = ssl.create_default_context(cafile=ca)
+        certificate = properties.get("ssl.certificate.location") or properties.get("ssl.keystore.location")
+        if certificate:
+            tls.load_cert_chain(certificate, properties.get("ssl.key.location"),
+                                properties.get("ssl.key.password") or None)
+        tls.check_hostname = properties.get("ssl.endpoint.identification.algorithm", "https").strip() != "none" \
+            and properties.get("ssl.endpoint.identification.algorithm", "https").strip() != ""
+    if not protocol.startswith("SASL_"):
+        return PeerSecurity(protocol, tls)
+    mechanism = properties.get("sasl.mechanism", "GSSAPI").strip().upper()
+    if mechanism not in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"):
+        raise ToolError(f"sasl.mechanism={mechanism}: this tool authenticates with PLAIN, SCRAM-SHA-256 or "
+                        "SCRAM-SHA-512")
+    if "sasl.username" not in properties or "sasl.password" not in properties:
+        raise ToolError("SASL needs sasl.username and sasl.password (or a sasl.jaas.config with both)")
+    return PeerSecurity(protocol, tls, mechanism, properties["sasl.username"], properties["sasl.password"])
 
 
 def admin_config(args: argparse.Namespace) -> dict[str, str]:

@@ -9,9 +9,10 @@ CurrentObservers); --replication a table of every replica (Leader, Follower,
 Observer), both in the tool's exact layout. A broker forwards DescribeQuorum to
 the controller; --bootstrap-controller asks the controller listener directly
 (and its DescribeCluster, endpoint type CONTROLLER, for the cluster id). Not
-supported: add-controller and remove-controller (klamm's quorum is static) and
---command-config. librdkafka has no DescribeQuorum, so this tool speaks the
-protocol itself with klamm's own client, at the versions the server advertises.
+supported: add-controller and remove-controller (klamm's quorum is static).
+librdkafka has no DescribeQuorum, so this tool speaks the protocol itself with
+klamm's own client, at the versions the server advertises, secured as
+--command-config says (TLS, SASL PLAIN or SCRAM).
 """
 
 from __future__ import annotations
@@ -21,9 +22,10 @@ import asyncio
 import base64
 import time
 import uuid
+from pathlib import Path
 from typing import Any
 
-from klamm.cli.tools.common import ToolError, error
+from klamm.cli.tools.common import ToolError, error, peer_security_of
 from klamm.controller.quorum_info import NO_DIRECTORY_ID, QuorumInfo, ReplicaInfo, from_response
 
 API_VERSIONS, DESCRIBE_QUORUM, DESCRIBE_CLUSTER = 18, 55, 60
@@ -41,6 +43,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     target.add_argument("--bootstrap-controller", metavar="HOST:PORT[,...]",
                         help="A comma-separated list of host:port pairs to use for establishing the connection "
                              "to the Kafka controllers.")
+    parser.add_argument("--command-config", dest="client_config_file", type=Path, metavar="FILE",
+                        help="Property file containing configs to be passed to Admin Client.")
     commands = parser.add_subparsers(dest="quorum_command", required=True, metavar="{describe}")
     describe = commands.add_parser("describe", help="Describe the metadata quorum info")
     describe.add_argument("--status", action="store_true",
@@ -70,9 +74,10 @@ async def _describe(args: argparse.Namespace) -> str:
 
     to_controller = args.bootstrap_controller is not None
     address = args.bootstrap_controller if to_controller else args.bootstrap_server
-    connection, versions = await _connect(address)
+    security = peer_security_of(args)
+    connection, versions = await _connect(address, security)
     if to_controller:  # of a quorum, only the active controller describes it: ask there (as Kafka's Admin)
-        connection, versions = await _active_controller(connection, versions)
+        connection, versions = await _active_controller(connection, versions, security)
     try:
         quorum = await describe_quorum(connection, versions)
         if args.replication:
@@ -84,7 +89,7 @@ async def _describe(args: argparse.Namespace) -> str:
         connection.close()
 
 
-async def _connect(address: str) -> tuple[Any, dict[int, int]]:
+async def _connect(address: str, security: Any) -> tuple[Any, dict[int, int]]:
     """The first of the addresses that answers ApiVersions, and its newest version of each API."""
     from klamm.broker.client import BrokerConnection, BrokerUnavailable
 
@@ -93,7 +98,7 @@ async def _connect(address: str) -> tuple[Any, dict[int, int]]:
         host, _, port = entry.strip().rpartition(":")
         if not host or not port.isdigit():
             raise ToolError(f"invalid address {entry!r}: expected host:port")
-        connection = BrokerConnection(host.strip("[]"), int(port), "klamm-metadata-quorum", timeout_s=30)
+        connection = BrokerConnection(host.strip("[]"), int(port), "klamm-metadata-quorum", 30, security)
         try:
             response = await connection.request(API_VERSIONS, 0, {})
         except BrokerUnavailable as exc:
@@ -123,7 +128,8 @@ async def describe_quorum(connection: Any, versions: dict[int, int]) -> QuorumIn
     return from_response(partition, getattr(response, "nodes", ()))
 
 
-async def _active_controller(connection: Any, versions: dict[int, int]) -> tuple[Any, dict[int, int]]:
+async def _active_controller(connection: Any, versions: dict[int, int],
+                             security: Any) -> tuple[Any, dict[int, int]]:
     """The controller DescribeCluster names active, when it is not the one `connection` reaches."""
     version = _version(versions, DESCRIBE_CLUSTER, CLUSTER_VERSION, "DESCRIBE_CLUSTER")
     response = await connection.request(DESCRIBE_CLUSTER, version, {
@@ -133,7 +139,7 @@ async def _active_controller(connection: Any, versions: dict[int, int]) -> tuple
         return connection, versions
     host, port = voters[response.controller_id]
     connection.close()
-    return await _connect(f"{host}:{port}")
+    return await _connect(f"{host}:{port}", security)
 
 
 async def cluster_id(connection: Any, versions: dict[int, int], to_controller: bool) -> str:

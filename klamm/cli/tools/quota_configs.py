@@ -19,8 +19,8 @@ either every entity of that type; it prints "Quota configs for user-principal
 as Java prints a double and in the order kafka-configs.sh's hash maps list them.
 
 klamm's librdkafka has no client quota API, so these requests go over klamm's
-own connection, to the first bootstrap server that answers: PLAINTEXT only
-(a --command-config asking for TLS or SASL is refused).
+own connection, to the first bootstrap server that answers, secured as the
+--command-config says (klamm.cli.tools.common.peer_security_of).
 """
 
 from __future__ import annotations
@@ -31,8 +31,7 @@ import math
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from klamm.cli.tools.common import ToolError
-from klamm.config.properties import load_properties
+from klamm.cli.tools.common import ToolError, peer_security_of
 
 USERS, CLIENTS, IPS = "users", "clients", "ips"
 QUOTA_ENTITY_TYPES = {USERS: "user", CLIENTS: "client-id", IPS: "ip"}  # --entity-type -> ClientQuotaEntity type
@@ -90,25 +89,10 @@ def alter_quotas(args: Any, types: Sequence[str], names: Sequence[str], to_add: 
 
 
 def _request(args: Any, api_key: int, body: dict[str, Any]) -> Any:
-    refusal = connection_refusal(args)
-    if refusal is not None:
-        raise ToolError(refusal)
-    return asyncio.run(_exchange(args.bootstrap_server, api_key, body))
+    return asyncio.run(_exchange(args.bootstrap_server, api_key, body, peer_security_of(args)))
 
 
-def connection_refusal(args: Any) -> str | None:
-    """Why the client quota requests cannot be sent with the client config given; None: they can."""
-    config_file = getattr(args, "client_config_file", None)
-    if config_file is None:
-        return None
-    protocol = load_properties(config_file).get("security.protocol", "PLAINTEXT").strip().upper()
-    if protocol != "PLAINTEXT":
-        return (f"client quotas are sent over klamm's own connection, which speaks PLAINTEXT only, "
-                f"not security.protocol={protocol}")
-    return None
-
-
-async def _exchange(bootstrap: str, api_key: int, body: dict[str, Any]) -> Any:
+async def _exchange(bootstrap: str, api_key: int, body: dict[str, Any], security: Any) -> Any:
     from klamm.broker.client import BrokerConnection, BrokerUnavailable
 
     failure: Exception | None = None
@@ -116,7 +100,7 @@ async def _exchange(bootstrap: str, api_key: int, body: dict[str, Any]) -> Any:
         host, _, port = address.strip().rpartition(":")
         if not host or not port.isdigit():
             raise ToolError(f"invalid address {address!r}: expected host:port")
-        connection = BrokerConnection(host.strip("[]"), int(port), "klamm-configs", timeout_s=TIMEOUT_S)
+        connection = BrokerConnection(host.strip("[]"), int(port), "klamm-configs", TIMEOUT_S, security)
         try:
             versions = await connection.request(API_VERSIONS, 0, {})
             ranges = {int(k.api_key): int(k.max_version) for k in versions.api_keys}

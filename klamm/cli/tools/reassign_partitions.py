@@ -21,7 +21,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from klamm.cli.tools.common import ToolError, error
+from klamm.cli.tools.common import ToolError, error, peer_security_of
 
 METADATA, ALTER, LIST = 3, 45, 46
 TIMEOUT_MS = 30_000
@@ -35,6 +35,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the broker(s) to connect to")
     parser.add_argument("--reassignment-json-file", type=Path, metavar="FILE",
                         help='{"version": 1, "partitions": [{"topic": T, "partition": P, "replicas": [...]}]}')
+    parser.add_argument("--command-config", dest="client_config_file", type=Path, metavar="FILE",
+                        help="client properties: security.protocol, sasl.*, ssl.* (TLS, SASL PLAIN or SCRAM)")
     for action in ACTIONS:
         parser.add_argument(f"--{action}", action="store_true", help=f"{action} the reassignment")
 
@@ -55,7 +57,7 @@ async def _run(args: argparse.Namespace, action: str) -> int:
     from klamm.broker.client import BrokerConnection, BrokerUnavailable
 
     host, _, port = args.bootstrap_server.split(",")[0].rpartition(":")
-    connection = BrokerConnection(host, int(port), "klamm-reassign-partitions")
+    connection = BrokerConnection(host, int(port), "klamm-reassign-partitions", security=peer_security_of(args))
     try:
         if action == "list":
             print(current_reassignments_text(await _list(connection)))
