@@ -352,9 +352,7 @@ _GROUPS = [
     _k("group.consumer.assignors", T.LIST, ["uniform", "range"], M,
        "Server-side assignors of consumer-protocol groups; the first is the default when members ask for none.",
        OneOf(("uniform", "range", "org.apache.kafka.coordinator.group.assignor.UniformAssignor",
-              "org.apache.kafka.coordinator.group.assignor.RangeAssignor")),
-       kafka_default=["org.apache.kafka.coordinator.group.assignor.UniformAssignor",
-                      "org.apache.kafka.coordinator.group.assignor.RangeAssignor"]),
+              "org.apache.kafka.coordinator.group.assignor.RangeAssignor"))),
     _k("group.consumer.max.size", T.INT, INT_MAX, M, "Members allowed in one consumer-protocol group.", Range(1)),
 ]
 

@@ -30,6 +30,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from klamm.coordinator.consumer_coordinator import ConsumerGroupConfig, ConsumerGroups
+from klamm.coordinator.consumer_group import ConsumerGroup
+from klamm.coordinator.consumer_records import is_consumer_group_key
 from klamm.coordinator.group import Callback, ClassicGroup, GroupState, Member
 from klamm.coordinator.partitioning import partition_for
 from klamm.coordinator.records import (CommittedOffset, CoordinatorRecord, GroupKey, OffsetKey, decode_group_value,
@@ -55,6 +58,7 @@ class CoordinatorConfig:
     offsets_retention_ms: int = 7 * 24 * 3600 * 1000
     offsets_retention_check_interval_ms: int = 600000
     offset_metadata_max_bytes: int = 4096
+    consumer: ConsumerGroupConfig = ConsumerGroupConfig()
 
 
 @dataclass
@@ -132,6 +136,7 @@ class GroupCoordinator:
         self._result = Result()  # what the running operation has to write; taken by _done()
         # producer id -> (group, topic, partition) -> offset, written in a still open transaction
         self._pending_txn: dict[int, dict[tuple[str, str, int], CommittedOffset]] = {}
+        self.consumer = ConsumerGroups(self, config.consumer)  # consumer-protocol groups (KIP-848)
 
     @property
     def clock(self) -> Callable[[], int]:
@@ -149,6 +154,7 @@ class GroupCoordinator:
             if group.partition == partition:
                 for member in group.members.values():
                     self._schedule_session(group, member)
+        self.consumer.finish_loading(partition)
         self._schedule_retention()
 
     def unload(self, partition: int) -> None:
@@ -169,6 +175,7 @@ class GroupCoordinator:
                 if member.sync_callback is not None:
                     member.sync_callback(sync_response(ErrorCode.not_coordinator))
                     member.sync_callback = None
+        gone |= self.consumer.unload(partition)
         self.timer.cancel_where(lambda key: isinstance(key, tuple) and len(key) > 1 and key[1] in gone)
         for producer_id, pending in list(self._pending_txn.items()):
             for key in [key for key in pending if self.partition_for(key[0]) == partition]:
@@ -187,6 +194,10 @@ class GroupCoordinator:
     def partition_for(self, group_id: str) -> int:
         return partition_for(group_id, self.config.num_partitions)
 
+    def validate_group(self, group_id: str | None, *, allow_empty: bool = False) -> None:
+        """NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS / INVALID_GROUP_ID for a group served here."""
+        self._validate(group_id, allow_empty=allow_empty)
+
     def _validate(self, group_id: str | None, *, allow_empty: bool = False) -> None:
         if group_id is None or (not group_id and not allow_empty):
             raise KafkaError(ErrorCode.invalid_group_id)
@@ -199,6 +210,9 @@ class GroupCoordinator:
     # ----------------------------------------------------------------- replay
     def replay(self, record: CoordinatorRecord) -> None:
         """Apply one record of __consumer_offsets (while loading, or right after it was appended)."""
+        if is_consumer_group_key(record.key):
+            self.consumer.replay(record)
+            return
         key = decode_key(record.key)
         if isinstance(key, OffsetKey) and record.producer_id >= 0 and record.value is not None:
             pending = self._pending_txn.setdefault(record.producer_id, {})
@@ -208,16 +222,22 @@ class GroupCoordinator:
         elif isinstance(key, GroupKey):
             self._replay_group(record.partition, key.group, record.value)
 
+    def _offsets_of(self, group_id: str) -> dict[tuple[str, int], CommittedOffset] | None:
+        """The committed offsets of a group of either kind; None if there is no group."""
+        group: ClassicGroup | ConsumerGroup | None = self.consumer.groups.get(group_id) or self.groups.get(group_id)
+        return None if group is None else group.offsets
+
     def _replay_offset(self, partition: int, key: OffsetKey, value: bytes | None) -> None:
-        group = self.groups.get(key.group)
+        offsets = self._offsets_of(key.group)
         if value is None:
-            if group is not None:
-                group.offsets.pop((key.topic, key.partition), None)
+            if offsets is not None:
+                offsets.pop((key.topic, key.partition), None)
             return
-        if group is None:
+        if offsets is None:
             state_timestamp = -1 if partition in self._loading else self.clock()
             group = self.groups[key.group] = ClassicGroup(key.group, partition, state_timestamp=state_timestamp)
-        group.offsets[(key.topic, key.partition)] = decode_offset_value(value)
+            offsets = group.offsets
+        offsets[(key.topic, key.partition)] = decode_offset_value(value)
 
     def replay_marker(self, partition: int, producer_id: int, commit: bool) -> None:
         """A transaction marker on `partition`: its pending offsets there become visible, or go."""
@@ -229,10 +249,10 @@ class GroupCoordinator:
                 continue
             del pending[(group_id, topic, index)]
             if commit:
-                group = self.groups.get(group_id)
-                if group is None:
-                    group = self.groups[group_id] = ClassicGroup(group_id, partition)
-                group.offsets[(topic, index)] = offset
+                offsets = self._offsets_of(group_id)
+                if offsets is None:
+                    offsets = self.groups.setdefault(group_id, ClassicGroup(group_id, partition)).offsets
+                offsets[(topic, index)] = offset
         if not pending:
             del self._pending_txn[producer_id]
 
@@ -247,6 +267,8 @@ class GroupCoordinator:
                 return
             existing.transition(GroupState.DEAD, self.clock())
             del self.groups[group_id]
+            if existing.offsets:  # offsets outlive the group's metadata (a consumer group replacing it)
+                self.groups[group_id] = ClassicGroup(group_id, partition, offsets=existing.offsets)
             return
         if partition not in self._loading:
             return  # the group in memory wrote this record: it already holds that state
@@ -272,6 +294,10 @@ class GroupCoordinator:
     def _write(self, record: CoordinatorRecord) -> None:
         self._result.records.append(record)
 
+    # what the consumer-protocol half (ConsumerGroups) writes and answers through
+    write = _write
+    finish = _done
+
     def _after_write(self, action: Callable[[ErrorCode], None]) -> None:
         self._result.after_write.append(action)
 
@@ -296,6 +322,11 @@ class GroupCoordinator:
         if not self.config.min_session_timeout_ms <= req.session_timeout_ms <= self.config.max_session_timeout_ms:
             return ErrorCode.invalid_session_timeout
         unknown = req.member_id == UNKNOWN_MEMBER_ID
+        if req.group_id in self.consumer.groups:
+            consumer = self.consumer.groups[req.group_id]
+            if consumer.members:
+                return ErrorCode.inconsistent_group_protocol  # no online downgrade yet
+            self.consumer.delete_records(consumer)  # an empty consumer group becomes a classic one
         group = self.groups.get(req.group_id)
         if group is None:
             if not unknown:
@@ -813,6 +844,10 @@ class GroupCoordinator:
             self._validate(group_id, allow_empty=True)
         except KafkaError as exc:
             return exc.code
+        consumer = self.consumer.groups.get(group_id)
+        if consumer is not None:  # generation is the member epoch
+            error = self.consumer.commit_error(consumer, member_id, generation)
+            return ErrorCode.illegal_generation if transactional and error == ErrorCode.stale_member_epoch else error
         group = self.groups.get(group_id)
         if group is None:
             return None if generation < 0 else ErrorCode.illegal_generation
@@ -835,12 +870,18 @@ class GroupCoordinator:
             return ErrorCode.rebalance_in_progress
         return None  # Stable, or PreparingRebalance: the heartbeat tells the member to rejoin
 
-    def fetch_offsets(self, group_id: str,
-                      partitions: list[tuple[str, int]] | None) -> dict[tuple[str, int], CommittedOffset | None]:
-        """OffsetFetch of `partitions` (None: every committed one); raises KafkaError for group errors."""
+    def fetch_offsets(self, group_id: str, partitions: list[tuple[str, int]] | None, member_id: str | None = None,
+                      member_epoch: int = -1) -> dict[tuple[str, int], CommittedOffset | None]:
+        """OffsetFetch of `partitions` (None: every committed one); raises KafkaError for group errors.
+
+        A consumer-protocol member (OffsetFetch v9) fetches in its current epoch.
+        """
         self._validate(group_id, allow_empty=True)
-        group = self.groups.get(group_id)
-        offsets = group.offsets if group is not None else {}
+        consumer = self.consumer.groups.get(group_id)
+        error = None if consumer is None else self.consumer.fetch_error(consumer, member_id, member_epoch)
+        if error is not None:
+            raise KafkaError(error)
+        offsets = self._offsets_of(group_id) or {}
         if partitions is None:
             return dict(sorted(offsets.items()))
         return {tp: offsets.get(tp) for tp in partitions}
@@ -851,6 +892,10 @@ class GroupCoordinator:
             self._validate(group_id)
         except KafkaError as exc:
             return self._done((exc.code, {}))
+        consumer = self.consumer.groups.get(group_id)
+        if consumer is not None:
+            return self._done((ErrorCode.none, self._delete_offsets(consumer, self.consumer.subscribed_topics(consumer),
+                                                                     partitions)))
         group = self.groups.get(group_id)
         if group is None or group.is_(GroupState.DEAD):
             return self._done((ErrorCode.group_id_not_found, {}))
@@ -860,15 +905,19 @@ class GroupCoordinator:
             if topics is None:
                 return self._done((ErrorCode.non_empty_group, {}))
             subscribed = topics
+        return self._done((ErrorCode.none, self._delete_offsets(group, subscribed, partitions)))
+
+    def _delete_offsets(self, group: ClassicGroup | ConsumerGroup, subscribed: set[str],
+                        partitions: list[tuple[str, int]]) -> dict[tuple[str, int], ErrorCode]:
         response = {}
         for topic, partition in partitions:
             if topic in subscribed:
                 response[(topic, partition)] = ErrorCode.group_subscribed_to_topic
                 continue
             if (topic, partition) in group.offsets:
-                self._write(offset_commit_record(group.partition, OffsetKey(group_id, topic, partition), None))
+                self._write(offset_commit_record(group.partition, OffsetKey(group.group_id, topic, partition), None))
             response[(topic, partition)] = ErrorCode.none
-        return self._done((ErrorCode.none, response))
+        return response
 
     # -------------------------------------------------------------- retention
     def _schedule_retention(self) -> None:
@@ -887,6 +936,15 @@ class GroupCoordinator:
                 self._write(offset_commit_record(group.partition, OffsetKey(group.group_id, topic, partition), None))
             if group.is_(GroupState.EMPTY) and not group.members and len(expired) == len(group.offsets):
                 self._write(group_metadata_record(group.partition, group.group_id, None))
+        for consumer in list(self.consumer.groups.values()):
+            if consumer.partition in self._loading:
+                continue
+            expired = self.consumer.expired_offsets(consumer, now, self.config.offsets_retention_ms)
+            for topic, partition in expired:
+                self._write(offset_commit_record(consumer.partition, OffsetKey(consumer.group_id, topic, partition),
+                                                 None))
+            if self.consumer.is_empty(consumer) and len(expired) == len(consumer.offsets):
+                self.consumer.delete_records(consumer)
 
     def _expired_offsets(self, group: ClassicGroup, now: int) -> list[tuple[str, int]]:
         retention = self.config.offsets_retention_ms
@@ -935,13 +993,13 @@ class GroupCoordinator:
             return ErrorCode.coordinator_load_in_progress, []
         wanted_states = {s.lower() for s in states or []}
         wanted_types = {t.lower() for t in types or []}
-        if wanted_types and "classic" not in wanted_types:
-            return ErrorCode.none, []
-        listed = [{"group_id": g.group_id, "protocol_type": g.protocol_type or "", "group_state": g.state.value,
-                   "group_type": "classic"}
-                  for g in self.groups.values()
-                  if not wanted_states or g.state.value.lower() in wanted_states]
-        return ErrorCode.none, listed
+        listed = []
+        if not wanted_types or "classic" in wanted_types:
+            listed += [{"group_id": g.group_id, "protocol_type": g.protocol_type or "", "group_state": g.state.value,
+                        "group_type": "classic"} for g in self.groups.values()]
+        if not wanted_types or "consumer" in wanted_types:
+            listed += self.consumer.listed()
+        return ErrorCode.none, [g for g in listed if not wanted_states or g["group_state"].lower() in wanted_states]
 
     def delete_groups(self, group_ids: list[str]) -> Result:
         """DeleteGroups; response: {group id: error}. Only empty groups can go."""
@@ -957,6 +1015,14 @@ class GroupCoordinator:
             self._validate(group_id, allow_empty=True)
         except KafkaError as exc:
             return exc.code
+        consumer = self.consumer.groups.get(group_id)
+        if consumer is not None:
+            if not self.consumer.is_empty(consumer):
+                return ErrorCode.non_empty_group
+            for topic, partition in consumer.offsets:
+                self._write(offset_commit_record(consumer.partition, OffsetKey(group_id, topic, partition), None))
+            self.consumer.delete_records(consumer)
+            return ErrorCode.none
         group = self.groups.get(group_id)
         if group is None or group.is_(GroupState.DEAD):
             return ErrorCode.group_id_not_found

@@ -24,6 +24,8 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from klamm.coordinator.consumer_coordinator import ConsumerGroupConfig
+from klamm.coordinator.consumer_group import TopicMetadata
 from klamm.coordinator.coordinator import CoordinatorConfig, GroupCoordinator, Result
 from klamm.coordinator.loading import PartitionLoads, read_batches
 from klamm.coordinator.records import CoordinatorRecord
@@ -69,7 +71,19 @@ def coordinator_config(config: Any, num_partitions: int) -> CoordinatorConfig:
         offsets_retention_ms=config.offsets_retention_minutes * 60 * 1000,
         offsets_retention_check_interval_ms=config.offsets_retention_check_interval_ms,
         offset_metadata_max_bytes=config.offset_metadata_max_bytes,
+        consumer=ConsumerGroupConfig(
+            session_timeout_ms=config.group_consumer_session_timeout_ms,
+            heartbeat_interval_ms=config.group_consumer_heartbeat_interval_ms,
+            assignors=tuple(dict.fromkeys(name.rsplit(".", 1)[-1].removesuffix("Assignor").lower()
+                                          for name in config.group_consumer_assignors)),
+            max_size=config.group_consumer_max_size),
     )
+
+
+def topics_of(image: Any) -> dict[str, TopicMetadata]:
+    """The cluster's topics as consumer-protocol groups see them: id and partition count by name."""
+    return {name: TopicMetadata(topic.topic_id, name, len(topic.partitions))
+            for name, topic in image.topics_by_name.items()}
 
 
 class GroupCoordinatorRuntime:
@@ -84,6 +98,7 @@ class GroupCoordinatorRuntime:
                                      lambda index: self.coordinator.begin_loading(index), self._load,
                                      lambda index: self.coordinator.unload(index))
         self._unsubscribe: Callable[[], None] | None = None
+        self._topics_cache: tuple[Any, dict[str, TopicMetadata]] = (None, {})
 
     # lifecycle
     async def start(self) -> None:
@@ -121,7 +136,15 @@ class GroupCoordinatorRuntime:
         if self.coordinator is None:
             self.coordinator = GroupCoordinator(coordinator_config(self.broker.config, len(topic.partitions)),
                                                 self.timer)
+            self.coordinator.consumer.topics = self._topics
         self._loads.follow(image, self.coordinator.owned)
+
+    def _topics(self) -> dict[str, TopicMetadata]:
+        """The image's topics, computed again only when the image changed."""
+        image = self.broker.controller.image
+        if self._topics_cache[0] is not image:
+            self._topics_cache = (image, topics_of(image))
+        return self._topics_cache[1]
 
     def _load(self, index: int) -> None:
         coordinator = self.coordinator

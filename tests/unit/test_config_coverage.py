@@ -60,6 +60,7 @@ CLEANER = "tests/unit/test_cleaner.py"
 RETENTION = "tests/unit/test_retention.py"
 STORAGE_LOG = "tests/unit/test_storage_log.py"
 GROUPS = "tests/unit/test_group_coordinator.py"
+CONSUMER_GROUPS = "tests/unit/test_consumer_group_coordinator.py"
 CONFIGS_API = "tests/integration/test_configs_api.py"
 HERE = "tests/unit/test_config_coverage.py"
 LISTENERS = "tests/integration/test_listeners.py"
@@ -245,6 +246,11 @@ APPLIED: dict[str, list[str]] = {
                                      f"{EFFECTS}::test_group_max_size_and_session_timeout_bounds"],
     "group.max.size": [f"{EFFECTS}::test_coordinator_config_follows_broker_config",
                        f"{EFFECTS}::test_group_max_size_and_session_timeout_bounds"],
+    "group.consumer.session.timeout.ms": [f"{CONSUMER_GROUPS}::test_consumer_config_follows_broker_config",
+                                          f"{CONSUMER_GROUPS}::test_session_expiry_fences_a_silent_member"],
+    "group.consumer.heartbeat.interval.ms": [f"{CONSUMER_GROUPS}::test_consumer_config_follows_broker_config"],
+    "group.consumer.assignors": [f"{CONSUMER_GROUPS}::test_consumer_config_follows_broker_config"],
+    "group.consumer.max.size": [f"{CONSUMER_GROUPS}::test_consumer_config_follows_broker_config"],
     "transaction.state.log.num.partitions": [
         f"{EFFECTS}::test_transaction_state_topic_partitions_and_segment_bytes"],
     "transaction.state.log.segment.bytes": [f"{EFFECTS}::test_transaction_state_topic_partitions_and_segment_bytes"],

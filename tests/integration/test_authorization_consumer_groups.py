@@ -1,0 +1,68 @@
+"""Authorization of ConsumerGroupHeartbeat and ConsumerGroupDescribe (KIP-848), as Kafka's KafkaApis checks them,
+against a SASL broker with the StandardAuthorizer (tests/integration/secured.py). User:admin is a super user."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from confluent_kafka.admin import AclOperation as Op
+from confluent_kafka.admin import ResourceType as Res
+
+from tests.integration.conftest import BrokerThread, RawClient, create_topic, wait_for
+from tests.integration.secured import acl, grant, sasl_client, secured_broker
+
+pytestmark = pytest.mark.timeout(180)
+
+FIND_COORDINATOR, HEARTBEAT, DESCRIBE = 10, 68, 69
+NONE, TOPIC_DENIED, GROUP_DENIED = 0, 29, 30
+
+
+@pytest.fixture
+def broker(broker_factory: Any) -> BrokerThread:
+    broker = secured_broker(broker_factory)
+    with sasl_client(broker, "admin") as admin:
+        wait_for(lambda: admin.request(FIND_COORDINATOR, 3, {"key": "any", "key_type": 0}).error_code == NONE)
+        create_topic(admin, "seen", 2)
+        create_topic(admin, "hidden", 2)
+    return broker
+
+
+@pytest.fixture
+def alice(broker: BrokerThread) -> Iterator[RawClient]:
+    with sasl_client(broker, "alice") as client:
+        yield client
+
+
+def join(client: RawClient, group: str, topics: list[str]) -> Any:
+    return client.request(HEARTBEAT, 1, {"group_id": group, "member_id": "member-1", "member_epoch": 0,
+                                         "rebalance_timeout": 30000, "subscribed_topic_names": topics,
+                                         "topic_partitions": []})
+
+
+def test_heartbeat_needs_read_on_the_group_and_describe_on_its_topics(broker: BrokerThread, alice: RawClient) -> None:
+    assert join(alice, "g", ["seen"]).error_code == GROUP_DENIED
+    grant(broker, acl("alice", Res.GROUP, "g", Op.READ))
+    denied = join(alice, "g", ["seen", "hidden"])
+    assert denied.error_code == TOPIC_DENIED and "hidden" in denied.error_message
+    grant(broker, acl("alice", Res.TOPIC, "seen", Op.DESCRIBE))
+    joined = join(alice, "g", ["seen"])
+    assert (joined.error_code, joined.member_id, joined.member_epoch) == (NONE, "member-1", 1)
+    assert sorted(p for tp in joined.assignment.topic_partitions for p in tp.partitions) == [0, 1]
+
+
+def test_describe_needs_describe_on_the_group_and_its_topics(broker: BrokerThread, alice: RawClient) -> None:
+    with sasl_client(broker, "admin") as admin:
+        assert join(admin, "g", ["seen", "hidden"]).error_code == NONE
+    described = alice.request(DESCRIBE, 0, {"group_ids": ["g"], "include_authorized_operations": False})
+    assert described.groups[0].error_code == GROUP_DENIED
+    grant(broker, acl("alice", Res.GROUP, "g", Op.DESCRIBE), acl("alice", Res.TOPIC, "seen", Op.DESCRIBE))
+    described = alice.request(DESCRIBE, 0, {"group_ids": ["g"], "include_authorized_operations": False})
+    assert described.groups[0].error_code == TOPIC_DENIED  # a member subscribes to "hidden"
+    grant(broker, acl("alice", Res.TOPIC, "hidden", Op.DESCRIBE))
+    described = alice.request(DESCRIBE, 0, {"group_ids": ["g"], "include_authorized_operations": True})
+    group = described.groups[0]
+    assert (group.error_code, group.group_state, group.group_epoch) == (NONE, "Stable", 1)
+    assert [m.member_id for m in group.members] == ["member-1"]
+    assert group.authorized_operations != -2147483648
