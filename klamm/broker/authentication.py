@@ -418,7 +418,7 @@ class _State(enum.Enum):
 class SaslSession:
     """One SASL connection's authentication, driven by the SaslHandshake and SaslAuthenticate handlers."""
 
-    __slots__ = ("listener", "principal", "_state", "_mechanism_name", "_mechanism", "_expires_at")
+    __slots__ = ("listener", "principal", "_state", "_mechanism_name", "_mechanism", "_expires_at", "_raw")
     gated = True
     internal = False  # a client's connection: the authorizer asks about its principal
 
@@ -429,6 +429,7 @@ class SaslSession:
         self._mechanism_name = ""
         self._mechanism: Mechanism | None = None
         self._expires_at = float("inf")
+        self._raw = False  # SaslHandshake v0 chose the mechanism: its tokens come in bare frames
 
     @property
     def authenticated(self) -> bool:
@@ -448,9 +449,18 @@ class SaslSession:
         """Kafka allows re-authentication exactly when the session has an end (reauth ms or a credential expiry)."""
         return self._state is _State.AUTHENTICATED and self._expires_at != float("inf")
 
-    def handshake(self, mechanism: str) -> None:
-        """SaslHandshake: choose the mechanism (again, to re-authenticate)."""
+    @property
+    def raw_tokens(self) -> bool:
+        """Whether the next frames are bare SASL tokens, not requests: after SaslHandshake v0 (before KIP-152),
+        until the mechanism completes."""
+        return self._raw and self._state is _State.AUTHENTICATE
+
+    def handshake(self, mechanism: str, version: int = 1) -> None:
+        """SaslHandshake: choose the mechanism (again, to re-authenticate; only v1 may, as in Kafka)."""
         if self._state is _State.AUTHENTICATED:
+            if version == 0:
+                self._fail()
+                raise SaslError(_ILLEGAL, "re-authentication needs SaslHandshake v1 (KIP-368)")
             if not self.may_reauthenticate():  # answered, as Kafka's request handler does, without closing
                 raise SaslError(_ILLEGAL, "Unexpected SaslHandshake request: the connection is authenticated")
             if mechanism != self._mechanism_name:
@@ -465,6 +475,7 @@ class SaslSession:
         self._mechanism_name = mechanism
         self._mechanism = self.listener.mechanism(mechanism)
         self._state = _State.AUTHENTICATE
+        self._raw = version == 0
 
     def authenticate(self, token: bytes) -> tuple[bytes, int]:
         """SaslAuthenticate: the mechanism's answer, and the session's lifetime in ms once complete (0: none)."""

@@ -84,7 +84,7 @@ SUPPORTED = {1: (12, 12), 18: (0, 4), 19: (2, 7), 20: (6, 6), 30: (3, 3), 31: (3
              43: (2, 2), 44: (1, 1), 45: (0, 0), 49: (0, 1), 51: (0, 0), 55: (0, 2), 56: (3, 3), 59: (0, 1),
              60: (0, 1), 62: (3, 3), 63: (1, 1), 67: (0, 0)}
 RAFT_SUPPORTED = {wire.VOTE: (2, 2), wire.BEGIN_QUORUM_EPOCH: (0, 0), wire.END_QUORUM_EPOCH: (0, 0)}
-SASL_SUPPORTED = {sasl.SASL_HANDSHAKE: (1, 1), sasl.SASL_AUTHENTICATE: (0, 2)}
+SASL_SUPPORTED = {sasl.SASL_HANDSHAKE: (0, 1), sasl.SASL_AUTHENTICATE: (0, 2)}
 # The writes a quorum's standby refuses (the broker then finds the active controller), and whose answer
 # waits until what they appended is committed.
 WRITES = frozenset({19, 20, 30, 31, 33, 37, 43, 44, 45, 49, 51, 56, 62, 63, 67})

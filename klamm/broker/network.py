@@ -343,9 +343,12 @@ class ClientConnection(asyncio.Protocol):
             self.close()
 
     def _follow_authentication(self) -> None:
-        """Requests as large as socket.request.max.bytes once a SASL client has authenticated."""
+        """Requests as large as socket.request.max.bytes once a SASL client has authenticated; bare token
+        frames while a SaslHandshake v0 exchange goes on (set before its answer goes out, so the client's
+        next frame is read as it is meant)."""
         if self.session.authenticated:
             self._sans_io.max_request_size = self.processor.max_request_size
+        self._sans_io.raw_tokens = getattr(self.session, "raw_tokens", False)
 
     async def _respond(self, request: Request, response: Any) -> None:
         try:

@@ -24,6 +24,7 @@ from klamm.protocol.encoder import encode
 from klamm.protocol.sendplan import Part
 
 _SIZE = struct.Struct(">i")
+SASL_AUTHENTICATE_KEY = 36
 _KEY_VERSION_CORRELATION = struct.Struct(">hhi")
 
 
@@ -54,6 +55,7 @@ class Request:
     # A handler that parks (a long-poll fetch) calls it, as Kafka counts its purgatory in neither.
     leave_queue: Callable[[], None] = lambda: None
     session: Any = None  # who sent it (klamm.broker.authentication); set by the network layer
+    raw: bool = False  # a bare SASL token after SaslHandshake v0, as a SaslAuthenticate v0 request
 
 
 class ServerConnection:
@@ -61,6 +63,7 @@ class ServerConnection:
 
     def __init__(self, max_request_size: int, supported: dict[int, tuple[int, int]]) -> None:
         self.max_request_size = max_request_size  # lower before a SASL client has authenticated
+        self.raw_tokens = False  # frames are bare SASL tokens (after SaslHandshake v0), set by the network layer
         self._supported = supported
         self._buffer = bytearray()
         self._position = 0
@@ -76,6 +79,8 @@ class ServerConnection:
         if available < 4:
             return NEED_DATA
         (size,) = _SIZE.unpack_from(self._buffer, self._position)
+        if self.raw_tokens:
+            return self._raw_token(size, available)
         if size < 8 or size > self.max_request_size:
             raise ProtocolError(f"invalid frame size {size} (limit {self.max_request_size})")
         if available < 4 + size:
@@ -85,6 +90,17 @@ class ServerConnection:
         # kio decodes from read-only buffers, and a view would pin our bytearray.
         frame = bytes(memoryview(self._buffer)[start : start + size])
         return self._decode(frame, size)
+
+    def _raw_token(self, size: int, available: int) -> Request | _NeedData:
+        if not 0 <= size <= self.max_request_size:
+            raise ProtocolError(f"invalid SASL token size {size} (limit {self.max_request_size})")
+        if available < 4 + size:
+            return NEED_DATA
+        start = self._position + 4
+        self._position = start + size
+        types = message_types(SASL_AUTHENTICATE_KEY, 0)
+        body = types.request(auth_bytes=bytes(memoryview(self._buffer)[start : start + size]))
+        return Request(SASL_AUTHENTICATE_KEY, 0, 0, None, types, body, size, raw=True)
 
     def _decode(self, frame: bytes, size: int) -> Request:
         api_key, version, correlation_id = _KEY_VERSION_CORRELATION.unpack_from(frame, 0)
@@ -110,6 +126,11 @@ class ServerConnection:
 
         Bytes and file regions alternate in the result; the size prefix counts both.
         """
+        if request.raw:  # the token alone; a failed authentication gets nothing, and the connection closes
+            if _field(response, "error_code"):
+                return []
+            token = bytes(_field(response, "auth_bytes"))
+            return [_SIZE.pack(len(token)) + token]
         types = request.types or message_types(API_VERSIONS_KEY, 0)
         flexible_header = request.types is not None and types.response_header_version == 1
         header = _SIZE.pack(request.correlation_id) + (b"\x00" if flexible_header else b"")
@@ -124,6 +145,10 @@ class ServerConnection:
             prefix, start = b"", position
         parts.append(prefix + body[start:])
         return [part for part in parts if len(part)]
+
+
+def _field(response: Any, name: str) -> Any:
+    return response[name] if isinstance(response, dict) else getattr(response, name)
 
 
 @cache

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import AdminClient, NewTopic
 
 from klamm.config.errors import ConfigError
 from tests.integration.conftest import BrokerThread
@@ -258,3 +258,73 @@ def handshakes(broker: BrokerThread) -> float:
 def test_what_cannot_work_is_refused_at_start(broker_factory: Any, overrides: dict[str, str], words: str) -> None:
     with pytest.raises(ConfigError, match=words):
         sasl_broker(broker_factory, **overrides)
+
+
+def test_sasl_handshake_v0_takes_bare_token_frames(broker_factory: Any) -> None:
+    """SaslHandshake v0 (clients before Kafka 1.0, kafka-python up to 2.0, Sarama up to 1.40): the tokens that
+    follow are frames without a request header (before KIP-152), answered the same way; a failure closes the
+    connection. Then requests are served as usual."""
+    from klamm.protocol.sasl_client import ScramClient
+    from tests.integration.conftest import RawClient, metadata_request
+
+    broker = sasl_broker(broker_factory)
+    admin = AdminClient(client_conf(broker.port, "PLAIN", "admin", "admin-secret"))
+    from confluent_kafka.admin import ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion
+    upsert = UserScramCredentialUpsertion("carol", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096),
+                                          b"carol-secret")
+    for future in admin.alter_user_scram_credentials([upsert]).values():
+        future.result(10)
+
+    def bare(client: RawClient, token: bytes) -> bytes:
+        client.send_raw(struct.pack(">i", len(token)) + token)
+        return client.read_frame()
+
+    with RawClient(broker.port) as client:  # PLAIN: one token, answered with an empty one
+        answer = client.request(17, 0, {"mechanism": "PLAIN"})
+        assert (answer.error_code, "PLAIN" in answer.mechanisms) == (0, True)
+        assert bare(client, b"\0alice\0alice-secret") == b""
+        assert client.request(3, 12, metadata_request()).cluster_id  # a request as usual afterwards
+    with RawClient(broker.port) as client:  # SCRAM: two tokens each way, the server's signature checked
+        assert client.request(17, 0, {"mechanism": "SCRAM-SHA-256"}).error_code == 0
+        scram = ScramClient("SCRAM-SHA-256", "carol", "carol-secret")
+        final = scram.evaluate(bare(client, scram.initial()))
+        assert final is not None and scram.evaluate(bare(client, final)) is None
+        assert client.request(3, 12, metadata_request()).cluster_id
+    with RawClient(broker.port) as client:  # a wrong password: no answer, the connection closes
+        assert client.request(17, 0, {"mechanism": "PLAIN"}).error_code == 0
+        client.send_raw(struct.pack(">i", 19) + b"\0alice\0wrong-secret")
+        client.expect_disconnect()
+
+
+def test_kafka_python_pinned_to_0_10_authenticates_with_handshake_v0(broker_factory: Any) -> None:
+    """kafka-python with api_version=(0, 10, 1) speaks SaslHandshake v0 and bare tokens, as its 2.0 releases
+    always did."""
+    from kafka import KafkaConsumer, KafkaProducer
+    from kafka.structs import TopicPartition as KTP
+
+    broker = sasl_broker(broker_factory)
+    conf = {"bootstrap_servers": f"127.0.0.1:{broker.port}", "security_protocol": "SASL_PLAINTEXT",
+            "sasl_mechanism": "PLAIN", "sasl_plain_username": "alice", "sasl_plain_password": "alice-secret",
+            "api_version": (0, 10, 1)}
+    admin = AdminClient(client_conf(broker.port, "PLAIN", "admin", "admin-secret"))
+    admin.create_topics([NewTopic("kp-v0", 1, 1)])["kp-v0"].result(10)
+    handshakes = handshakes_v0(broker)
+    producer = KafkaProducer(**conf)
+    for i in range(20):
+        producer.send("kp-v0", b"sasl-%04d" % i, partition=0)
+    producer.flush(15)
+    producer.close()
+    consumer = KafkaConsumer(**conf, enable_auto_commit=False, consumer_timeout_ms=5000)
+    consumer.assign([KTP("kp-v0", 0)])
+    consumer.seek(KTP("kp-v0", 0), 0)
+    assert [m.value for m in consumer] == expected(20)
+    consumer.close()
+    assert handshakes_v0(broker) > handshakes
+
+
+def handshakes_v0(broker: BrokerThread) -> float:
+    """SaslHandshake v0 requests served, from the broker's Prometheus counter."""
+    text = broker.call(lambda: broker.broker.metrics.exposition()).decode()
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+               if line.startswith("klamm_requests_total{") and 'api="SaslHandshake"' in line
+               and 'version="0"' in line)

@@ -390,3 +390,23 @@ def test_huge_compact_array_length_is_a_protocol_error(key: int, version: int) -
                            capture_output=True, timeout=60, text=True)
     assert child.returncode == 0, child.stderr[-500:]
     assert child.stdout.strip() == "protocol-error"
+
+
+def test_bare_sasl_tokens_after_a_v0_handshake() -> None:
+    """In raw-token mode (after SaslHandshake v0) a frame is a SASL token of any size up to the limit, handed
+    on as SaslAuthenticate v0; its answer is the token alone, or nothing when authentication failed."""
+    connection = ServerConnection(100, {36: (0, 2)})
+    connection.raw_tokens = True
+    connection.receive_data(struct.pack(">i", 0) + struct.pack(">i", 3) + b"abc" + struct.pack(">i", 5) + b"de")
+    empty, token = connection.next_request(), connection.next_request()
+    assert isinstance(empty, Request) and isinstance(token, Request)
+    assert (empty.api_key, empty.api_version, empty.raw, bytes(empty.body.auth_bytes)) == (36, 0, True, b"")
+    assert bytes(token.body.auth_bytes) == b"abc"
+    assert connection.next_request() is NEED_DATA  # 2 of 5 bytes
+    assert connection.encode_response(token, {"error_code": 0, "auth_bytes": b"xyz"}) == [b"\x00\x00\x00\x03xyz"]
+    assert connection.encode_response(token, {"error_code": 58, "auth_bytes": b""}) == []
+    big = ServerConnection(100, {36: (0, 2)})
+    big.raw_tokens = True
+    big.receive_data(struct.pack(">i", 101) + bytes(101))
+    with pytest.raises(ProtocolError, match="invalid SASL token size 101"):
+        big.next_request()

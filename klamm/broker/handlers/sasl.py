@@ -1,5 +1,10 @@
 """SaslHandshake (17) and SaslAuthenticate (36): a SASL connection authenticates through them.
 
+After SaslHandshake v0 (clients before Kafka 1.0, and kafka-python up to 2.0) the client sends its SASL
+tokens in bare frames, without a request header (before KIP-152); the network layer hands each to
+`sasl_authenticate` as a SaslAuthenticate v0 request and sends the answer's token back in a bare frame
+(a failure closes the connection: that framing has no place for an error).
+
 The connection's session (klamm.broker.authentication) keeps the state; these handlers
 turn its answers and failures into responses. A failed authentication is answered,
 then the connection closes (the network layer sees the session failed). On a
@@ -26,7 +31,7 @@ async def sasl_handshake(broker: BrokerServices, request: Any) -> dict[str, Any]
         return {"error_code": ErrorCode.illegal_sasl_state, "mechanisms": []}
     mechanisms = list(session.listener.mechanisms)
     try:
-        session.handshake(request.body.mechanism)
+        session.handshake(request.body.mechanism, request.api_version)
     except SaslError as exc:
         return {"error_code": exc.code, "mechanisms": mechanisms}
     return {"error_code": ErrorCode.none, "mechanisms": mechanisms}
@@ -48,4 +53,4 @@ def _failed(code: ErrorCode, message: str) -> dict[str, Any]:
     return {"error_code": code, "error_message": message, "auth_bytes": b"", "session_lifetime": 0}
 
 
-APIS = [Api(SASL_HANDSHAKE, 1, 1, sasl_handshake), Api(SASL_AUTHENTICATE, 0, 2, sasl_authenticate)]
+APIS = [Api(SASL_HANDSHAKE, 0, 1, sasl_handshake), Api(SASL_AUTHENTICATE, 0, 2, sasl_authenticate)]
