@@ -30,7 +30,8 @@ from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from klamm.broker.authentication import JwksSource, SaslListener, SaslSession
+from klamm.broker.authentication import SaslListener, SaslSession
+from klamm.broker.oauthbearer_validation import JwksSource
 from klamm.config.broker import BrokerConfig
 from klamm.config.errors import ConfigError
 from klamm.protocol.errors import ErrorCode
