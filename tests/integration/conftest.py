@@ -319,6 +319,20 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def two_node_configs(common: dict[str, str] | None = None, node1: dict[str, str] | None = None
+                     ) -> dict[int, dict[str, str]]:
+    """Node 1 broker and controller (its CONTROLLER listener on a port of its own), node 2 broker-only: the
+    configs for `formatted_cluster`, with `common` settings for both and `node1`'s own."""
+    controller_port = free_port()
+    shared = {"controller.quorum.voters": f"1@127.0.0.1:{controller_port}", "controller.listener.names": "CONTROLLER",
+              "broker.heartbeat.interval.ms": "300", "broker.session.timeout.ms": "3000",
+              "offsets.topic.num.partitions": "1", **(common or {})}
+    return {1: {**shared, "node.id": "1", "process.roles": "broker,controller",
+                "listeners": f"PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:{controller_port}",
+                "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT", **(node1 or {})},
+            2: {**shared, "node.id": "2", "process.roles": "broker"}}
+
+
 @pytest.fixture
 def formatted_cluster(tmp_path: Path) -> Iterator[Callable[..., list[BrokerThread]]]:
     """start(configs, *add_scram): each node's config (node id -> properties) formatted with `klamm storage

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import io
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +22,7 @@ from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation, A
 
 from klamm.cli.main import main
 
-from tests.integration.conftest import BrokerThread, RawClient, wait_for
+from tests.integration.conftest import BrokerThread, RawClient, two_node_configs, wait_for
 from tests.integration.secured import acl, conf, secured_broker
 
 pytestmark = pytest.mark.timeout(120)
@@ -379,40 +379,13 @@ def test_scram_credentials_need_describe_and_alter_on_the_cluster(secured: Broke
 
 
 @pytest.fixture
-def cluster(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Iterator[Callable[[], list[BrokerThread]]]:
+def cluster(formatted_cluster: Callable[..., list[BrokerThread]]) -> Callable[[], list[BrokerThread]]:
     """Node 1 broker and controller (its CONTROLLER listener on a port of its own), node 2 broker-only; both
-    with the StandardAuthorizer, over PLAINTEXT (klamm serves SASL on a single node only), so every client is
-    User:ANONYMOUS: a super user at node 1, nobody special at node 2."""
+    with the StandardAuthorizer, over PLAINTEXT, so every client is User:ANONYMOUS: a super user at node 1,
+    nobody special at node 2."""
     from tests.integration.secured import STANDARD_AUTHORIZER
-    from tests.integration.test_scram_users import CLUSTER_ID, free_port
-    made: list[BrokerThread] = []
-
-    def start() -> list[BrokerThread]:
-        controller_port = free_port()
-        common = {"controller.quorum.voters": f"1@127.0.0.1:{controller_port}",
-                  "controller.listener.names": "CONTROLLER", "broker.heartbeat.interval.ms": "300",
-                  "broker.session.timeout.ms": "3000", "offsets.topic.num.partitions": "1",
-                  "authorizer.class.name": STANDARD_AUTHORIZER}
-        configs = {
-            1: {**common, "node.id": "1", "process.roles": "broker,controller", "super.users": "User:ANONYMOUS",
-                "listeners": f"PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:{controller_port}",
-                "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT"},
-            2: {**common, "node.id": "2", "process.roles": "broker"},
-        }
-        for node_id, config in configs.items():
-            log_dir = tmp_path / f"node{node_id}"
-            properties = tmp_path / f"node{node_id}.properties"
-            properties.write_text("".join(f"{k}={v}\n" for k, v in {**config, "log.dirs": str(log_dir)}.items()))
-            assert main(["storage", "format", "--cluster-id", CLUSTER_ID, "--config", str(properties)]) == 0
-            capsys.readouterr()
-            node = BrokerThread(log_dir, config)
-            made.append(node)
-            node.start()
-        return made
-
-    yield start
-    for node in reversed(made):
-        node.close()
+    configs = two_node_configs({"authorizer.class.name": STANDARD_AUTHORIZER}, {"super.users": "User:ANONYMOUS"})
+    return lambda: formatted_cluster(configs)
 
 
 def test_acls_made_at_a_broker_only_node_show_everywhere(cluster: Callable[[], list[BrokerThread]]) -> None:
@@ -620,7 +593,7 @@ def test_a_raft_quorum_commits_acls_before_answering(tmp_path: Path, capsys: pyt
     """Three dedicated controllers and a broker: the broker forwards to the active controller, which answers once
     the records are committed; every voter has them, and so does a new active controller after a failover."""
     from tests.integration.secured import STANDARD_AUTHORIZER
-    from tests.integration.test_scram_users import CLUSTER_ID, free_port
+    from tests.integration.conftest import CLUSTER_ID, free_port
     ports = {node_id: free_port() for node_id in (1, 2, 3)}
     common = {"controller.quorum.voters": ",".join(f"{n}@127.0.0.1:{p}" for n, p in ports.items()),
               "controller.listener.names": "CONTROLLER", "broker.session.timeout.ms": "4000",

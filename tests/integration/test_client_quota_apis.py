@@ -8,22 +8,19 @@ quota altered at a broker-only node (forwarded to the controller) shows at every
 
 from __future__ import annotations
 
-import socket
-from collections.abc import Iterator
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from klamm.cli.main import main
-from tests.integration.conftest import BrokerThread, RawClient, wait_for
+from tests.integration.conftest import BrokerThread, RawClient, two_node_configs, wait_for
 from tests.integration.secured import secured_broker, sasl_client
 
 DESCRIBE, ALTER = 48, 49
 SASL_HANDSHAKE, SASL_AUTHENTICATE, CREATE_ACLS = 17, 36, 30
 NONE, CLUSTER_AUTHORIZATION_FAILED, NOT_CONTROLLER, UNSUPPORTED_VERSION, INVALID_REQUEST = 0, 31, 41, 35, 42
 EXACT, DEFAULT, SPECIFIED = 0, 1, 2
-CLUSTER_ID = "MkU3OEVBNTcwNTJENDM2Qg"
 PRODUCE, CONSUME, REQUEST, CONNECTIONS = ("producer_byte_rate", "consumer_byte_rate", "request_percentage",
                                           "connection_creation_rate")
 
@@ -269,40 +266,10 @@ def test_authorization(broker_factory: Any) -> None:
 # ------------------------------------------------------------------ a cluster
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture
-def cluster(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Iterator[list[BrokerThread]]:
+def cluster(formatted_cluster: Callable[..., list[BrokerThread]]) -> list[BrokerThread]:
     """Node 1 broker and controller (its CONTROLLER listener on a port of its own), node 2 broker-only."""
-    controller_port = free_port()
-    common = {"controller.quorum.voters": f"1@127.0.0.1:{controller_port}", "controller.listener.names": "CONTROLLER",
-              "broker.heartbeat.interval.ms": "300", "broker.session.timeout.ms": "3000",
-              "offsets.topic.num.partitions": "1"}
-    configs = {
-        1: {**common, "node.id": "1", "process.roles": "broker,controller",
-            "listeners": f"PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:{controller_port}",
-            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT"},
-        2: {**common, "node.id": "2", "process.roles": "broker"},
-    }
-    made: list[BrokerThread] = []
-    try:
-        for node_id, config in configs.items():
-            log_dir = tmp_path / f"node{node_id}"
-            properties = tmp_path / f"node{node_id}.properties"
-            properties.write_text("".join(f"{k}={v}\n" for k, v in {**config, "log.dirs": str(log_dir)}.items()))
-            assert main(["storage", "format", "--cluster-id", CLUSTER_ID, "--config", str(properties)]) == 0
-            capsys.readouterr()
-            node = BrokerThread(log_dir, config)
-            made.append(node)
-            node.start()
-        yield made
-    finally:
-        for node in reversed(made):
-            node.close()
+    return formatted_cluster(two_node_configs())
 
 
 def test_a_quota_altered_at_a_broker_only_node_shows_everywhere(cluster: list[BrokerThread],

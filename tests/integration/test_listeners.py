@@ -6,17 +6,14 @@ while clients authenticate on a SASL one."""
 from __future__ import annotations
 
 import time
-from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from klamm.cli.main import main
-from tests.integration.conftest import BrokerThread, wait_for
+from tests.integration.conftest import BrokerThread, free_port, wait_for
 from tests.integration.test_sasl_listeners import PLAIN_JAAS
-from tests.integration.test_scram_users import CLUSTER_ID, free_port
 from tests.integration.test_tls import pki  # noqa: F401  (a fixture)
 
 pytestmark = pytest.mark.timeout(180)
@@ -122,11 +119,9 @@ def test_advertised_listeners_give_each_listener_its_host(broker_factory: Any) -
 
 
 @pytest.fixture
-def sasl_cluster(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Iterator[Callable[[], list[BrokerThread]]]:
+def sasl_cluster(formatted_cluster: Callable[..., list[BrokerThread]]) -> Callable[[], list[BrokerThread]]:
     """Node 1 broker and controller, nodes 2 and 3 broker-only; every broker with a PLAINTEXT listener (the
     inter-broker one, Kafka's default) and a SASL_PLAINTEXT listener for clients."""
-    made: list[BrokerThread] = []
-
     def start() -> list[BrokerThread]:
         controller_port = free_port()
         common = {"controller.quorum.voters": f"1@127.0.0.1:{controller_port}",
@@ -134,27 +129,14 @@ def sasl_cluster(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Iterator
                   "broker.session.timeout.ms": "3000", "offsets.topic.num.partitions": "1",
                   "offsets.topic.replication.factor": "3", "listener.security.protocol.map": PROTOCOL_MAP, **SASL}
         brokers = "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0"
-        configs = {
+        return formatted_cluster({
             1: {**common, "node.id": "1", "process.roles": "broker,controller",
                 "listeners": f"{brokers},CONTROLLER://127.0.0.1:{controller_port}"},
             2: {**common, "node.id": "2", "process.roles": "broker", "listeners": brokers},
             3: {**common, "node.id": "3", "process.roles": "broker", "listeners": brokers,
                 "inter.broker.listener.name": "PLAINTEXT"},
-        }
-        for node_id, config in configs.items():
-            log_dir = tmp_path / f"node{node_id}"
-            properties = tmp_path / f"node{node_id}.properties"
-            properties.write_text("".join(f"{k}={v}\n" for k, v in {**config, "log.dirs": str(log_dir)}.items()))
-            assert main(["storage", "format", "--cluster-id", CLUSTER_ID, "--config", str(properties)]) == 0
-            capsys.readouterr()
-            node = BrokerThread(log_dir, config)
-            made.append(node)
-            node.start()
-        return made
-
-    yield start
-    for node in reversed(made):
-        node.close()
+        })
+    return start
 
 
 def test_a_cluster_serves_sasl_clients_and_replicates_in_plaintext(

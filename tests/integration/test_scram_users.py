@@ -11,9 +11,7 @@ controller) shows at every node, and so do the users `klamm storage format
 from __future__ import annotations
 
 import hashlib
-import socket
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -24,13 +22,12 @@ from confluent_kafka.admin import (AdminClient, ScramCredentialInfo, ScramMechan
 from klamm.cli.main import main
 from klamm.protocol.sasl import credential_from_salted_password
 
-from tests.integration.conftest import BrokerThread, RawClient, wait_for
+from tests.integration.conftest import BrokerThread, RawClient, two_node_configs, wait_for
 
 DESCRIBE, ALTER = 50, 51
 SHA256, SHA512 = 1, 2
 NONE, NOT_CONTROLLER, RESOURCE_NOT_FOUND, DUPLICATE_RESOURCE, UNACCEPTABLE_CREDENTIAL = 0, 41, 91, 92, 93
 UNSUPPORTED_SASL_MECHANISM = 33
-CLUSTER_ID = "MkU3OEVBNTcwNTJENDM2Qg"
 
 
 def admin(port: int) -> AdminClient:
@@ -181,44 +178,11 @@ def test_the_configs_tool(broker: BrokerThread, capsys: pytest.CaptureFixture[st
 # ------------------------------------------------------------------ a cluster
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture
-def cluster(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Iterator[Callable[..., list[BrokerThread]]]:
+def cluster(formatted_cluster: Callable[..., list[BrokerThread]]) -> Callable[..., list[BrokerThread]]:
     """Node 1 broker and controller (its CONTROLLER listener on a port of its own), node 2 broker-only;
     formatted with `klamm storage format` and the given --add-scram arguments."""
-    made: list[BrokerThread] = []
-
-    def start(*add_scram: str) -> list[BrokerThread]:
-        controller_port = free_port()
-        common = {"controller.quorum.voters": f"1@127.0.0.1:{controller_port}",
-                  "controller.listener.names": "CONTROLLER", "broker.heartbeat.interval.ms": "300",
-                  "broker.session.timeout.ms": "3000", "offsets.topic.num.partitions": "1"}
-        configs = {
-            1: {**common, "node.id": "1", "process.roles": "broker,controller",
-                "listeners": f"PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:{controller_port}",
-                "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT"},
-            2: {**common, "node.id": "2", "process.roles": "broker"},
-        }
-        for node_id, config in configs.items():
-            log_dir = tmp_path / f"node{node_id}"
-            properties = tmp_path / f"node{node_id}.properties"
-            properties.write_text("".join(f"{k}={v}\n" for k, v in {**config, "log.dirs": str(log_dir)}.items()))
-            scram = [a for argument in add_scram for a in ("--add-scram", argument)]
-            assert main(["storage", "format", "--cluster-id", CLUSTER_ID, "--config", str(properties), *scram]) == 0
-            capsys.readouterr()
-            node = BrokerThread(log_dir, config)
-            made.append(node)
-            node.start()
-        return made
-
-    yield start
-    for node in reversed(made):
-        node.close()
+    return lambda *add_scram: formatted_cluster(two_node_configs(), *add_scram)
 
 
 def test_a_credential_altered_at_a_broker_only_node_shows_everywhere(
