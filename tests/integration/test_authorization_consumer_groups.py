@@ -16,7 +16,7 @@ from tests.integration.secured import acl, grant, sasl_client, secured_broker
 pytestmark = pytest.mark.timeout(180)
 
 FIND_COORDINATOR, HEARTBEAT, DESCRIBE = 10, 68, 69
-NONE, TOPIC_DENIED, GROUP_DENIED = 0, 29, 30
+NONE, UNKNOWN_MEMBER, TOPIC_DENIED, GROUP_DENIED, STALE_EPOCH = 0, 25, 29, 30, 113
 
 
 @pytest.fixture
@@ -66,3 +66,28 @@ def test_describe_needs_describe_on_the_group_and_its_topics(broker: BrokerThrea
     assert (group.error_code, group.group_state, group.group_epoch) == (NONE, "Stable", 1)
     assert [m.member_id for m in group.members] == ["member-1"]
     assert group.authorized_operations != -2147483648
+
+
+def test_offset_commit_and_fetch_v9_check_the_member_epoch(broker: BrokerThread) -> None:
+    """Not authorization: OffsetCommit/OffsetFetch v9 from a consumer-protocol member, as Kafka checks them."""
+    with sasl_client(broker, "admin") as admin:
+        assert join(admin, "g", ["seen"]).member_epoch == 1
+
+        def commit(epoch: int) -> int:
+            response = admin.request(8, 9, {"group_id": "g", "generation_id_or_member_epoch": epoch,
+                                            "member_id": "member-1", "topics": [{"name": "seen", "partitions": [
+                                                {"partition_index": 0, "committed_offset": 5,
+                                                 "committed_metadata": ""}]}]})
+            return response.topics[0].partitions[0].error_code
+
+        def fetch(epoch: int, member: str | None = "member-1") -> Any:
+            return admin.request(9, 9, {"groups": [{"group_id": "g", "member_id": member, "member_epoch": epoch,
+                                                    "topics": None}], "require_stable": False}).groups[0]
+
+        assert commit(0) == STALE_EPOCH
+        assert commit(1) == NONE
+        assert fetch(0).error_code == STALE_EPOCH
+        fetched = fetch(1)
+        assert fetched.error_code == NONE and fetched.topics[0].partitions[0].committed_offset == 5
+        assert fetch(-1, None).error_code == NONE  # the admin client
+        assert fetch(1, "stranger").error_code == UNKNOWN_MEMBER

@@ -115,6 +115,33 @@ def committed(bootstrap: str, group: str, topic: str) -> dict[int, int]:
         consumer.close()
 
 
+def check_cli(bootstrap: str, group: str, members: list[Member]) -> None:
+    """`klamm consumer-groups --describe` shows the member and target assignment epochs of a consumer group."""
+    def tool(*args: str) -> list[str]:
+        for _ in range(10):  # the tool's subprocess runs while the members keep heartbeating
+            for m in members:
+                m.poll()
+        p = subprocess.run([sys.executable, "-m", "klamm", "consumer-groups", "--bootstrap-server", bootstrap,
+                            "--describe", "--group", group, *args], capture_output=True, text=True, timeout=60)
+        assert p.returncode == 0, p.stderr
+        return [line.split() for line in p.stdout.strip().splitlines()]  # type: ignore[misc]
+
+    state = tool("--state")
+    assert state[0][-4:] == ["STATE", "GROUP-EPOCH", "TARGET-ASSIGNMENT-EPOCH", "#MEMBERS"], state
+    group_epoch, target_epoch = int(state[1][-3]), int(state[1][-2])
+    assert state[1][-4] == "Stable" and state[1][-1] == "2" and target_epoch == group_epoch >= 4
+    rows = tool("--members", "--verbose")
+    assert rows[0][-4:] == ["CURRENT-EPOCH", "CURRENT-ASSIGNMENT", "TARGET-EPOCH", "TARGET-ASSIGNMENT"], rows
+    assert len(rows) == 3
+    for row in rows[1:]:  # GROUP CONSUMER-ID HOST CLIENT-ID #PARTITIONS epoch current target-epoch target
+        assert row[-4] == str(target_epoch) and row[-2] == str(target_epoch) and row[-3] == row[-1]
+        assert row[-3].startswith(topic_of(members)) and row[-5] == "3"
+
+
+def topic_of(members: list[Member]) -> str:
+    return next(iter(members[0].assigned))[0]
+
+
 def test_three_members_join_and_one_leaves(group_broker, topic):
     bs = group_broker.bootstrap
     create_topic(bs, topic, PARTITIONS)
@@ -140,6 +167,7 @@ def test_three_members_join_and_one_leaves(group_broker, topic):
         poll_until(rest, lambda: covered(rest, all_of(topic)), what="two members to take over")
         produce(bs, topic, 60)
         poll_until(rest, lambda: len(consumed(members)) >= 240, what="the records after the leave")
+        check_cli(bs, "kip848-three", rest)
     finally:
         for m in members[1:]:
             m.close()

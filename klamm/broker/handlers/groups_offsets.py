@@ -98,14 +98,19 @@ async def offset_fetch(broker: BrokerServices, request: Any) -> dict[str, Any]:
     body, version = request.body, request.api_version
     stable = getattr(body, "require_stable", False)
     if version >= 8:
-        return {"groups": [_fetch_group(broker, request, g.group_id, g.topics, version, stable) for g in body.groups]}
+        return {"groups": [_fetch_group(broker, request, g.group_id, g.topics, version, stable,
+                                        getattr(g, "member_id", None), getattr(g, "member_epoch", -1))
+                           for g in body.groups]}
     fetched = _fetch_group(broker, request, body.group_id, body.topics, version, stable)
     return {"topics": fetched["topics"], "error_code": fetched["error_code"]}
 
 
 def _fetch_group(broker: BrokerServices, request: Any, group_id: str, topics: Any, version: int,
-                 require_stable: bool) -> dict[str, Any]:
-    """require_stable (KIP-447): an offset a transaction has pending is UNSTABLE_OFFSET_COMMIT for now."""
+                 require_stable: bool, member_id: str | None = None, member_epoch: int = -1) -> dict[str, Any]:
+    """require_stable (KIP-447): an offset a transaction has pending is UNSTABLE_OFFSET_COMMIT for now.
+
+    v9 names the consumer-protocol member fetching, which must be in its current epoch (STALE_MEMBER_EPOCH).
+    """
     wanted = None if topics is None else [(t.name, p) for t in topics for p in t.partition_indexes]
     hidden = NOTHING_DENIED  # topics the principal may not DESCRIBE
     try:
@@ -113,12 +118,12 @@ def _fetch_group(broker: BrokerServices, request: Any, group_id: str, topics: An
             raise KafkaError(ErrorCode.group_authorization_failed)
         coordinator = broker.group_coordinator.ready()
         if wanted is None:
-            offsets = coordinator.fetch_offsets(group_id, None)
+            offsets = coordinator.fetch_offsets(group_id, None, member_id, member_epoch)
             hidden = denied_topics(broker, request, DESCRIBE, {topic for topic, _ in offsets})
         else:
             hidden = denied_topics(broker, request, DESCRIBE, (t.name for t in topics))
             offsets = coordinator.fetch_offsets(group_id, [tp for tp in wanted if tp[0] not in hidden] if hidden
-                                                else wanted)
+                                                else wanted, member_id, member_epoch)
     except KafkaError as exc:
         if version >= 2:
             return {"group_id": group_id, "topics": [], "error_code": exc.code}

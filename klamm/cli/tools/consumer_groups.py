@@ -2,6 +2,8 @@
 
     --list [--state]
     --describe (--group G ... | --all-groups) [--offsets (default) | --members [--verbose] | --state]
+        (a consumer-protocol group's --members --verbose adds member and target assignment epochs, and its
+        --state the group and target assignment epochs, from ConsumerGroupDescribe as Kafka 4's tool shows)
     --reset-offsets (--group G | --all-groups) (--topic T[:P,P...] ... | --all-topics)
         (--to-earliest | --to-latest | --to-offset N | --to-datetime YYYY-MM-DDTHH:mm:SS.sss | --shift-by N
          | --to-current) [--dry-run (default) | --execute]
@@ -21,11 +23,13 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Callable
 
-from confluent_kafka import ConsumerGroupState, ConsumerGroupTopicPartitions, KafkaException, TopicPartition
+from confluent_kafka import (ConsumerGroupState, ConsumerGroupTopicPartitions, ConsumerGroupType, KafkaException,
+                             TopicPartition)
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from klamm.cli.tools import offset_delete
-from klamm.cli.tools.common import ToolError, add_bootstrap, admin_config, kafka_error_message, kafka_error_name
+from klamm.cli.tools.common import (ToolError, add_bootstrap, admin_config, kafka_error_message, kafka_error_name,
+                                    peer_security_of)
 
 MISSING = "-"
 STATE_NAMES = {
@@ -216,13 +220,53 @@ def describe_groups(service: GroupService, args: argparse.Namespace) -> int:
     descriptions = service.describe(groups)
     for group in sorted(descriptions):
         description = descriptions[group]
+        modern = None
+        if description.type == ConsumerGroupType.CONSUMER and (args.state is not None or args.members and args.verbose):
+            modern = consumer_group_epochs(args, description)
         if args.members:
-            describe_members(group, description, args.verbose)
+            describe_members(group, description, args.verbose, modern)
         elif args.state is not None:
-            describe_state(group, description)
+            describe_state(group, description, modern)
         else:
             describe_offsets(service, group, description)
     return 0
+
+
+@dataclass(frozen=True)
+class Epochs:
+    """What ConsumerGroupDescribe tells of a consumer-protocol group that librdkafka's description leaves out."""
+
+    state: str
+    group_epoch: int
+    assignment_epoch: int
+    members: dict[str, int]  # member id -> member epoch
+
+
+def consumer_group_epochs(args: argparse.Namespace, description) -> Epochs:
+    """ConsumerGroupDescribe (69) sent to the group's coordinator."""
+    import asyncio
+
+    from klamm.broker.client import BrokerConnection, BrokerUnavailable
+
+    node = description.coordinator
+
+    async def ask() -> Epochs:
+        connection = BrokerConnection(node.host, node.port, "klamm-consumer-groups", args.timeout / 1000,
+                                      peer_security_of(args))
+        try:
+            response = await connection.request(69, 0, {"group_ids": [description.group_id],
+                                                        "include_authorized_operations": False})
+        except BrokerUnavailable as exc:
+            raise ToolError(f"cannot reach the coordinator {node.host}:{node.port}: {exc}") from None
+        finally:
+            connection.close()
+        group = response.groups[0]
+        if group.error_code != 0:
+            raise ToolError(group.error_message or group.error_code.name)
+        return Epochs(group.group_state, group.group_epoch, group.assignment_epoch,
+                      {m.member_id: m.member_epoch for m in group.members})
+
+    return asyncio.run(ask())
 
 
 def describe_offsets(service: GroupService, group: str, description) -> None:
@@ -287,7 +331,7 @@ def print_state_note(group: str, state, rows: int) -> bool:
     return rows > 0
 
 
-def describe_members(group: str, description, verbose: bool) -> None:
+def describe_members(group: str, description, verbose: bool, modern: Epochs | None = None) -> None:
     members = description.members
     if not print_state_note(group, description.state, len(members)):
         return
@@ -303,6 +347,19 @@ def describe_members(group: str, description, verbose: bool) -> None:
         return f"{group_id:<{g}} {member_id:<{c}} {middle}{host:<{h}} {client:<{k}} {count!s:<15} "
 
     print()
+    if modern is not None:  # Kafka 4's columns for a consumer-protocol group
+        current = {m.member_id: assignment_text(m.assignment.topic_partitions) for m in members}
+        a = max([20] + [len(text) for text in current.values()])
+        print(line("GROUP", "CONSUMER-ID", "GROUP-INSTANCE-ID", "HOST", "CLIENT-ID", "#PARTITIONS")
+              + f"{'CURRENT-EPOCH':<15} {'CURRENT-ASSIGNMENT':<{a}} {'TARGET-EPOCH':<15} TARGET-ASSIGNMENT")
+        for m in members:
+            target = m.target_assignment.topic_partitions if m.target_assignment is not None else []
+            epoch = modern.members.get(m.member_id, MISSING)
+            print(line(group, m.member_id, m.group_instance_id or "", m.host, m.client_id,
+                       len(m.assignment.topic_partitions))
+                  + f"{epoch!s:<15} {current[m.member_id]:<{a}} {modern.assignment_epoch!s:<15} "
+                  + assignment_text(target))
+        return
     print(line("GROUP", "CONSUMER-ID", "GROUP-INSTANCE-ID", "HOST", "CLIENT-ID", "#PARTITIONS")
           + ("ASSIGNMENT" if verbose else ""))
     for m in members:
@@ -321,15 +378,19 @@ def assignment_text(partitions: list[TopicPartition]) -> str:
     return ", ".join(parts)
 
 
-def describe_state(group: str, description) -> None:
+def describe_state(group: str, description, modern: Epochs | None = None) -> None:
     if not print_state_note(group, description.state, 1):
         return
     node = description.coordinator
     coordinator = f"{node.host}:{node.port}  ({node.id})"
     width = max(25, len(coordinator))
-    header = f"{'GROUP':<{width}} {'COORDINATOR (ID)':<25} {'ASSIGNMENT-STRATEGY':<20} {'STATE':<15} #MEMBERS"
+    state = modern.state if modern is not None else state_name(description.state)
+    epochs_header = f"{'GROUP-EPOCH':<15} {'TARGET-ASSIGNMENT-EPOCH':<25} " if modern is not None else ""
+    epochs = f"{modern.group_epoch!s:<15} {modern.assignment_epoch!s:<25} " if modern is not None else ""
+    header = (f"{'GROUP':<{width}} {'COORDINATOR (ID)':<25} {'ASSIGNMENT-STRATEGY':<20} {'STATE':<15} "
+              f"{epochs_header}#MEMBERS")
     row = (f"{group:<{width}} {coordinator:<25} {description.partition_assignor or '':<20} "
-           f"{state_name(description.state):<15} {len(description.members)}")
+           f"{state:<15} {epochs}{len(description.members)}")
     print(f"\n{header}\n{row}")
 
 
