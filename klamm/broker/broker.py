@@ -81,6 +81,7 @@ from klamm.protocol.errors import ErrorCode, KafkaError
 from klamm.protocol.sasl import ScramCredential
 from klamm.storage.log_manager import LogManager
 
+CONSUMER_GROUP_APIS = (68, 69)  # ConsumerGroupHeartbeat, ConsumerGroupDescribe (KIP-848)
 log = logging.getLogger("klamm.broker")
 
 
@@ -95,6 +96,9 @@ class Broker:
         self._apis: dict[int, Api] = registry()
         # shared by every connection (read only): a copy each would cost ~5 KiB per connection
         self._supported = {key: (api.min_version, api.max_version) for key, api in self._apis.items()}
+        if "consumer" not in config.group_coordinator_rebalance_protocols:  # as Kafka: not offered when disabled
+            for key in CONSUMER_GROUP_APIS:
+                self._supported.pop(key, None)
         # Client listeners, in the order of `listeners`; the first is `listener_name`, `host`, `port`
         # (the address tests and tools bootstrap from). Ports are the bound ones once started.
         self.client_listeners = config.client_listeners()  # none on a dedicated controller

@@ -321,3 +321,14 @@ def test_cluster_id_that_disagrees_with_the_data_stops_start_up(tmp_path, capsys
     assert main([*args, "--override", "cluster.id=BBBBBBBBBBBBBBBBBBBBBB"]) == 2
     err = capsys.readouterr().err
     assert "configured cluster id BBBBBBBBBBBBBBBBBBBBBB does not match" in err and "Traceback" not in err
+
+
+def test_the_consumer_group_protocol_is_offered_only_when_enabled() -> None:
+    """group.coordinator.rebalance.protocols without `consumer`: ApiVersions leaves out ConsumerGroupHeartbeat and
+    ConsumerGroupDescribe, as Kafka does, so clients keep to the classic protocol."""
+    for protocols, offered in (("classic,consumer", True), ("classic", False)):
+        with run_broker(properties={"group.coordinator.rebalance.protocols": protocols}) as b:
+            with RawClient(b.port) as raw:
+                keys = {k.api_key for k in raw.request(18, 3, {"client_software_name": "t",
+                                                               "client_software_version": "1"}).api_keys}
+            assert ({68, 69} <= keys) is offered and (keys & {68, 69} == set()) is not offered
