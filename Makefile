@@ -44,6 +44,7 @@ bench: test-deps
 	$(PY) bench/spark.py $(SPARK_BENCH_ARGS)
 	$(PY) bench/controller_failover.py
 	$(PY) bench/security.py --rounds 3
+	$(PY) bench/scale.py
 
 # The clickstream example (examples/clickstream): klamm -> Spark Structured Streaming -> klamm and Parquet, checked.
 pipeline: $(STAMP)
