@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import typing
 import logging
 import os
@@ -54,10 +55,20 @@ async def serve(broker: Broker) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     await broker.start()
+    _freeze_startup_objects()
     try:
         await stop.wait()
     finally:
         await broker.stop()
+
+
+def _freeze_startup_objects() -> None:
+    """Leave what start-up built (modules, configs, the metadata image, the logs) out of the cyclic collector's
+    full passes: they live as long as the process, and scanning them made each full collection a pause of
+    ~20 ms on the event loop (a p99.9 latency). Garbage is collected first so that none is frozen with them.
+    Only the `klamm serve` process does this: an embedding program owns its own collector."""
+    gc.collect()
+    gc.freeze()
 
 
 def main(argv: list[str] | None = None) -> int:
