@@ -160,7 +160,13 @@ def to_batch(message_set: bytes, now_ms: int, limit: int | None = None) -> bytes
         raise KafkaError(ErrorCode.invalid_record, "an empty message set")
     compression = {Compression.GZIP: Compression.GZIP, Compression.SNAPPY: Compression.SNAPPY,
                    _LZ4: Compression.LZ4}.get(codec, Compression.NONE)
-    return build_batch(records, compression=compression, timestamp_ms=now_ms)
+    try:
+        return build_batch(records, compression=compression, timestamp_ms=now_ms)
+    except ValueError as exc:
+        # Magic-1 timestamps so far apart (-2^63 and 2^62, say) that a v2 record's timestamp delta, an int64, cannot
+        # hold them. Kafka's up-conversion refuses negative timestamps (MemoryRecordsBuilder: "Invalid negative
+        # timestamp"); the producer gets INVALID_TIMESTAMP here, not a handler failure and a closed connection.
+        raise KafkaError(ErrorCode.invalid_timestamp, f"the messages cannot make one record batch: {exc}") from exc
 
 
 def _message(offset: int, magic: int, timestamp_type: int, timestamp: int, key: bytes | None,

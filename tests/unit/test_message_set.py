@@ -131,3 +131,13 @@ def test_down_conversion_starts_at_the_fetch_offset_inside_a_batch():
     while (batch := records.next_batch()) is not None:
         read += [m.offset for m in batch]
     assert read == [57, 58, 59]
+
+
+def test_timestamps_too_far_apart_for_one_batch_are_an_invalid_timestamp():
+    """Found by the fuzzer (tests/fuzz/corpus/regression-message-set-timestamp-delta.bin): magic-1 timestamps
+    whose difference no v2 timestamp delta (an int64) holds. The producer gets INVALID_TIMESTAMP, where the
+    handler used to fail with a ValueError and close the connection."""
+    message_set = legacy_set(1, 0, [(2**62, b"k", b"v"), (-2**63, b"k", b"v")])
+    with pytest.raises(KafkaError) as refused:
+        to_batch(message_set, NOW)
+    assert refused.value.code == ErrorCode.invalid_timestamp
