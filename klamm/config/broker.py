@@ -17,7 +17,7 @@ from typing import Any, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from klamm.config.broker_keys import BROKER_CONFIG_DEF, SECURITY_PROTOCOLS
+from klamm.config.broker_keys import BROKER_CONFIG_DEF, SECURITY_PROTOCOLS, check_consumer_group_bounds
 from klamm.config.definition import (
     ConfigKey,
     ConfigSource,
@@ -66,6 +66,7 @@ class _BrokerConfigBase(BaseModel):
         _apply_fallbacks(values, explicit)
         if check_support:
             _check_single_node(values, frozenset(explicit))
+        check_consumer_group_bounds(values)
         fields = {BROKER_CONFIG_DEF[name].attr: value for name, value in values.items()}
         return cls(**fields, explicit_keys=frozenset(explicit), unknown_properties=dict(unknown),  # type: ignore[return-value]
                    listener_properties=prefixed)

@@ -20,6 +20,7 @@ from klamm.config.definition import (
     Range,
     Support,
 )
+from klamm.config.errors import ConfigError
 from klamm.config.topic_keys import (
     CLEANUP_POLICIES,
     COMPRESSION_TYPES,
@@ -354,7 +355,39 @@ _GROUPS = [
        OneOf(("uniform", "range", "org.apache.kafka.coordinator.group.assignor.UniformAssignor",
               "org.apache.kafka.coordinator.group.assignor.RangeAssignor"))),
     _k("group.consumer.max.size", T.INT, INT_MAX, M, "Members allowed in one consumer-protocol group.", Range(1)),
+    _k("group.consumer.min.session.timeout.ms", T.INT, 45000, M,
+       "Smallest group.consumer.session.timeout.ms allowed.", Range(1)),
+    _k("group.consumer.max.session.timeout.ms", T.INT, 60000, M,
+       "Largest group.consumer.session.timeout.ms allowed.", Range(1)),
+    _k("group.consumer.min.heartbeat.interval.ms", T.INT, 5000, M,
+       "Smallest group.consumer.heartbeat.interval.ms allowed.", Range(1)),
+    _k("group.consumer.max.heartbeat.interval.ms", T.INT, 15000, M,
+       "Largest group.consumer.heartbeat.interval.ms allowed.", Range(1)),
+    _k("group.consumer.migration.policy", T.STRING, "bidirectional", M,
+       "Online conversion of non-empty groups: classic to consumer (upgrade), back (downgrade), both "
+       "(bidirectional) or neither (disabled).",
+       OneOf(("disabled", "upgrade", "downgrade", "bidirectional"), case_insensitive=True), internal=True),
 ]
+
+
+def check_consumer_group_bounds(values: dict[str, object]) -> None:
+    """Kafka's GroupCoordinatorConfig checks: the consumer-protocol session and heartbeat within their bounds."""
+    def value(name: str) -> int:
+        return int(values[f"group.consumer.{name}"])  # type: ignore[call-overload]
+
+    rules = [("max.heartbeat.interval.ms", ">=", "min.heartbeat.interval.ms"),
+             ("heartbeat.interval.ms", ">=", "min.heartbeat.interval.ms"),
+             ("heartbeat.interval.ms", "<=", "max.heartbeat.interval.ms"),
+             ("max.session.timeout.ms", ">=", "min.session.timeout.ms"),
+             ("session.timeout.ms", ">=", "min.session.timeout.ms"),
+             ("session.timeout.ms", "<=", "max.session.timeout.ms"),
+             ("heartbeat.interval.ms", "<", "session.timeout.ms")]
+    words = {">=": "greater than or equal to", "<=": "less than or equal to", "<": "less than"}
+    for left, op, right in rules:
+        a, b = value(left), value(right)
+        if not (a >= b if op == ">=" else a <= b if op == "<=" else a < b):
+            raise ConfigError(f"group.consumer.{left}", a,
+                              f"group.consumer.{left} must be {words[op]} group.consumer.{right}")
 
 _TRANSACTIONS = [
     _k("transaction.state.log.num.partitions", T.INT, 50, H, "Partitions of __transaction_state.", Range(1)),

@@ -22,19 +22,24 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from klamm.coordinator import classic_members
 from klamm.coordinator.assignors import ASSIGNORS
+from klamm.coordinator.classic_members import ClassicJoin
 from klamm.coordinator.consumer_group import (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH, Assignment,
-                                              ConsumerGroup, ConsumerGroupRecord, GroupEpochRecord, GroupState,
-                                              SubscriptionMetadataRecord, TargetEpochRecord, TopicMetadata)
+                                              ConsumerGroup, ConsumerGroupRecord, ConsumerMember, GroupEpochRecord,
+                                              GroupState, MemberSubscriptionRecord, SubscriptionMetadataRecord,
+                                              TargetEpochRecord, TopicMetadata)
 from klamm.coordinator.consumer_heartbeat import (GroupSettings, HeartbeatRequest, Outcome, fence, heartbeat, leave,
                                                   remove_member, unrevoked, validate)
 from klamm.coordinator.consumer_records import decode, encode
-from klamm.coordinator.group import ClassicGroup
+from klamm.coordinator.group import Callback, ClassicGroup, join_error, sync_response
+from klamm.coordinator.migration import MigrationPolicy, can_downgrade, can_upgrade, classic_group_from, \
+    scratch_group, upgrade_records
 from klamm.coordinator.records import CommittedOffset, CoordinatorRecord, group_metadata_record
 from klamm.protocol.errors import ErrorCode, KafkaError
 
 if TYPE_CHECKING:
-    from klamm.coordinator.coordinator import GroupCoordinator, Result
+    from klamm.coordinator.coordinator import GroupCoordinator, JoinRequest, Result, SyncRequest
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +52,7 @@ class ConsumerGroupConfig:
     heartbeat_interval_ms: int = 5000  # group.consumer.heartbeat.interval.ms
     assignors: tuple[str, ...] = ("uniform", "range")  # group.consumer.assignors
     max_size: int = 2**31 - 1  # group.consumer.max.size
+    migration_policy: MigrationPolicy = MigrationPolicy.BIDIRECTIONAL  # group.consumer.migration.policy
 
 
 def heartbeat_error(exc: KafkaError) -> dict[str, Any]:
@@ -67,18 +73,25 @@ class ConsumerGroups:
     # ------------------------------------------------------------- heartbeat
     def heartbeat(self, req: HeartbeatRequest) -> Result:
         """ConsumerGroupHeartbeat: the records to write and the response."""
+        upgrade: list[ConsumerGroupRecord] = []
         try:
             self.owner.validate_group(req.group_id)
             validate(req, self.settings)
             topics = self.topics()
             if req.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
-                out = leave(self._existing(req.group_id), req, topics)
+                group = self._existing(req.group_id)
+                out = leave(group, req, topics)
+                if out.member is None:  # it leaves: maybe only classic members remain
+                    out.records = self._removal(group, out.response["member_id"], topics)
             else:
-                out = heartbeat(self._group_for(req), req, topics, self.settings)
+                group, upgrade = self._group_for(req, topics)
+                out = heartbeat(group, req, topics, self.settings)
         except KafkaError as exc:
             log.debug("consumer group %s member %s epoch %d: %s", req.group_id, req.member_id, req.member_epoch,
                       exc.code.name)
             return self.owner.finish(heartbeat_error(exc))
+        if upgrade:
+            self._upgrade(req.group_id, upgrade)
         self._write_all(req.group_id, out.records)
         self._follow_timers(req, out)
         return self.owner.finish(out.response)
@@ -89,20 +102,159 @@ class ConsumerGroups:
             raise KafkaError(ErrorCode.group_id_not_found, f"Consumer group {group_id} not found.")
         return group
 
-    def _group_for(self, req: HeartbeatRequest) -> ConsumerGroup:
-        """The member's group; a first heartbeat (epoch 0) may create it, over an empty classic group."""
+    def _group_for(self, req: HeartbeatRequest, topics: Topics) -> tuple[ConsumerGroup, list[ConsumerGroupRecord]]:
+        """The member's group, and the records that create it from a classic group (upgrade) if any.
+
+        A first heartbeat (epoch 0) may create the group: over an empty classic group, or by converting a
+        classic group whose members use the consumer protocol type, as the migration policy permits.
+        """
         group = self.groups.get(req.group_id)
         if group is not None:
-            return group
+            return group, []
         if req.member_epoch != 0:
             raise KafkaError(ErrorCode.group_id_not_found, f"Consumer group {req.group_id} not found.")
+        partition = self.owner.partition_for(req.group_id)
         classic = self.owner.groups.get(req.group_id)
         if classic is not None and (classic.members or classic.pending_members):
-            raise KafkaError(ErrorCode.group_id_not_found, f"Group {req.group_id} is not a consumer group.")
+            if not classic.members or not can_upgrade(classic, self.config.migration_policy, self.config.max_size):
+                raise KafkaError(ErrorCode.group_id_not_found, f"Group {req.group_id} is not a consumer group.")
+            records = upgrade_records(classic, topics)
+            return scratch_group(req.group_id, partition, records), records
         if classic is not None and classic.protocol_type is not None:
             # an empty classic group that had members: its GroupMetadata goes, its offsets stay
             self.owner.write(group_metadata_record(classic.partition, req.group_id, None))
-        return ConsumerGroup(req.group_id, self.owner.partition_for(req.group_id))
+        return ConsumerGroup(req.group_id, partition), []
+
+    def _upgrade(self, group_id: str, records: list[ConsumerGroupRecord]) -> None:
+        """Write the conversion of a classic group; its members go on as classic members of the consumer group."""
+        classic = self.owner.groups[group_id]
+        log.info("classic group %s (generation %d, %d members) converted to a consumer group", group_id,
+                 classic.generation, len(classic.members))
+        self.owner.release_classic(classic)  # answers its parked joins and syncs, stops its timers, tombstones it
+        self._write_all(group_id, records)
+        for record in records:
+            if isinstance(record, MemberSubscriptionRecord) and record.subscription is not None \
+                    and record.subscription.classic is not None:
+                self._schedule_session(group_id, record.member_id, record.subscription.classic.session_timeout_ms)
+
+    def _removal(self, group: ConsumerGroup, member_id: str, topics: Topics) -> list[ConsumerGroupRecord]:
+        """The records removing a member; when only classic members remain, the group goes back to classic."""
+        if not can_downgrade(group, member_id, self.config.migration_policy, self.owner.config.max_group_size):
+            return fence(group, member_id, topics)
+        log.info("consumer group %s: member %s was the last to use the consumer protocol: converted to a classic "
+                 "group", group.group_id, member_id)
+        for other in group.members:
+            self._cancel_timers(group.group_id, other)
+        classic = classic_group_from(group, member_id, topics, self.owner.clock())
+        records: list[ConsumerGroupRecord] = []
+        for other in group.members:
+            records.extend(remove_member(group.group_id, other))
+        records += [TargetEpochRecord(group.group_id, None), SubscriptionMetadataRecord(group.group_id, None),
+                    GroupEpochRecord(group.group_id, None)]
+        # the classic group replaces this one in memory now (Kafka's too): the tombstones' replay gives it the
+        # offsets, its GroupMetadata record follows them
+        self._write_all(group.group_id, records)
+        self.owner.adopt_classic(classic, f"downgrade of group {group.group_id} from consumer to classic")
+        return []
+
+    # ---------------------------------------------------------- classic members
+    def classic_join(self, req: JoinRequest, respond: Callback) -> ErrorCode | None:
+        """A classic JoinGroup to a non-empty consumer group (Kafka's classicGroupJoinToConsumerGroup)."""
+        group = self.groups[req.group_id]
+        member_id = req.member_id or str(uuid.uuid4())
+        join = ClassicJoin(req.group_id, member_id, req.group_instance_id, req.client_id, req.client_host,
+                           req.session_timeout_ms, req.rebalance_timeout_ms, req.protocol_type,
+                           tuple(req.protocols))
+        try:
+            classic_members.check_join(group, join, self.settings)
+            if not req.member_id and req.require_known_member_id:
+                respond(join_error(ErrorCode.member_id_required, member_id))
+                return None
+            out = classic_members.join(group, join, self.topics(), self.settings)
+        except KafkaError as exc:
+            log.debug("consumer group %s classic member %s join: %s", req.group_id, member_id, exc.message)
+            return exc.code
+        if out.replaced is not None:
+            self._cancel_timers(req.group_id, out.replaced)
+        self._write_all(req.group_id, out.records)
+        response = out.response
+
+        def answer(error: ErrorCode) -> None:
+            if error != ErrorCode.none:
+                respond(join_error(error, req.member_id))
+                return
+            joined = response["member_id"]
+            self.owner.timer.cancel(("consumer-join", req.group_id, joined))
+            self._schedule_session(req.group_id, joined, req.session_timeout_ms)
+            self.owner.timer.schedule(("consumer-sync", req.group_id, joined), req.rebalance_timeout_ms,
+                                      lambda: self._fence(req.group_id, joined, "it sent no SyncGroup in time"))
+            respond(response)
+
+        self.owner.after_write(answer)
+        return None
+
+    def classic_sync(self, req: SyncRequest, respond: Callback) -> ErrorCode | None:
+        group = self.groups[req.group_id]
+        try:
+            member, response = classic_members.sync(group, req.member_id, req.group_instance_id, req.generation,
+                                                    req.protocol_type, req.protocol_name, self.topics())
+        except KafkaError as exc:
+            if exc.code == ErrorCode.rebalance_in_progress:
+                self._schedule_join_timeout(group, group.members[req.member_id])
+            return exc.code
+        member_id = member.member_id
+        assert member.subscription.classic is not None
+        session_ms = member.subscription.classic.session_timeout_ms
+
+        def answer(error: ErrorCode) -> None:
+            if error != ErrorCode.none:
+                respond(sync_response(error))
+                return
+            self.owner.timer.cancel(("consumer-sync", req.group_id, member_id))
+            self._schedule_session(req.group_id, member_id, session_ms)
+            respond(response)
+
+        self.owner.after_write(answer)
+        return None
+
+    def classic_heartbeat(self, group_id: str, member_id: str, instance_id: str | None,
+                          generation: int) -> ErrorCode:
+        group = self.groups[group_id]
+        try:
+            member = classic_members.check_heartbeat(group, member_id, instance_id, generation)
+        except KafkaError as exc:
+            return exc.code
+        assert member.subscription.classic is not None
+        self._schedule_session(group_id, member.member_id, member.subscription.classic.session_timeout_ms)
+        error = classic_members.heartbeat_error(group, member)
+        if error != ErrorCode.none:
+            self._schedule_join_timeout(group, member)
+        return error
+
+    def classic_leave(self, group_id: str, leaving: list[tuple[str, str | None]]) -> list[ErrorCode]:
+        group = self.groups[group_id]
+        errors: list[ErrorCode] = []
+        gone: dict[str, ConsumerMember] = {}
+        for member_id, instance_id in leaving:
+            try:
+                member = classic_members.classic_member(group, member_id, instance_id)
+            except KafkaError as exc:
+                errors.append(exc.code)
+                continue
+            log.info("consumer group %s: classic member %s left", group_id, member.member_id)
+            gone[member.member_id] = member
+            self._cancel_timers(group_id, member.member_id)
+            errors.append(ErrorCode.none)
+        self._write_all(group_id, classic_members.leave(group, list(gone.values()), self.topics()))
+        return errors
+
+    def _schedule_join_timeout(self, group: ConsumerGroup, member: ConsumerMember) -> None:
+        """A classic member told to rejoin has its rebalance timeout to do so (Kafka's join timeout)."""
+        key = ("consumer-join", group.group_id, member.member_id)
+        if not self.owner.timer.is_scheduled(key):
+            group_id, member_id = group.group_id, member.member_id
+            self.owner.timer.schedule(key, member.subscription.rebalance_timeout_ms,
+                                      lambda: self._fence(group_id, member_id, "it did not rejoin in time"))
 
     def _write_all(self, group_id: str, records: list[ConsumerGroupRecord]) -> None:
         partition = self.owner.partition_for(group_id)
@@ -129,13 +281,15 @@ class ConsumerGroups:
             self.owner.timer.cancel(("consumer-rebalance", req.group_id, member_id))
 
     # ---------------------------------------------------------------- timers
-    def _schedule_session(self, group_id: str, member_id: str) -> None:
-        self.owner.timer.schedule(("consumer-session", group_id, member_id), self.config.session_timeout_ms,
+    def _schedule_session(self, group_id: str, member_id: str, timeout_ms: int | None = None) -> None:
+        """A consumer-protocol member's session is the broker's; a classic member's is its own."""
+        self.owner.timer.schedule(("consumer-session", group_id, member_id),
+                                  self.config.session_timeout_ms if timeout_ms is None else timeout_ms,
                                   lambda: self._fence(group_id, member_id, "the member session expired"))
 
     def _cancel_timers(self, group_id: str, member_id: str) -> None:
-        self.owner.timer.cancel(("consumer-session", group_id, member_id))
-        self.owner.timer.cancel(("consumer-rebalance", group_id, member_id))
+        for kind in ("consumer-session", "consumer-rebalance", "consumer-join", "consumer-sync"):
+            self.owner.timer.cancel((kind, group_id, member_id))
 
     def _rebalance_expired(self, group_id: str, member_id: str, epoch: int) -> None:
         group = self.groups.get(group_id)
@@ -149,7 +303,7 @@ class ConsumerGroups:
             return
         log.info("consumer group %s: member %s fenced: %s", group_id, member_id, reason)
         self._cancel_timers(group_id, member_id)
-        self._write_all(group_id, fence(group, member_id, self.topics()))
+        self._write_all(group_id, self._removal(group, member_id, self.topics()))
 
     # ---------------------------------------------------------------- replay
     def replay(self, record: CoordinatorRecord) -> None:
@@ -184,8 +338,10 @@ class ConsumerGroups:
         """Loaded members must heartbeat within a session, as after any heartbeat."""
         for group in self.groups.values():
             if group.partition == partition:
-                for member_id in group.members:
-                    self._schedule_session(group.group_id, member_id)
+                for member_id, member in group.members.items():
+                    classic = member.subscription.classic
+                    self._schedule_session(group.group_id, member_id,
+                                           None if classic is None else classic.session_timeout_ms)
 
     def unload(self, partition: int) -> set[str]:
         gone = {group_id for group_id, group in self.groups.items() if group.partition == partition}

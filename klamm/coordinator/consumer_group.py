@@ -61,6 +61,19 @@ class TopicMetadata:
 
 
 @dataclass(frozen=True)
+class ClassicMetadata:
+    """What a member that speaks the classic protocol (JoinGroup/SyncGroup) keeps: Kafka's ClassicMemberMetadata."""
+
+    session_timeout_ms: int
+    protocols: tuple[tuple[str, bytes], ...]  # (name, metadata) in the member's preference order
+
+    @property
+    def protocol_name(self) -> str:
+        """The protocol its JoinGroup response names (Kafka: the member's first)."""
+        return self.protocols[0][0]
+
+
+@dataclass(frozen=True)
 class Subscription:
     """A member's ConsumerGroupMemberMetadata."""
 
@@ -72,6 +85,7 @@ class Subscription:
     topic_regex: str | None = None
     rebalance_timeout_ms: int = -1
     server_assignor: str | None = None
+    classic: ClassicMetadata | None = None  # set for a member that uses the classic protocol
 
 
 @dataclass(frozen=True)
@@ -98,6 +112,10 @@ class ConsumerMember:
     @property
     def member_epoch(self) -> int:
         return self.current.member_epoch
+
+    @property
+    def uses_classic(self) -> bool:
+        return self.subscription.classic is not None
 
     def is_reconciled_to(self, epoch: int) -> bool:
         return self.current.state is MemberState.STABLE and self.current.member_epoch == epoch
@@ -201,6 +219,31 @@ class ConsumerGroup:
     def subscribed_topic_names(self) -> set[str]:
         """Topic names the members list explicitly (regular expressions are resolved by the heartbeat)."""
         return {name for m in self.members.values() for name in m.subscription.topic_names}
+
+    def supports_classic_protocols(self, protocol_type: str, names: set[str]) -> bool:
+        """Kafka's supportsClassicProtocols: a consumer-type protocol every classic member supports."""
+        if protocol_type != "consumer":
+            return False
+        classic = [m.subscription.classic for m in self.members.values() if m.subscription.classic is not None]
+        if not self.members:
+            return bool(names)
+        return any(all(name in {p for p, _ in c.protocols} for c in classic) for name in names)
+
+    def all_classic_except(self, member_id: str) -> bool:
+        """Whether every member but `member_id` uses the classic protocol, and `member_id` does not."""
+        member = self.members.get(member_id)
+        return (member is not None and not member.uses_classic
+                and all(m.uses_classic for m in self.members.values() if m.member_id != member_id))
+
+    def waiting_on_unreleased(self, member: ConsumerMember) -> bool:
+        """Kafka's waitingOnUnreleasedPartition: a partition of its target is still held by someone else."""
+        if member.current.state is not MemberState.UNRELEASED_PARTITIONS:
+            return False
+        for topic, partitions in self.target(member.member_id).items():
+            have = member.current.assigned.get(topic, frozenset())
+            if any(p not in have and self.partition_epoch(topic, p) != -1 for p in partitions):
+                return True
+        return False
 
     def preferred_assignor(self) -> str | None:
         """The server assignor most members ask for (Kafka's computePreferredServerAssignor)."""

@@ -31,7 +31,7 @@ from typing import Any
 
 from klamm.coordinator.assignors import Assignor, MemberSpec
 from klamm.coordinator.consumer_group import (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH, Assignment,
-                                              ConsumerGroup, ConsumerGroupRecord, ConsumerMember, CurrentAssignment,
+                                              ClassicMetadata, ConsumerGroup, ConsumerGroupRecord, ConsumerMember, CurrentAssignment,
                                               CurrentAssignmentRecord, GroupEpochRecord, MemberState,
                                               MemberSubscriptionRecord, Subscription, SubscriptionMetadataRecord,
                                               TargetEpochRecord, TargetMemberRecord, TopicMetadata)
@@ -56,6 +56,7 @@ class HeartbeatRequest:
     owned: Assignment | None = None  # None: not reported
     client_id: str = ""
     client_host: str = ""
+    classic: ClassicMetadata | None = None  # a classic member's JoinGroup (classic_members.py), not a heartbeat
 
 
 @dataclass(frozen=True)
@@ -138,7 +139,7 @@ def heartbeat(group: ConsumerGroup, req: HeartbeatRequest, topics: Topics, setti
     members = {**group.members, updated.member_id: updated}
     if previous is not None:
         members.pop(previous, None)
-    metadata = _subscription_metadata(members.values(), topics)
+    metadata = subscription_metadata(members.values(), topics)
     if metadata != group.subscription_metadata:
         out.records.append(SubscriptionMetadataRecord(group.group_id, metadata))
         bump = True
@@ -181,10 +182,12 @@ def _member(group: ConsumerGroup, req: HeartbeatRequest, out: Outcome) -> tuple[
     if req.instance_id is None:
         return _dynamic_member(group, req), None
     existing = group.static_member(req.instance_id)
-    if req.member_epoch == 0:
+    if req.classic is not None and existing is not None and existing.member_id == req.member_id:
+        return existing, None
+    if req.member_epoch == 0 or req.classic is not None:
         if existing is None or existing.member_id == req.member_id:
             return _dynamic_member(group, req), None
-        if existing.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+        if existing.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH and not (req.classic or existing.uses_classic):
             raise KafkaError(ErrorCode.unreleased_instance_id,
                              f"Static member {req.member_id} with instance id {req.instance_id} cannot join the "
                              f"group because the instance id is owned by {existing.member_id} member.")
@@ -204,6 +207,8 @@ def _member(group: ConsumerGroup, req: HeartbeatRequest, out: Outcome) -> tuple[
 
 def _dynamic_member(group: ConsumerGroup, req: HeartbeatRequest) -> ConsumerMember:
     member = group.members.get(req.member_id)
+    if req.classic is not None:  # a classic member joins or rejoins: no epoch to check (Kafka's)
+        return ConsumerMember(req.member_id) if member is None else member
     if member is None:
         if req.member_epoch != 0:
             raise KafkaError(ErrorCode.unknown_member_id,
@@ -246,10 +251,11 @@ def _updated_subscription(old: Subscription, req: HeartbeatRequest) -> Subscript
         topic_names=tuple(sorted(req.topic_names)) if req.topic_names is not None else old.topic_names,
         topic_regex=regex,
         rebalance_timeout_ms=req.rebalance_timeout_ms if req.rebalance_timeout_ms != -1 else old.rebalance_timeout_ms,
-        server_assignor=req.server_assignor if req.server_assignor is not None else old.server_assignor)
+        server_assignor=req.server_assignor if req.server_assignor is not None else old.server_assignor,
+        classic=req.classic)
 
 
-def _subscription_metadata(members: Any, topics: Topics) -> dict[str, TopicMetadata]:
+def subscription_metadata(members: Any, topics: Topics) -> dict[str, TopicMetadata]:
     names: set[str] = set()
     for member in members:
         names |= subscribed_topics(member.subscription, topics)
@@ -329,7 +335,7 @@ def remove_member(group_id: str, member_id: str) -> list[ConsumerGroupRecord]:
 def fence(group: ConsumerGroup, member_id: str, topics: Topics) -> list[ConsumerGroupRecord]:
     """The records that remove a member (left, session or rebalance timeout) and bump the group epoch."""
     records = remove_member(group.group_id, member_id)
-    metadata = _subscription_metadata([m for m in group.members.values() if m.member_id != member_id], topics)
+    metadata = subscription_metadata([m for m in group.members.values() if m.member_id != member_id], topics)
     if metadata != group.subscription_metadata:
         records.append(SubscriptionMetadataRecord(group.group_id, metadata))
     records.append(GroupEpochRecord(group.group_id, group.group_epoch + 1))

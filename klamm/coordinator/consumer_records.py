@@ -11,7 +11,9 @@ Kafka's CoordinatorRecordType does:
   7 ConsumerGroupTargetAssignmentMember   a member's target partitions
   8 ConsumerGroupCurrentMemberAssignment  a member's epochs, state, owned and revoking partitions
 
-Partition racks (PartitionMetadata) are written empty: klamm's assignors do not
+A member that uses the classic protocol (online migration) carries its
+session timeout and JoinGroup protocols in the member metadata's tagged
+ClassicMemberMetadata. Partition racks (PartitionMetadata) are written empty: klamm's assignors do not
 use racks.
 """
 
@@ -21,7 +23,7 @@ import struct
 import uuid
 from typing import Any
 
-from klamm.coordinator.consumer_group import (Assignment, ConsumerGroupRecord, CurrentAssignment,
+from klamm.coordinator.consumer_group import (Assignment, ClassicMetadata, ConsumerGroupRecord, CurrentAssignment,
                                               CurrentAssignmentRecord, GroupEpochRecord, MemberState,
                                               MemberSubscriptionRecord, Subscription, SubscriptionMetadataRecord,
                                               TargetEpochRecord, TargetMemberRecord, TopicMetadata)
@@ -86,7 +88,7 @@ def _value(record: ConsumerGroupRecord) -> dict[str, Any] | None:
         return {"instance_id": s.instance_id, "rack_id": s.rack_id, "client_id": s.client_id,
                 "client_host": s.client_host, "subscribed_topic_names": list(s.topic_names),
                 "subscribed_topic_regex": s.topic_regex, "rebalance_timeout_ms": s.rebalance_timeout_ms,
-                "server_assignor": s.server_assignor, "classic_member_metadata": None}
+                "server_assignor": s.server_assignor, "classic_member_metadata": _classic_value(s.classic)}
     if isinstance(record, TargetMemberRecord):
         return None if record.partitions is None else {"topic_partitions": _topic_partitions(record.partitions)}
     c = record.current
@@ -95,6 +97,20 @@ def _value(record: ConsumerGroupRecord) -> dict[str, Any] | None:
     return {"member_epoch": c.member_epoch, "previous_member_epoch": c.previous_member_epoch, "state": int(c.state),
             "assigned_partitions": _topic_partitions(c.assigned),
             "partitions_pending_revocation": _topic_partitions(c.pending_revocation)}
+
+
+def _classic_value(classic: ClassicMetadata | None) -> dict[str, Any] | None:
+    if classic is None:
+        return None
+    return {"session_timeout_ms": classic.session_timeout_ms,
+            "supported_protocols": [{"name": name, "metadata": metadata} for name, metadata in classic.protocols]}
+
+
+def _classic(value: dict[str, Any] | None) -> ClassicMetadata | None:
+    if value is None:
+        return None
+    return ClassicMetadata(value["session_timeout_ms"],
+                           tuple((p["name"], bytes(p["metadata"])) for p in value["supported_protocols"]))
 
 
 # decoding
@@ -121,7 +137,7 @@ def decode(record: CoordinatorRecord) -> ConsumerGroupRecord:
             instance_id=value["instance_id"], rack_id=value["rack_id"], client_id=value["client_id"],
             client_host=value["client_host"], topic_names=tuple(value["subscribed_topic_names"]),
             topic_regex=value["subscribed_topic_regex"], rebalance_timeout_ms=value["rebalance_timeout_ms"],
-            server_assignor=value["server_assignor"]))
+            server_assignor=value["server_assignor"], classic=_classic(value.get("classic_member_metadata"))))
     if version == 7:
         return TargetMemberRecord(group_id, member_id,
                                   None if value is None else _assignment(value["topic_partitions"]))

@@ -33,7 +33,8 @@ from typing import Any
 from klamm.coordinator.consumer_coordinator import ConsumerGroupConfig, ConsumerGroups
 from klamm.coordinator.consumer_group import ConsumerGroup
 from klamm.coordinator.consumer_records import is_consumer_group_key
-from klamm.coordinator.group import Callback, ClassicGroup, GroupState, Member
+from klamm.coordinator.group import (UNKNOWN_MEMBER_ID, Callback, ClassicGroup, GroupState, Member,
+                                     join_error, sync_response)
 from klamm.coordinator.partitioning import partition_for
 from klamm.coordinator.records import (CommittedOffset, CoordinatorRecord, GroupKey, OffsetKey, decode_group_value,
                                        decode_key, decode_offset_value, group_metadata_record,
@@ -44,8 +45,6 @@ from klamm.protocol.errors import ErrorCode, KafkaError
 log = logging.getLogger(__name__)
 
 NEW_MEMBER_JOIN_TIMEOUT_MS = 5 * 60 * 1000  # Kafka's: a new member's JoinGroup may wait this long
-UNKNOWN_MEMBER_ID = ""
-NO_GENERATION = -1
 
 
 @dataclass(frozen=True)
@@ -102,16 +101,6 @@ class OffsetToCommit:
     leader_epoch: int
     metadata: str | None
     commit_timestamp: int = -1  # OffsetCommit v1's: the offset expires offsets.retention.ms after it
-
-
-def join_error(error: ErrorCode, member_id: str = UNKNOWN_MEMBER_ID) -> dict[str, Any]:
-    return {"error_code": error, "generation_id": NO_GENERATION, "protocol_type": None, "protocol_name": None,
-            "leader": "", "skip_assignment": False, "member_id": member_id, "members": []}
-
-
-def sync_response(error: ErrorCode, group: ClassicGroup | None = None, assignment: bytes = b"") -> dict[str, Any]:
-    return {"error_code": error, "protocol_type": group.protocol_type if group else None,
-            "protocol_name": group.protocol if group else None, "assignment": assignment}
 
 
 def _logged(kind: str, group_id: str, member_id: str, respond: Callback) -> Callback:
@@ -263,7 +252,9 @@ class GroupCoordinator:
     def _replay_group(self, partition: int, group_id: str, value: bytes | None) -> None:
         existing = self.groups.get(group_id)
         if value is None:
-            if existing is None or existing.members:
+            # With members only when it is converted to a consumer group (release_classic); the
+            # conversion has answered its members' parked requests and stopped their timers.
+            if existing is None:
                 return
             existing.transition(GroupState.DEAD, self.clock())
             del self.groups[group_id]
@@ -301,6 +292,29 @@ class GroupCoordinator:
     def _after_write(self, action: Callable[[ErrorCode], None]) -> None:
         self._result.after_write.append(action)
 
+    after_write = _after_write
+
+    # ------------------------------------------------------------ migration
+    def release_classic(self, group: ClassicGroup) -> None:
+        """A classic group being converted to a consumer group (upgrade): parked requests answer
+        REBALANCE_IN_PROGRESS, so their members rejoin the consumer group; its timers stop; its
+        GroupMetadata is tombstoned (the group leaves when that replays, its offsets stay)."""
+        for member in group.members.values():
+            self._fail_callbacks(member, ErrorCode.rebalance_in_progress)
+        for member_id in group.pending_members:
+            self.timer.cancel(("pending", group.group_id, member_id))
+        self.timer.cancel_where(lambda key: isinstance(key, tuple) and len(key) > 1 and key[1] == group.group_id
+                                and key[0] in ("session", "join", "sync", "pending"))
+        self._write(group_metadata_record(group.partition, group.group_id, None))
+
+    def adopt_classic(self, group: ClassicGroup, reason: str) -> None:
+        """A consumer group converted back to classic (downgrade): stored as it is, then it rebalances."""
+        self.groups[group.group_id] = group
+        self._store_group(group)
+        for member in group.members.values():
+            self._schedule_session(group, member)
+        self._prepare_rebalance(group, reason)
+
     def _store_group(self, group: ClassicGroup, assignments: dict[str, bytes] | None = None) -> None:
         self._write(group_metadata_record(group.partition, group.group_id, group.to_record(assignments)))
 
@@ -324,8 +338,8 @@ class GroupCoordinator:
         unknown = req.member_id == UNKNOWN_MEMBER_ID
         if req.group_id in self.consumer.groups:
             consumer = self.consumer.groups[req.group_id]
-            if consumer.members:
-                return ErrorCode.inconsistent_group_protocol  # no online downgrade yet
+            if consumer.members:  # it joins the consumer group as a classic member
+                return self.consumer.classic_join(req, respond)
             self.consumer.delete_records(consumer)  # an empty consumer group becomes a classic one
         group = self.groups.get(req.group_id)
         if group is None:
@@ -664,6 +678,8 @@ class GroupCoordinator:
             self._validate(req.group_id)
         except KafkaError as exc:
             return exc.code
+        if req.group_id in self.consumer.groups:
+            return self.consumer.classic_sync(req, respond)
         group = self.groups.get(req.group_id)
         if group is None:
             return ErrorCode.unknown_member_id
@@ -733,6 +749,8 @@ class GroupCoordinator:
             self._validate(group_id)
         except KafkaError as exc:
             return exc.code
+        if group_id in self.consumer.groups:
+            return self.consumer.classic_heartbeat(group_id, member_id, group_instance_id, generation)
         group = self.groups.get(group_id)
         if group is None:
             return ErrorCode.unknown_member_id
@@ -758,6 +776,8 @@ class GroupCoordinator:
             self._validate(group_id)
         except KafkaError as exc:
             return self._done((exc.code, [exc.code] * len(members)))
+        if group_id in self.consumer.groups:
+            return self._done((ErrorCode.none, self.consumer.classic_leave(group_id, members)))
         group = self.groups.get(group_id)
         if group is None:
             return self._done((ErrorCode.none, [ErrorCode.unknown_member_id] * len(members)))

@@ -19,8 +19,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from klamm.coordinator.records import CommittedOffset, GroupRecord, MemberRecord
+from klamm.protocol.errors import ErrorCode
 
 Callback = Callable[[dict[str, Any]], None]
+UNKNOWN_MEMBER_ID = ""
+NO_GENERATION = -1
 
 
 class GroupState(enum.Enum):
@@ -226,3 +229,13 @@ def consumer_subscription_topics(metadata: bytes) -> set[str] | None:
         return topics
     except (struct.error, UnicodeDecodeError):
         return None
+
+
+def join_error(error: ErrorCode, member_id: str = UNKNOWN_MEMBER_ID) -> dict[str, Any]:
+    return {"error_code": error, "generation_id": NO_GENERATION, "protocol_type": None, "protocol_name": None,
+            "leader": "", "skip_assignment": False, "member_id": member_id, "members": []}
+
+
+def sync_response(error: ErrorCode, group: ClassicGroup | None = None, assignment: bytes = b"") -> dict[str, Any]:
+    return {"error_code": error, "protocol_type": group.protocol_type if group else None,
+            "protocol_name": group.protocol if group else None, "assignment": assignment}

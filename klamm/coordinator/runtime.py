@@ -28,6 +28,7 @@ from klamm.coordinator.consumer_coordinator import ConsumerGroupConfig
 from klamm.coordinator.consumer_group import TopicMetadata
 from klamm.coordinator.coordinator import CoordinatorConfig, GroupCoordinator, Result
 from klamm.coordinator.loading import PartitionLoads, read_batches
+from klamm.coordinator.migration import MigrationPolicy
 from klamm.coordinator.records import CoordinatorRecord
 from klamm.coordinator.timer import Timer
 from klamm.coordinator.timer_loop import run_timers
@@ -76,7 +77,8 @@ def coordinator_config(config: Any, num_partitions: int) -> CoordinatorConfig:
             heartbeat_interval_ms=config.group_consumer_heartbeat_interval_ms,
             assignors=tuple(dict.fromkeys(name.rsplit(".", 1)[-1].removesuffix("Assignor").lower()
                                           for name in config.group_consumer_assignors)),
-            max_size=config.group_consumer_max_size),
+            max_size=config.group_consumer_max_size,
+            migration_policy=MigrationPolicy(config.group_consumer_migration_policy.lower())),
     )
 
 

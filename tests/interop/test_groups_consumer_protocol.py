@@ -31,7 +31,8 @@ pytestmark = [pytest.mark.timeout(180)]
 PARTITIONS = 6
 SESSION_MS = 6000
 OVERRIDES = {"offsets.topic.num.partitions": 5, "group.consumer.session.timeout.ms": SESSION_MS,
-             "group.consumer.heartbeat.interval.ms": 500}
+             "group.consumer.min.session.timeout.ms": SESSION_MS, "group.consumer.heartbeat.interval.ms": 500,
+             "group.consumer.min.heartbeat.interval.ms": 500}
 
 
 @pytest.fixture(scope="module")

@@ -61,6 +61,7 @@ RETENTION = "tests/unit/test_retention.py"
 STORAGE_LOG = "tests/unit/test_storage_log.py"
 GROUPS = "tests/unit/test_group_coordinator.py"
 CONSUMER_GROUPS = "tests/unit/test_consumer_group_coordinator.py"
+MIGRATION = "tests/unit/test_consumer_group_migration.py"
 CONFIGS_API = "tests/integration/test_configs_api.py"
 HERE = "tests/unit/test_config_coverage.py"
 LISTENERS = "tests/integration/test_listeners.py"
@@ -251,6 +252,11 @@ APPLIED: dict[str, list[str]] = {
     "group.consumer.heartbeat.interval.ms": [f"{CONSUMER_GROUPS}::test_consumer_config_follows_broker_config"],
     "group.consumer.assignors": [f"{CONSUMER_GROUPS}::test_consumer_config_follows_broker_config"],
     "group.consumer.max.size": [f"{CONSUMER_GROUPS}::test_consumer_config_follows_broker_config"],
+    **{key: [f"{MIGRATION}::test_migration_policy_and_timeout_bounds_follow_broker_config"]
+       for key in ("group.consumer.min.session.timeout.ms", "group.consumer.max.session.timeout.ms",
+                   "group.consumer.min.heartbeat.interval.ms", "group.consumer.max.heartbeat.interval.ms")},
+    "group.consumer.migration.policy": [f"{MIGRATION}::test_migration_policy_and_timeout_bounds_follow_broker_config",
+                                        f"{MIGRATION}::test_migration_policy_decides"],
     "transaction.state.log.num.partitions": [
         f"{EFFECTS}::test_transaction_state_topic_partitions_and_segment_bytes"],
     "transaction.state.log.segment.bytes": [f"{EFFECTS}::test_transaction_state_topic_partitions_and_segment_bytes"],

@@ -166,11 +166,11 @@ def test_an_empty_classic_group_becomes_a_consumer_group_with_its_offsets() -> N
     assert "g" not in h.coordinator.groups and h.coordinator.fetch_offsets("g", None)[("t", 0)].offset == 5
 
 
-def test_classic_join_to_a_live_consumer_group_is_refused() -> None:
+def test_classic_join_of_another_protocol_type_to_a_live_consumer_group_is_refused() -> None:
     h = Harness()
     h.beat("m1", 0)
     replies: list[dict[str, Any]] = []
-    request = JoinRequest("g", "", None, "c", "/h", 10_000, 10_000, "consumer", [("range", b"")], False)
+    request = JoinRequest("g", "", None, "c", "/h", 10_000, 10_000, "connect", [("range", b"")], False)
     h.apply(h.coordinator.join_group(request, replies.append))
     assert replies[0]["error_code"] == ErrorCode.inconsistent_group_protocol
 
@@ -197,6 +197,7 @@ def test_list_describe_and_delete() -> None:
 def test_consumer_config_follows_broker_config() -> None:
     config = BrokerConfig.from_properties({
         "group.consumer.session.timeout.ms": "12000", "group.consumer.heartbeat.interval.ms": "700",
+        "group.consumer.min.session.timeout.ms": "12000", "group.consumer.min.heartbeat.interval.ms": "700",
         "group.consumer.assignors": "org.apache.kafka.coordinator.group.assignor.RangeAssignor,uniform",
         "group.consumer.max.size": "3"})
     assert coordinator_config(config, 1).consumer == ConsumerGroupConfig(12000, 700, ("range", "uniform"), 3)
