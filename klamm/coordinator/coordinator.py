@@ -986,7 +986,9 @@ class GroupCoordinator:
                 if (now >= o.expire_timestamp if o.expire_timestamp >= 0 else now - base_of(o) >= retention)]
 
     # ----------------------------------------------------------------- admin
-    def describe_group(self, group_id: str) -> dict[str, Any]:
+    def describe_group(self, group_id: str, version: int = 0) -> dict[str, Any]:
+        """One group of DescribeGroups; from v6 a group that is not classic (or none) is GROUP_ID_NOT_FOUND
+        with a message, as in Kafka 4 (KIP-1043), before that it is Dead."""
         try:
             self._validate(group_id, allow_empty=True)
         except KafkaError as exc:
@@ -994,8 +996,12 @@ class GroupCoordinator:
                     "protocol_data": "", "members": []}
         group = self.groups.get(group_id)
         if group is None:
-            return {"error_code": ErrorCode.none, "group_id": group_id, "group_state": GroupState.DEAD.value,
-                    "protocol_type": "", "protocol_data": "", "members": []}
+            described = {"error_code": ErrorCode.none, "group_id": group_id, "group_state": GroupState.DEAD.value,
+                         "protocol_type": "", "protocol_data": "", "members": []}
+            if version >= 6:
+                kind = "is not a classic group" if group_id in self.consumer.groups else "not found"
+                described.update(error_code=ErrorCode.group_id_not_found, error_message=f"Group {group_id} {kind}.")
+            return described
         stable = group.is_(GroupState.STABLE)
         members = [{
             "member_id": m.member_id, "group_instance_id": m.group_instance_id, "client_id": m.client_id,

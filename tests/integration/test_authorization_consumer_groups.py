@@ -91,3 +91,15 @@ def test_offset_commit_and_fetch_v9_check_the_member_epoch(broker: BrokerThread)
         assert fetched.error_code == NONE and fetched.topics[0].partitions[0].committed_offset == 5
         assert fetch(-1, None).error_code == NONE  # the admin client
         assert fetch(1, "stranger").error_code == UNKNOWN_MEMBER
+
+
+def test_describe_groups_v6_names_a_consumer_group_as_not_classic(broker: BrokerThread) -> None:
+    """Kafka 4: DescribeGroups v6 answers GROUP_ID_NOT_FOUND with a message for a consumer group or no group;
+    v5 describes both as Dead without error."""
+    with sasl_client(broker, "admin") as admin:
+        assert join(admin, "g", ["seen"]).error_code == NONE
+        v6 = admin.request(15, 6, {"groups": ["g", "absent"], "include_authorized_operations": False})
+        assert [(g.error_code, g.error_message, g.group_state) for g in v6.groups] == [
+            (69, "Group g is not a classic group.", "Dead"), (69, "Group absent not found.", "Dead")]
+        v5 = admin.request(15, 5, {"groups": ["g"], "include_authorized_operations": False})
+        assert (v5.groups[0].error_code, v5.groups[0].group_state) == (NONE, "Dead")

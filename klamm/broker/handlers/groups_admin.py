@@ -1,5 +1,9 @@
 """DescribeGroups (15), ListGroups (16), DeleteGroups (42): consumer group administration.
 
+DescribeGroups v6 (Kafka 4) adds error messages: a consumer-protocol group, or
+no group, is GROUP_ID_NOT_FOUND there ("Group g is not a classic group."),
+where v0-5 describe it as Dead without error.
+
 Authorization (Kafka's KafkaApis): DescribeGroups needs DESCRIBE on each group
 (GROUP_AUTHORIZATION_FAILED, answered before the described ones) and reports the
 principal's operations on the group when asked (v3+); ListGroups lists every
@@ -40,7 +44,7 @@ async def describe_groups(broker: BrokerServices, request: Any) -> dict[str, Any
         coordinator = broker.group_coordinator.ready()
     except KafkaError as exc:
         return {"groups": refused + [_group_error(g, exc.code) for g in groups]}
-    described = [coordinator.describe_group(g) for g in groups]
+    described = [coordinator.describe_group(g, request.api_version) for g in groups]
     if request.api_version >= 3 and body.include_authorized_operations:
         for group in described:
             if group["error_code"] == ErrorCode.none:
@@ -89,4 +93,4 @@ async def delete_groups(broker: BrokerServices, request: Any) -> dict[str, Any]:
     return {"results": [{"group_id": name, "error_code": errors[name]} for name in names]}
 
 
-APIS = [Api(15, 0, 5, describe_groups), Api(16, 0, 5, list_groups), Api(42, 0, 2, delete_groups)]
+APIS = [Api(15, 0, 6, describe_groups), Api(16, 0, 5, list_groups), Api(42, 0, 2, delete_groups)]
