@@ -18,6 +18,7 @@ import asyncio
 import logging
 import uuid
 from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
 from klamm.broker.log_flush import LogFlusher
@@ -29,6 +30,7 @@ from klamm.config.topic import TopicConfig
 from klamm.controller.image import MetadataImage, PartitionImage
 from klamm.protocol.errors import ErrorCode, KafkaError
 from klamm.protocol.topics import TRANSACTION_STATE, is_internal
+from klamm.storage.leader_epoch import LeaderEpochCache
 from klamm.storage.log import LogConfig
 from klamm.storage.log_manager import LogManager
 
@@ -77,6 +79,7 @@ class ReplicaManager:
         """Host exactly the partitions the image assigns to this node, as leader or follower."""
         wanted: set[tuple[str, int]] = set()
         ineligible = {b.node_id for b in image.brokers.values() if b.fenced or b.in_controlled_shutdown}
+        epoch_writes: list[LeaderEpochCache] = []
         for topic in image.topics_by_name.values():
             config = self.topic_config(topic.name, dict(topic.configs))
             for index, meta in topic.partitions.items():
@@ -92,18 +95,20 @@ class ReplicaManager:
                 if partition.config is not config:
                     partition.config = config
                     partition.log.config = _log_config(topic.name, config)
-                self._apply_role(partition, meta, ineligible)
+                self._apply_role(partition, meta, ineligible, epoch_writes)
+        write_epoch_checkpoints(epoch_writes)
         for key in [k for k in self.partitions if k not in wanted]:
             self._remove(self.partitions[key])
         if self.followers_changed is not None:
             self.followers_changed(self.followers())
 
-    def _apply_role(self, partition: Partition, meta: PartitionImage, ineligible: set[int]) -> None:
+    def _apply_role(self, partition: Partition, meta: PartitionImage, ineligible: set[int],
+                    epoch_writes: list[LeaderEpochCache]) -> None:
         if meta.leader == self.node_id:
             if partition.leader is None or partition.leader_epoch != meta.leader_epoch:
                 partition.become_leader(meta.leader_epoch, node_id=self.node_id,
                                         partition_epoch=meta.partition_epoch, replicas=meta.replicas, isr=meta.isr,
-                                        lag_max_ms=self.config.replica_lag_time_max_ms)
+                                        lag_max_ms=self.config.replica_lag_time_max_ms, epoch_writes=epoch_writes)
             partition.on_partition_change(meta.partition_epoch, meta.replicas, meta.isr, ineligible)
         elif partition.leader is not None or partition.leader_id != meta.leader or \
                 partition.leader_epoch != meta.leader_epoch:
@@ -177,4 +182,20 @@ def _log_config(topic: str, config: TopicConfig) -> LogConfig:
     after its markers were written (README, "What an acknowledgement means")."""
     storage = log_config(config)
     return replace(storage, flush_messages=1) if topic == TRANSACTION_STATE else storage
+
+
+EPOCH_WRITERS = 8
+
+
+def write_epoch_checkpoints(caches: list[LeaderEpochCache]) -> None:
+    """Write the leader-epoch checkpoints of partitions that became leaders, several at once: each is an fsync
+    (and a directory fsync), which a restart of thousands of partitions otherwise pays one after another. They
+    are all on disk before this returns, so before anything is appended at the new epochs (Kafka's assign
+    writes synchronously too)."""
+    if len(caches) <= 1:
+        for cache in caches:
+            cache.write()
+        return
+    with ThreadPoolExecutor(min(EPOCH_WRITERS, len(caches)), thread_name_prefix="klamm-epoch-checkpoint") as pool:
+        list(pool.map(LeaderEpochCache.write, caches))  # raises the first write's error, if any
 

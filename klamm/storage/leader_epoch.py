@@ -49,15 +49,23 @@ class LeaderEpochCache:
     def latest_epoch(self) -> int:
         return self.entries[-1].epoch if self.entries else UNDEFINED_EPOCH
 
-    def assign(self, epoch: int, start_offset: int) -> None:
-        """Record that `epoch` starts at `start_offset` (no-op if it is already the latest epoch)."""
+    def assign(self, epoch: int, start_offset: int, *, write: bool = True) -> bool:
+        """Record that `epoch` starts at `start_offset` (no-op if it is already the latest epoch); whether the
+        entries changed. The checkpoint is written (and fsynced) now, or with `write=False` by the caller's
+        `write()` before anything is appended at the new epoch (klamm.broker.replica_manager writes many at once)."""
         if epoch < 0 or start_offset < 0:
             raise ValueError(f"invalid epoch entry ({epoch}, {start_offset})")
         latest = self.entries[-1] if self.entries else None
         if latest is not None and latest.epoch == epoch and latest.start_offset <= start_offset:
-            return
+            return False
         self.entries = [e for e in self.entries if e.epoch < epoch and e.start_offset < start_offset]
         self.entries.append(EpochEntry(epoch, start_offset))
+        if write:
+            self._write()
+        return True
+
+    def write(self) -> None:
+        """Write the checkpoint (after `assign(..., write=False)`)."""
         self._write()
 
     def end_offset_for(self, epoch: int) -> tuple[int, int]:

@@ -379,3 +379,17 @@ def test_truncating_at_the_end_drops_an_epoch_begun_without_records(tmp_path):
     log.truncate_to(end)
     assert log.leader_epoch_cache.latest_epoch != 5
     assert log.log_end_offset == end
+
+
+def test_epoch_checkpoints_written_together(tmp_path) -> None:
+    """assign(write=False) leaves the checkpoint to write_epoch_checkpoints, which writes every one (in threads)
+    before returning; an unchanged epoch asks for no write."""
+    from klamm.broker.replica_manager import write_epoch_checkpoints
+
+    logs = [Log.open(tmp_path / f"t{i}-0", LogConfig()) for i in range(20)]
+    caches = [log.leader_epoch_cache for log in logs if log.leader_epoch_cache.assign(3, 0, write=False)]
+    assert len(caches) == 20
+    assert not any((tmp_path / f"t{i}-0" / "leader-epoch-checkpoint").exists() for i in range(20))
+    write_epoch_checkpoints(caches)
+    assert all((tmp_path / f"t{i}-0" / "leader-epoch-checkpoint").read_text() == "0\n1\n3 0\n" for i in range(20))
+    assert logs[0].leader_epoch_cache.assign(3, 0, write=False) is False
