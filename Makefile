@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test unit interop interop-cluster bench pipeline setup test-deps clean
+.PHONY: run test unit interop interop-cluster bench pipeline setup test-deps fuzz clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -45,6 +45,17 @@ bench: test-deps
 	$(PY) bench/controller_failover.py
 	$(PY) bench/security.py --rounds 3
 	$(PY) bench/scale.py
+
+# Coverage-guided fuzzing of the frame, SASL and request decoders (tests/fuzz/README.md): atheris runs
+# tests/fuzz/harness.py from the captured client frames in tests/fuzz/corpus for FUZZ_SECONDS. Inputs that reach
+# new code collect in .cache/fuzz/corpus (kept for the next run); a crash, or an input running past 10 s (a hang),
+# is written to .cache/fuzz/ and ends the run with an error.
+FUZZ_SECONDS ?= 600
+fuzz: $(STAMP)
+	$(PY) -m pip install -q -e '.[fuzz]'
+	mkdir -p .cache/fuzz/corpus
+	$(PY) tests/fuzz/atheris_main.py -max_total_time=$(FUZZ_SECONDS) -timeout=10 -max_len=8192 -print_final_stats=1 \
+		-artifact_prefix=.cache/fuzz/ .cache/fuzz/corpus tests/fuzz/corpus
 
 # The clickstream example (examples/clickstream): klamm -> Spark Structured Streaming -> klamm and Parquet, checked.
 pipeline: $(STAMP)
