@@ -28,6 +28,7 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from klamm.broker.jaas import listener_jaas_entry
 from klamm.broker.oauthbearer_validation import listener_key, oauthbearer_validator
 from klamm.broker.principal_mapping import PrincipalMapper
 from klamm.config.broker import BrokerConfig
@@ -41,7 +42,6 @@ from klamm.protocol.sasl import (
     SaslError,
     ScramCredential,
     ScramServer,
-    parse_jaas_config,
     plain_users,
 )
 
@@ -170,17 +170,8 @@ def _same(a: str, b: str) -> bool:
 
 def _plain_users(config: BrokerConfig, listener_name: str) -> dict[str, str]:
     """PLAIN's users: the user_<name>="<password>" options of the listener's PlainLoginModule."""
-    key = f"listener.name.{listener_name.lower()}.plain.sasl.jaas.config"
-    text = config.listener_value(listener_name, "sasl.jaas.config", "PLAIN")
-    if text is None:
-        raise ConfigError(key, "", f"PLAIN on listener {listener_name} needs its users: set {key} to "
-                          f'{PLAIN_LOGIN_MODULE} required user_<name>="<password>" ...;')
-    try:
-        entry = parse_jaas_config(text)
-    except ValueError as exc:
-        raise ConfigError(key, "(hidden)", str(exc)) from exc
-    if entry.login_module != PLAIN_LOGIN_MODULE:
-        raise ConfigError(key, "(hidden)", f"PLAIN needs {PLAIN_LOGIN_MODULE}, not {entry.login_module}")
+    _, entry = listener_jaas_entry(config, listener_name, "PLAIN", PLAIN_LOGIN_MODULE,
+                                   f"PLAIN on listener {listener_name} needs its users", 'user_<name>="<password>" ...')
     return plain_users(entry)
 
 

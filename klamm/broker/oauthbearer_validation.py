@@ -34,7 +34,7 @@ from klamm.protocol.oauthbearer import (
     VerificationKey,
     parse_jwks,
 )
-from klamm.protocol.sasl import parse_jaas_config
+from klamm.broker.jaas import listener_jaas_entry
 
 __all__ = ["JwksSource", "listener_key", "oauthbearer_validator"]
 
@@ -67,18 +67,9 @@ def listener_key(config: BrokerConfig, listener_name: str, key: str, mechanism: 
 def oauthbearer_validator(config: BrokerConfig, listener_name: str, clock: Callable[[], float]) -> TokenValidator:
     """The listener's OAUTHBEARER validator, from its callback handler class and JAAS options (checked now)."""
     prefix = f"listener.name.{listener_name.lower()}.oauthbearer."
-    jaas_key = prefix + "sasl.jaas.config"
-    text = config.listener_value(listener_name, "sasl.jaas.config", OAUTHBEARER)
-    if not (text or "").strip():  # Kafka will not start a SASL mechanism without its JAAS entry either
-        raise ConfigError(jaas_key, "", f"OAUTHBEARER on listener {listener_name} needs its login module: set "
-                          f"{jaas_key} to {oauthbearer.LOGIN_MODULE} required;")
-    try:
-        entry = parse_jaas_config(text)
-    except ValueError as exc:
-        raise ConfigError(jaas_key, "(hidden)", str(exc)) from exc
-    if entry.login_module != oauthbearer.LOGIN_MODULE:
-        raise ConfigError(jaas_key, "(hidden)", f"OAUTHBEARER needs {oauthbearer.LOGIN_MODULE}, "
-                          f"not {entry.login_module}")
+    # Kafka will not start a SASL mechanism without its JAAS entry either
+    jaas_key, entry = listener_jaas_entry(config, listener_name, OAUTHBEARER, oauthbearer.LOGIN_MODULE,
+                                          f"OAUTHBEARER on listener {listener_name} needs its login module")
     handler_key = prefix + "sasl.server.callback.handler.class"
     handler = (config.listener_properties.get(handler_key) or "").strip()
     if handler in ("", OAUTHBEARER_UNSECURED_VALIDATOR):

@@ -28,7 +28,8 @@ from dataclasses import dataclass, field
 from klamm.broker.tls import client_context
 from klamm.config.broker import BrokerConfig
 from klamm.config.errors import ConfigError
-from klamm.protocol.sasl import PLAIN_LOGIN_MODULE, SCRAM_LOGIN_MODULE, SCRAM_MECHANISMS, parse_jaas_config
+from klamm.broker.jaas import listener_jaas_entry
+from klamm.protocol.sasl import PLAIN_LOGIN_MODULE, SCRAM_LOGIN_MODULE, SCRAM_MECHANISMS
 from klamm.protocol.sasl_client import SaslClient, sasl_client
 
 __all__ = ["PLAINTEXT_PEER", "PeerSecurity", "controller_security", "inter_broker_security"]
@@ -91,18 +92,9 @@ def _peer_security(config: BrokerConfig, listener: str, mechanism_key: str, mech
 
 def _credentials(config: BrokerConfig, listener: str, mechanism: str) -> tuple[str, str]:
     """The username and password options of listener.name.<listener>.<mechanism>.sasl.jaas.config."""
-    key = f"listener.name.{listener.lower()}.{mechanism.lower()}.sasl.jaas.config"
-    module = _LOGIN_MODULES[mechanism]
-    text = config.listener_value(listener, "sasl.jaas.config", mechanism)
-    if text is None:
-        raise ConfigError(key, "", f"a node authenticates to listener {listener} with {mechanism}: set {key} to "
-                          f'{module} required username="<name>" password="<password>";')
-    try:
-        entry = parse_jaas_config(text)
-    except ValueError as exc:
-        raise ConfigError(key, "(hidden)", str(exc)) from exc
-    if entry.login_module != module:
-        raise ConfigError(key, "(hidden)", f"{mechanism} needs {module}, not {entry.login_module}")
+    key, entry = listener_jaas_entry(config, listener, mechanism, _LOGIN_MODULES[mechanism],
+                                     f"a node authenticates to listener {listener} with {mechanism}",
+                                     'username="<name>" password="<password>"')
     username, password = entry.options.get("username"), entry.options.get("password")
     if not username or password is None:
         raise ConfigError(key, "(hidden)", f"the node's own credentials for {mechanism} on listener {listener} are "
