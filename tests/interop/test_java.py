@@ -337,3 +337,53 @@ def test_java_client_reauthenticates_over_sasl(java_client, tmp_path, monkeypatc
 
 
 from tests.integration.test_tls import pki  # noqa: E402,F401  (the certificate authority fixture)
+
+
+OAUTHBEARER_MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
+
+
+@pytest.mark.single_node
+def test_java_client_over_oauthbearer_unsecured_tokens(java_client, tmp_path, monkeypatch):
+    """OAUTHBEARER with Kafka's development tokens: the Java client's default login callback handler makes an
+    unsigned JWS (it needs Jackson, taken from PySpark's jars here, as an application ships it) and the broker's
+    default validator checks it; the principal is the token's sub, so ACL-free produce and consume work, and a
+    token without the scope the listener requires is refused."""
+    import klamm.testing
+    from pathlib import Path
+
+    import pyspark
+
+    from .conftest import JavaClient
+
+    jars = sorted(str(j) for j in (Path(pyspark.__file__).parent / "jars").glob("jackson-*.jar")
+                  if j.name.split("-")[1] in ("core", "databind", "annotations"))
+    assert len(jars) == 3, jars
+    java = JavaClient(java_client.classpath + ":" + ":".join(jars))
+    listener = {"listeners": "SASL_PLAINTEXT://127.0.0.1:0", "log.dirs": str(tmp_path / "data"),
+                "sasl.enabled.mechanisms": "OAUTHBEARER",
+                "listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config":
+                    f'{OAUTHBEARER_MODULE} required unsecuredValidatorRequiredScope="kafka";'}
+
+    def client(path: str, options: str) -> str:
+        file = tmp_path / path
+        file.write_text(f"security.protocol=SASL_PLAINTEXT\nsasl.mechanism=OAUTHBEARER\n"
+                        f"sasl.jaas.config={OAUTHBEARER_MODULE} required {options};\n")
+        return str(file)
+
+    with klamm.testing.run_broker(listener) as b:
+        bs = b.bootstrap_servers
+        monkeypatch.setenv("KLAMM_CLIENT_PROPERTIES", client(
+            "alice.properties", 'unsecuredLoginStringClaim_sub="alice" unsecuredLoginListClaim_scope=",kafka"'))
+        created, produced, consumed = java.batch([
+            ["admin-create", bs, "java-oauth", 1], ["produce", bs, "java-oauth", 30, "none", "prefix=oauth"],
+            ["consume", bs, "java-oauth", 0, 0, 30]])
+        created.ok()
+        produced.ok()
+        consumed.ok()
+        assert [from_java(o) for o in consumed.lines] == expected("oauth", 30)
+        monkeypatch.setenv("KLAMM_CLIENT_PROPERTIES", client("noscope.properties",
+                                                             'unsecuredLoginStringClaim_sub="mallory"'))
+        refused_result = java.run("admin-list", bs)
+        errors = [o for o in refused_result.lines if "error" in o]
+        assert refused_result.rc == 3 and {o["error"] for o in errors} == {"SaslAuthenticationException"}, (
+            refused_result.lines, refused_result.stderr[-3000:])
