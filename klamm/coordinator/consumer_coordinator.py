@@ -357,9 +357,7 @@ class ConsumerGroups:
         member = group.members.get(member_id)
         if member is None:
             return ErrorCode.unknown_member_id
-        if member_epoch != member.member_epoch:
-            return ErrorCode.stale_member_epoch
-        return None
+        return _epoch_error(member, member_epoch)
 
     def fetch_error(self, group: ConsumerGroup, member_id: str | None, member_epoch: int) -> ErrorCode | None:
         """Kafka's validateOffsetFetch: without member id and epoch anyone may fetch."""
@@ -368,7 +366,7 @@ class ConsumerGroups:
         member = group.members.get(member_id or "")
         if member is None:
             return ErrorCode.unknown_member_id
-        return None if member_epoch == member.member_epoch else ErrorCode.stale_member_epoch
+        return _epoch_error(member, member_epoch)
 
     def subscribed_topics(self, group: ConsumerGroup) -> set[str]:
         return set(group.subscription_metadata)
@@ -418,6 +416,7 @@ class ConsumerGroups:
                     "subscribed_topic_regex": m.subscription.topic_regex,
                     "assignment": _described(m.current.assigned, names),
                     "target_assignment": _described(group.target(m.member_id), names),
+                    "member_type": 0 if m.uses_classic else 1,  # v1 (KIP-1099): classic or consumer member
                 } for m in group.members.values()]}
 
     def listed(self) -> list[dict[str, Any]]:
@@ -426,6 +425,13 @@ class ConsumerGroups:
 
     def is_empty(self, group: ConsumerGroup) -> bool:
         return group.state is GroupState.EMPTY
+
+
+def _epoch_error(member: ConsumerMember, epoch: int) -> ErrorCode | None:
+    """Kafka's validateMemberEpoch: a classic member's generation is its member epoch (ILLEGAL_GENERATION)."""
+    if epoch == member.member_epoch:
+        return None
+    return ErrorCode.illegal_generation if member.uses_classic else ErrorCode.stale_member_epoch
 
 
 def _described(assignment: Assignment, names: Mapping[uuid.UUID, str]) -> dict[str, Any]:

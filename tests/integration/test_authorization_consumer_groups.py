@@ -103,3 +103,10 @@ def test_describe_groups_v6_names_a_consumer_group_as_not_classic(broker: Broker
             (69, "Group g is not a classic group.", "Dead"), (69, "Group absent not found.", "Dead")]
         v5 = admin.request(15, 5, {"groups": ["g"], "include_authorized_operations": False})
         assert (v5.groups[0].error_code, v5.groups[0].group_state) == (NONE, "Dead")
+
+
+def test_consumer_group_describe_v1_tells_the_member_type(broker: BrokerThread) -> None:
+    with sasl_client(broker, "admin") as admin:
+        assert join(admin, "g", ["seen"]).error_code == NONE
+        v1 = admin.request(DESCRIBE, 1, {"group_ids": ["g"], "include_authorized_operations": False})
+        assert [(m.member_id, m.member_type) for m in v1.groups[0].members] == [("member-1", 1)]

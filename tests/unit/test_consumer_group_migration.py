@@ -118,6 +118,8 @@ def test_upgrade_then_downgrade_keeps_offsets_and_moves_partitions_safely() -> N
     assert group.group_epoch == 3 and set(group.members) == {c1.member_id, c2.member_id, "m1"}
     assert group.members[c1.member_id].uses_classic and not group.members["m1"].uses_classic
     assert owners(h) == {0: c1.member_id, 1: c1.member_id, 2: c2.member_id, 3: c2.member_id}
+    types = {m["member_id"]: m["member_type"] for m in h.coordinator.consumer.describe("g")["members"]}
+    assert types == {c1.member_id: 0, c2.member_id: 0, "m1": 1}  # ConsumerGroupDescribe v1: classic or consumer
     assert h.coordinator.fetch_offsets("g", None)[("t", 0)].offset == 10
 
     # the classic members are told to rejoin; eager consumers rejoin owning nothing
@@ -235,3 +237,17 @@ def test_migration_policy_and_timeout_bounds_follow_broker_config() -> None:
         "group.consumer.min.heartbeat.interval.ms": "500", "group.consumer.heartbeat.interval.ms": "500",
         "group.consumer.max.heartbeat.interval.ms": "500", "group.consumer.max.session.timeout.ms": "6000"})
     assert coordinator_config(lowered, 1).consumer.session_timeout_ms == 6000
+
+
+def test_a_classic_member_commits_in_its_member_epoch() -> None:
+    h = Harness()
+    c1, _ = classic_group_of_two(h)
+    h.beat("m1", 0)
+    epoch = h.coordinator.consumer.groups["g"].members[c1.member_id].member_epoch
+    commit = OffsetToCommit("t", 0, 7, -1, "")
+    assert h.apply(h.coordinator.commit_offsets("g", epoch, c1.member_id, None, [commit])) == \
+        {("t", 0): ErrorCode.none}
+    assert h.apply(h.coordinator.commit_offsets("g", epoch + 1, c1.member_id, None, [commit])) == \
+        {("t", 0): ErrorCode.illegal_generation}  # not STALE_MEMBER_EPOCH: it speaks the classic protocol
+    assert h.apply(h.coordinator.commit_offsets("g", 5, "m1", None, [commit])) == \
+        {("t", 0): ErrorCode.stale_member_epoch}

@@ -5,7 +5,9 @@ handlers turn requests into its calls and its answers into response dicts.
 
 v0 of ConsumerGroupHeartbeat lets the coordinator make the member id; from v1
 (KIP-1082, what librdkafka sends) the client makes it, and v1 adds the
-subscribed topic regex. klamm requires a member id in both.
+subscribed topic regex. klamm requires a member id in both. ConsumerGroupDescribe
+v1 (KIP-1099) tells each member's type: classic members are those of a classic
+group upgraded online (klamm/coordinator/migration.py).
 
 Authorization (Kafka's KafkaApis): a heartbeat needs READ on the group
 (GROUP_AUTHORIZATION_FAILED) and DESCRIBE on every topic it subscribes to by
@@ -96,4 +98,4 @@ def _error(group_id: str, error: ErrorCode) -> dict[str, Any]:
             "assignment_epoch": 0, "assignor_name": "", "members": []}
 
 
-APIS = [Api(68, 0, 1, heartbeat), Api(69, 0, 0, describe)]
+APIS = [Api(68, 0, 1, heartbeat), Api(69, 0, 1, describe)]
