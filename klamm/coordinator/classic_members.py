@@ -105,10 +105,10 @@ def must_rejoin(group: ConsumerGroup, member: ConsumerMember) -> bool:
     return group.group_epoch > member.member_epoch and member.current.state is not MemberState.UNREVOKED_PARTITIONS
 
 
-def sync(group: ConsumerGroup, member_id: str, instance_id: str | None, generation: int, protocol_type: str | None,
-         protocol_name: str | None, topics: Topics) -> tuple[ConsumerMember, dict[str, Any]]:
-    """A classic SyncGroup: the member and its response (its current assignment). Raises the request's error."""
-    member = classic_member(group, member_id, instance_id)
+def sync(group: ConsumerGroup, member: ConsumerMember, generation: int, protocol_type: str | None,
+         protocol_name: str | None, topics: Topics) -> dict[str, Any]:
+    """A classic SyncGroup of `member` (from classic_member): its response, its current assignment.
+    Raises the request's error."""
     _check_generation(member, generation)
     classic = member.subscription.classic
     assert classic is not None
@@ -123,8 +123,8 @@ def sync(group: ConsumerGroup, member_id: str, instance_id: str | None, generati
                          f"and member {member.member_id} should rejoin to catch up.")
     names = {t.topic_id: t.name for t in topics.values()}
     assignment = encode_assignment(by_name(member.current.assigned, names), metadata_version(classic.protocols[0][1]))
-    return member, {"error_code": ErrorCode.none, "protocol_type": PROTOCOL_TYPE,
-                    "protocol_name": classic.protocol_name, "assignment": assignment}
+    return {"error_code": ErrorCode.none, "protocol_type": PROTOCOL_TYPE, "protocol_name": classic.protocol_name,
+            "assignment": assignment}
 
 
 def heartbeat_error(group: ConsumerGroup, member: ConsumerMember) -> ErrorCode:

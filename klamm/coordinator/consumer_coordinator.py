@@ -196,11 +196,12 @@ class ConsumerGroups:
     def classic_sync(self, req: SyncRequest, respond: Callback) -> ErrorCode | None:
         group = self.groups[req.group_id]
         try:
-            member, response = classic_members.sync(group, req.member_id, req.group_instance_id, req.generation,
-                                                    req.protocol_type, req.protocol_name, self.topics())
+            member = classic_members.classic_member(group, req.member_id, req.group_instance_id)
+            response = classic_members.sync(group, member, req.generation, req.protocol_type, req.protocol_name,
+                                            self.topics())
         except KafkaError as exc:
             if exc.code == ErrorCode.rebalance_in_progress:
-                self._schedule_join_timeout(group, group.members[req.member_id])
+                self._schedule_join_timeout(group, member)
             return exc.code
         member_id = member.member_id
         assert member.subscription.classic is not None

@@ -124,6 +124,7 @@ def test_upgrade_then_downgrade_keeps_offsets_and_moves_partitions_safely() -> N
 
     # the classic members are told to rejoin; eager consumers rejoin owning nothing
     assert c1.heartbeat() == ErrorCode.rebalance_in_progress
+    assert c1.sync()[0]["error_code"] == ErrorCode.rebalance_in_progress
     for c in (c1, c2):
         c.join()
         assert c.joined()["generation_id"] == 3 and c.replies[0]["leader"] == ""
@@ -251,3 +252,18 @@ def test_a_classic_member_commits_in_its_member_epoch() -> None:
         {("t", 0): ErrorCode.illegal_generation}  # not STALE_MEMBER_EPOCH: it speaks the classic protocol
     assert h.apply(h.coordinator.commit_offsets("g", 5, "m1", None, [commit])) == \
         {("t", 0): ErrorCode.stale_member_epoch}
+
+
+def test_a_classic_member_that_does_not_rejoin_in_time_is_fenced() -> None:
+    h = Harness()
+    c1, c2 = classic_group_of_two(h)
+    h.beat("m1", 0)
+    assert c1.heartbeat() == ErrorCode.rebalance_in_progress  # its rebalance timeout (20 s) to rejoin starts
+    h.advance(9_000)
+    assert c2.heartbeat() == ErrorCode.rebalance_in_progress  # c2's own timer starts now
+    assert c1.heartbeat() == ErrorCode.rebalance_in_progress  # its session (10 s) goes on, its timer does not
+    h.advance(9_000)
+    assert c1.heartbeat() == c2.heartbeat() == ErrorCode.rebalance_in_progress
+    h.advance(2_001)
+    members = h.coordinator.consumer.groups["g"].members
+    assert c1.member_id not in members and c2.member_id in members
