@@ -110,3 +110,18 @@ def test_consumer_group_describe_v1_tells_the_member_type(broker: BrokerThread) 
         assert join(admin, "g", ["seen"]).error_code == NONE
         v1 = admin.request(DESCRIBE, 1, {"group_ids": ["g"], "include_authorized_operations": False})
         assert [(m.member_id, m.member_type) for m in v1.groups[0].members] == [("member-1", 1)]
+
+
+def test_v0_makes_the_member_id_of_a_joining_member_v1_requires_one(broker: BrokerThread) -> None:
+    """ConsumerGroupHeartbeat v0: a joining member may send no member id, and the coordinator makes one (a base64
+    UUID, as Kafka's); v1 (KIP-1082) refuses an empty member id."""
+    body = {"group_id": "v0-group", "member_id": "", "member_epoch": 0, "rebalance_timeout": 30000,
+            "subscribed_topic_names": ["seen"], "topic_partitions": []}
+    with sasl_client(broker, "admin") as admin:
+        joined = admin.request(HEARTBEAT, 0, body)
+        assert (joined.error_code, joined.member_epoch, len(joined.member_id)) == (NONE, 1, 22)
+        again = admin.request(HEARTBEAT, 0, {**body, "member_id": joined.member_id, "member_epoch": 1,
+                                             "subscribed_topic_names": None, "topic_partitions": None})
+        assert (again.error_code, again.member_id) == (NONE, joined.member_id)
+        refused = admin.request(HEARTBEAT, 1, {**body, "group_id": "v1-group"})
+        assert (refused.error_code, refused.error_message) == (42, "MemberId can't be empty.")

@@ -3,9 +3,9 @@
 The work is the group coordinator's (klamm/coordinator/consumer_*.py); these
 handlers turn requests into its calls and its answers into response dicts.
 
-v0 of ConsumerGroupHeartbeat lets the coordinator make the member id; from v1
-(KIP-1082, what librdkafka sends) the client makes it, and v1 adds the
-subscribed topic regex. klamm requires a member id in both. ConsumerGroupDescribe
+v0 of ConsumerGroupHeartbeat lets the coordinator make the member id of a
+joining member that sends none; from v1 (KIP-1082, what librdkafka sends) the
+client makes it, and v1 adds the subscribed topic regex. ConsumerGroupDescribe
 v1 (KIP-1099) tells each member's type: classic members are those of a classic
 group upgraded online (klamm/coordinator/migration.py).
 
@@ -18,6 +18,8 @@ are assigned (else TOPIC_AUTHORIZATION_FAILED for that group).
 
 from __future__ import annotations
 
+import base64
+import uuid
 from typing import Any
 
 from klamm.broker.handlers import Api
@@ -34,6 +36,15 @@ _GROUP_OPERATIONS = (AclOperation.READ, AclOperation.DESCRIBE, AclOperation.DELE
                      AclOperation.ALTER_CONFIGS)
 
 
+def _member_id(request: Any) -> str:
+    """The member id: v0 lets a joining member (epoch 0) leave it empty for the coordinator to make, as Kafka's
+    base64 UUID; from v1 (KIP-1082) the client makes it and an empty one is refused."""
+    body = request.body
+    if request.api_version == 0 and body.member_epoch == 0 and not body.member_id:
+        return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+    return body.member_id
+
+
 async def heartbeat(broker: BrokerServices, request: Any) -> dict[str, Any]:
     body = request.body
     if "consumer" not in broker.config.group_coordinator_rebalance_protocols:
@@ -48,7 +59,7 @@ async def heartbeat(broker: BrokerServices, request: Any) -> dict[str, Any]:
                                           f"The following topics are not authorized: {', '.join(sorted(hidden))}"))
     owned = body.topic_partitions
     req = HeartbeatRequest(
-        group_id=body.group_id, member_id=body.member_id, member_epoch=body.member_epoch,
+        group_id=body.group_id, member_id=_member_id(request), member_epoch=body.member_epoch,
         instance_id=body.instance_id, rack_id=body.rack_id, rebalance_timeout_ms=millis(body.rebalance_timeout),
         topic_names=None if names is None else tuple(names),
         topic_regex=getattr(body, "subscribed_topic_regex", None), server_assignor=body.server_assignor,
