@@ -351,13 +351,17 @@ class ConsumerGroups:
         return gone
 
     # ----------------------------------------------------------- offsets
-    def commit_error(self, group: ConsumerGroup, member_id: str, member_epoch: int) -> ErrorCode | None:
-        """Kafka's ConsumerGroup.validateOffsetCommit: a member commits in its current epoch."""
+    def commit_error(self, group: ConsumerGroup, member_id: str, member_epoch: int,
+                     api_version: int | None = None) -> ErrorCode | None:
+        """Kafka's ConsumerGroup.validateOffsetCommit: a member commits in its current epoch; a consumer-protocol
+        member's plain OffsetCommit must be v9 or newer (`api_version`; None: a transactional commit)."""
         if member_epoch < 0 and not group.members:
             return None  # the admin client, or a consumer outside group management
         member = group.members.get(member_id)
         if member is None:
             return ErrorCode.unknown_member_id
+        if api_version is not None and api_version < 9 and not member.uses_classic:
+            return ErrorCode.unsupported_version
         return _epoch_error(member, member_epoch)
 
     def fetch_error(self, group: ConsumerGroup, member_id: str | None, member_epoch: int) -> ErrorCode | None:

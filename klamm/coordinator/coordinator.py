@@ -808,9 +808,9 @@ class GroupCoordinator:
 
     # --------------------------------------------------------------- offsets
     def commit_offsets(self, group_id: str, generation: int, member_id: str, group_instance_id: str | None,
-                       offsets: list[OffsetToCommit], retention_ms: int = -1) -> Result:
+                       offsets: list[OffsetToCommit], retention_ms: int = -1, api_version: int = 9) -> Result:
         """OffsetCommit; response: {(topic, partition): error}. The offsets change when the records replay."""
-        error = self._commit_error(group_id, generation, member_id, group_instance_id)
+        error = self._commit_error(group_id, generation, member_id, group_instance_id, api_version=api_version)
         if error is not None:
             return self._done({(o.topic, o.partition): error for o in offsets})
         # A simple consumer's group (no group management) appears when its first offsets replay.
@@ -858,7 +858,7 @@ class GroupCoordinator:
         return self._done(response)
 
     def _commit_error(self, group_id: str, generation: int, member_id: str, group_instance_id: str | None,
-                      transactional: bool = False) -> ErrorCode | None:
+                      transactional: bool = False, api_version: int | None = None) -> ErrorCode | None:
         """Kafka's validateOffsetCommit (and validateTransactionalOffsetCommit)."""
         try:
             self._validate(group_id, allow_empty=True)
@@ -866,7 +866,7 @@ class GroupCoordinator:
             return exc.code
         consumer = self.consumer.groups.get(group_id)
         if consumer is not None:  # generation is the member epoch
-            error = self.consumer.commit_error(consumer, member_id, generation)
+            error = self.consumer.commit_error(consumer, member_id, generation, None if transactional else api_version)
             return ErrorCode.illegal_generation if transactional and error == ErrorCode.stale_member_epoch else error
         group = self.groups.get(group_id)
         if group is None:

@@ -133,6 +133,9 @@ def test_offset_commit_and_fetch_use_the_member_epoch() -> None:
         {("t", 0): ErrorCode.stale_member_epoch}
     assert h.apply(commit("g", 2, "nobody", None, [OffsetToCommit("t", 0, 43, -1, "")])) == \
         {("t", 0): ErrorCode.unknown_member_id}
+    # a consumer-protocol member commits with OffsetCommit v9 or newer (Kafka's validateOffsetCommit)
+    assert h.apply(commit("g", 2, "m1", None, [OffsetToCommit("t", 0, 43, -1, "")], -1, 8)) == \
+        {("t", 0): ErrorCode.unsupported_version}
     assert h.coordinator.fetch_offsets("g", [("t", 0)], "m1", 2)[("t", 0)].offset == 42
     assert h.coordinator.fetch_offsets("g", [("t", 0)])[("t", 0)].offset == 42  # the admin client
 

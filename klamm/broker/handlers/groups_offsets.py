@@ -75,7 +75,7 @@ async def offset_commit(broker: BrokerServices, request: Any) -> dict[str, Any]:
         # v0 has no group membership: a simple commit, as with generation -1
         result = coordinator.commit_offsets(body.group_id, getattr(body, "generation_id_or_member_epoch", -1),
                                             getattr(body, "member_id", ""), getattr(body, "group_instance_id", None),
-                                            offsets, millis(retention))
+                                            offsets, millis(retention), version)
         errors = broker.group_coordinator.apply(result)
         errors = await replicated_errors(broker, body.group_id, errors)
     except KafkaError as exc:
