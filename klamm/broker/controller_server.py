@@ -64,8 +64,9 @@ from klamm.broker.handlers import api_versions, sasl
 from klamm.broker.authentication import ANONYMOUS, CONTROLLER_PEER
 from klamm.broker.authorizer import CLUSTER, CLUSTER_NAME
 from klamm.broker.network import PLAINTEXT, Acceptor, CloseConnection, ListenerSecurity, Processor
+from klamm.config.group import validate_group_configs
 from klamm.config.topic import TopicConfig
-from klamm.controller.image import BROKER_RESOURCE, TOPIC_RESOURCE, Endpoint
+from klamm.controller.image import BROKER_RESOURCE, GROUP_RESOURCE, TOPIC_RESOURCE, Endpoint
 from klamm.controller.metadata_log import METADATA_PARTITION, METADATA_TOPIC
 from klamm.controller.quorum_controller import QuorumController
 from klamm.controller.quorum_info import SINGLE_VOTER_EPOCH, SingleVoterQuorum
@@ -405,6 +406,10 @@ class ControllerServer:
                     name = resource.resource_name
                     self.controller.alter_broker_configs(int(name) if name else None, set_configs, deletes,
                                                          replace=replace)
+                elif resource.resource_type == GROUP_RESOURCE:
+                    self.controller.alter_group_configs(
+                        resource.resource_name, set_configs, deletes, replace=replace,
+                        validate_config=lambda configs: validate_group_configs(self.broker.config, configs))
                 else:
                     raise KafkaError(ErrorCode.invalid_request, f"Unexpected resource type {resource.resource_type}")
                 error, message = ErrorCode.none, None

@@ -40,13 +40,14 @@ from typing import Any
 from klamm.broker.client import BrokerConnection, BrokerUnavailable
 from klamm.controller.acl_changes import AclCreateResult, AclDeleteResult
 from klamm.controller.acls import Acl, AclFilter
-from klamm.controller.image import (BROKER_RESOURCE, TOPIC_RESOURCE, Endpoint, ImageBuilder, MetadataImage,
-                                    apply_batch, empty_image)
+from klamm.controller.image import (BROKER_RESOURCE, GROUP_RESOURCE, TOPIC_RESOURCE, Endpoint, ImageBuilder,
+                                    MetadataImage, apply_batch, empty_image)
 from klamm.controller.metadata_log import METADATA_PARTITION, METADATA_TOPIC
 from klamm.controller.records import MetadataRecordError, decode_record
 from klamm.controller.snapshot import SnapshotError, SnapshotId, parse_snapshot
 from klamm.controller.client_quotas import ClientQuotaAlteration, ClientQuotaResult
-from klamm.controller.configs import ConfigValidator, decide_alter_broker_configs, decide_alter_topic_configs
+from klamm.controller.configs import (ConfigValidator, decide_alter_broker_configs, decide_alter_group_configs,
+                                     decide_alter_topic_configs)
 from klamm.controller.elections import ElectionOutcome
 from klamm.controller.quorum_info import QuorumInfo, from_response
 from klamm.controller.scram import ScramAlterResult, ScramDeletion, ScramUpsertion
@@ -387,6 +388,16 @@ class RemoteControllerClient:
         if not validate_only:
             name = "" if node_id is None else str(node_id)
             await self._alter_configs(BROKER_RESOURCE, name, set_configs, delete_configs, replace)
+        return configs
+
+    async def alter_group_configs(self, group_id: str, set_configs: Mapping[str, str], delete_configs: Iterable[str],
+                                  *, replace: bool, validate_only: bool,
+                                  validate_config: ConfigValidator | None) -> dict[str, str]:
+        delete_configs = list(delete_configs)
+        configs, _ = decide_alter_group_configs(self._lifecycle.follower.image, group_id, set_configs, delete_configs,
+                                                replace=replace, validate_config=validate_config)
+        if not validate_only:
+            await self._alter_configs(GROUP_RESOURCE, group_id, set_configs, delete_configs, replace)
         return configs
 
     async def _alter_configs(self, resource_type: int, name: str, set_configs: Mapping[str, str],

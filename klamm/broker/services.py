@@ -80,6 +80,10 @@ class ControllerClient(Protocol):
                                    delete_configs: Iterable[str], *, replace: bool, validate_only: bool,
                                    validate_config: ConfigValidator | None) -> dict[str, str]: ...
 
+    async def alter_group_configs(self, group_id: str, set_configs: Mapping[str, str], delete_configs: Iterable[str],
+                                  *, replace: bool, validate_only: bool,
+                                  validate_config: ConfigValidator | None) -> dict[str, str]: ...
+
     async def alter_client_quotas(self, alterations: Sequence[ClientQuotaAlteration], *,
                                   validate_only: bool) -> list[ClientQuotaResult]: ...
 
@@ -183,6 +187,12 @@ class LocalControllerClient:
                                    validate_config: ConfigValidator | None) -> dict[str, str]:
         return self._controller.alter_broker_configs(node_id, set_configs, delete_configs, replace=replace,
                                                      validate_only=validate_only, validate_config=validate_config)
+
+    async def alter_group_configs(self, group_id: str, set_configs: Mapping[str, str], delete_configs: Iterable[str],
+                                  *, replace: bool, validate_only: bool,
+                                  validate_config: ConfigValidator | None) -> dict[str, str]:
+        return self._controller.alter_group_configs(group_id, set_configs, delete_configs, replace=replace,
+                                                    validate_only=validate_only, validate_config=validate_config)
 
     async def alter_client_quotas(self, alterations: Sequence[ClientQuotaAlteration], *,
                                   validate_only: bool) -> list[ClientQuotaResult]:

@@ -90,6 +90,8 @@ class ConfigSource(enum.IntEnum):
     STATIC_BROKER_CONFIG = 4
     DEFAULT_CONFIG = 5
     DYNAMIC_BROKER_LOGGER_CONFIG = 6
+    CLIENT_METRICS_CONFIG = 7
+    GROUP_CONFIG = 8  # a group's dynamic config (KIP-848); the admin client calls it DYNAMIC_GROUP_CONFIG
 
 
 _INT_BOUNDS = {

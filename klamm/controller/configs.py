@@ -1,4 +1,4 @@
-"""Config decisions: topic and broker config changes as ConfigRecords.
+"""Config decisions: topic, broker and group config changes as ConfigRecords.
 
 Mirrors Kafka's ConfigurationControlManager: a change is validated against the
 resulting explicit config set (the callback raises KafkaError(invalid_config))
@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 
-from klamm.controller.image import BROKER_RESOURCE, TOPIC_RESOURCE, MetadataImage
+from klamm.controller.image import BROKER_RESOURCE, GROUP_RESOURCE, TOPIC_RESOURCE, MetadataImage
 from klamm.controller.records import MetadataRecord
 from klamm.protocol.errors import ErrorCode, KafkaError
 
-__all__ = ["ConfigValidator", "decide_alter_broker_configs", "decide_alter_topic_configs", "resulting_configs",
-           "run_validator"]
+__all__ = ["ConfigValidator", "decide_alter_broker_configs", "decide_alter_group_configs", "decide_alter_topic_configs",
+           "resulting_configs", "run_validator"]
 
 # Raises KafkaError(invalid_config) or ValueError (e.g. klamm.config's ConfigError) to refuse.
 ConfigValidator = Callable[[dict[str, str]], object]
@@ -84,3 +84,14 @@ def decide_alter_broker_configs(
     name = "" if node_id is None else str(node_id)
     current = image.broker_configs(node_id)
     return _decide(BROKER_RESOURCE, name, current, set_configs, delete_configs, replace, validate_config)
+
+
+def decide_alter_group_configs(
+    image: MetadataImage, group_id: str, set_configs: Mapping[str, str], delete_configs: Iterable[str] = (), *,
+    replace: bool = False, validate_config: ConfigValidator | None = None,
+) -> tuple[dict[str, str], list[MetadataRecord]]:
+    """A group's dynamic configs (KIP-848); the group need not exist, and there is no default group."""
+    if not group_id:
+        raise KafkaError(ErrorCode.invalid_request, "Default group resources are not allowed.")
+    return _decide(GROUP_RESOURCE, group_id, image.group_configs(group_id), set_configs, delete_configs, replace,
+                   validate_config)

@@ -40,7 +40,8 @@ from klamm.controller.acls import Acl, AclFilter
 from klamm.controller.bootstrap import read_bootstrap
 from klamm.controller.brokers import decide_register_broker, decide_unregister_broker
 from klamm.controller.client_quotas import ClientQuotaAlteration, ClientQuotaResult, decide_alter_client_quotas
-from klamm.controller.configs import ConfigValidator, decide_alter_broker_configs, decide_alter_topic_configs
+from klamm.controller.configs import (ConfigValidator, decide_alter_broker_configs, decide_alter_group_configs,
+                                     decide_alter_topic_configs)
 from klamm.controller.elections import ElectionOutcome, decide_elect_leaders
 from klamm.controller.partition_changes import (NO_LEADER, UNCLEAN_KEY, decide_alter_partition, decide_balance_leaders,
                                                 decide_controlled_shutdown, decide_reassignments,
@@ -437,6 +438,16 @@ class Controller:
         """Dynamic broker configs of `node_id`, or cluster-wide defaults with node_id None."""
         configs, records = decide_alter_broker_configs(
             self._image, node_id, set_configs, delete_configs, replace=replace, validate_config=validate_config)
+        if records and not validate_only:
+            self._commit(records)
+        return configs
+
+    def alter_group_configs(self, group_id: str, set_configs: Mapping[str, str], delete_configs: Iterable[str] = (),
+                            *, replace: bool = False, validate_only: bool = False,
+                            validate_config: ConfigValidator | None = None) -> dict[str, str]:
+        """A group's dynamic configs (consumer.session.timeout.ms, ...), as GROUP ConfigRecords."""
+        configs, records = decide_alter_group_configs(
+            self._image, group_id, set_configs, delete_configs, replace=replace, validate_config=validate_config)
         if records and not validate_only:
             self._commit(records)
         return configs

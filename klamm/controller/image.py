@@ -33,6 +33,7 @@ from klamm.protocol.sasl import SCRAM_MECHANISMS, ScramCredential
 
 __all__ = [
     "BROKER_RESOURCE",
+    "GROUP_RESOURCE",
     "SCRAM_MECHANISM_NAMES",
     "TOPIC_RESOURCE",
     "BrokerRegistration",
@@ -51,6 +52,7 @@ log = logging.getLogger(__name__)
 # ConfigResource.Type codes used in ConfigRecord.resource_type.
 TOPIC_RESOURCE = 2
 BROKER_RESOURCE = 4
+GROUP_RESOURCE = 32
 
 NO_LEADER = -1
 NO_LEADER_CHANGE = -2  # PartitionChangeRecord.leader: unchanged
@@ -153,6 +155,10 @@ class MetadataImage:
     def broker_configs(self, node_id: int | None) -> Mapping[str, str]:
         """Dynamic configs of one broker, or the cluster default with node_id None."""
         return self.configs.get((BROKER_RESOURCE, "" if node_id is None else str(node_id)), _EMPTY)
+
+    def group_configs(self, group_id: str) -> Mapping[str, str]:
+        """A group's dynamic configs (KIP-848), as set by IncrementalAlterConfigs on the GROUP resource."""
+        return self.configs.get((GROUP_RESOURCE, group_id), _EMPTY)
 
     def scram_credential(self, user: str, mechanism: str) -> ScramCredential | None:
         """The SCRAM credential of `user` for `mechanism` ("SCRAM-SHA-256" or "SCRAM-SHA-512"), if any."""

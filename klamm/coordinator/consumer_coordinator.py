@@ -19,9 +19,10 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from klamm.config.group import CONSUMER_HEARTBEAT_INTERVAL_MS, CONSUMER_SESSION_TIMEOUT_MS
 from klamm.coordinator import classic_members
 from klamm.coordinator.assignors import ASSIGNORS
 from klamm.coordinator.classic_members import ClassicJoin
@@ -69,6 +70,8 @@ class ConsumerGroups:
         self.groups: dict[str, ConsumerGroup] = {}
         # the cluster's topics by name; the broker's runtime points it at its metadata image
         self.topics: Callable[[], Topics] = dict
+        # a group's dynamic configs (KIP-848) by group id; the runtime points it at the metadata image
+        self.group_configs: Callable[[str], Mapping[str, str]] = lambda _group_id: {}
 
     # ------------------------------------------------------------- heartbeat
     def heartbeat(self, req: HeartbeatRequest) -> Result:
@@ -85,7 +88,7 @@ class ConsumerGroups:
                     out.records = self._removal(group, out.response["member_id"], topics)
             else:
                 group, upgrade = self._group_for(req, topics)
-                out = heartbeat(group, req, topics, self.settings)
+                out = heartbeat(group, req, topics, self._group_settings(req.group_id))
         except KafkaError as exc:
             log.debug("consumer group %s member %s epoch %d: %s", req.group_id, req.member_id, req.member_epoch,
                       exc.code.name)
@@ -95,6 +98,32 @@ class ConsumerGroups:
         self._write_all(req.group_id, out.records)
         self._follow_timers(req, out)
         return self.owner.finish(out.response)
+
+    def _group_values(self, group_id: str) -> dict[str, int]:
+        """The group's consumer.session.timeout.ms and consumer.heartbeat.interval.ms: its own, else the broker's.
+
+        Read at each heartbeat, so a change reaches a member at its next heartbeat (Kafka's GroupConfigManager).
+        """
+        defaults = {CONSUMER_SESSION_TIMEOUT_MS: self.config.session_timeout_ms,
+                    CONSUMER_HEARTBEAT_INTERVAL_MS: self.config.heartbeat_interval_ms}
+        overrides = self.group_configs(group_id)
+        if not overrides:
+            return defaults
+        values = dict(defaults)
+        for name in values:
+            text = overrides.get(name)
+            if text is not None:
+                try:
+                    values[name] = int(text)
+                except ValueError:
+                    pass  # validated when set; the broker's value rather than failing the group
+        return values
+
+    def _group_settings(self, group_id: str) -> GroupSettings:
+        interval = self._group_values(group_id)[CONSUMER_HEARTBEAT_INTERVAL_MS]
+        if interval == self.settings.heartbeat_interval_ms:
+            return self.settings
+        return replace(self.settings, heartbeat_interval_ms=interval)
 
     def _existing(self, group_id: str) -> ConsumerGroup:
         group = self.groups.get(group_id)
@@ -283,9 +312,10 @@ class ConsumerGroups:
 
     # ---------------------------------------------------------------- timers
     def _schedule_session(self, group_id: str, member_id: str, timeout_ms: int | None = None) -> None:
-        """A consumer-protocol member's session is the broker's; a classic member's is its own."""
-        self.owner.timer.schedule(("consumer-session", group_id, member_id),
-                                  self.config.session_timeout_ms if timeout_ms is None else timeout_ms,
+        """A consumer-protocol member's session is its group's (or the broker's); a classic member's is its own."""
+        if timeout_ms is None:
+            timeout_ms = self._group_values(group_id)[CONSUMER_SESSION_TIMEOUT_MS]
+        self.owner.timer.schedule(("consumer-session", group_id, member_id), timeout_ms,
                                   lambda: self._fence(group_id, member_id, "the member session expired"))
 
     def _cancel_timers(self, group_id: str, member_id: str) -> None:

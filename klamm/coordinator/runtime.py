@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from klamm.coordinator.consumer_coordinator import ConsumerGroupConfig
@@ -139,7 +139,12 @@ class GroupCoordinatorRuntime:
             self.coordinator = GroupCoordinator(coordinator_config(self.broker.config, len(topic.partitions)),
                                                 self.timer)
             self.coordinator.consumer.topics = self._topics
+            self.coordinator.consumer.group_configs = self._group_configs
         self._loads.follow(image, self.coordinator.owned)
+
+    def _group_configs(self, group_id: str) -> Mapping[str, str]:
+        """A group's dynamic configs in the current image (KIP-848), read at each heartbeat."""
+        return self.broker.controller.image.group_configs(group_id)
 
     def _topics(self) -> dict[str, TopicMetadata]:
         """The image's topics, computed again only when the image changed."""

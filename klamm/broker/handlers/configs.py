@@ -1,4 +1,4 @@
-"""DescribeConfigs (32), AlterConfigs (33), IncrementalAlterConfigs (44): topic and broker configs.
+"""DescribeConfigs (32), AlterConfigs (33), IncrementalAlterConfigs (44): topic, broker and group configs.
 
 Answers as Kafka's ConfigHelper (describe), ConfigAdminManager (the broker's
 checks of broker resources) and ConfigurationControlManager (the controller's
@@ -14,9 +14,15 @@ log.segment.bytes, ...). Other known broker configs are refused as Kafka refuses
 its non-dynamic ones, so no change is reported that is not in force. Unknown
 names are stored, as Kafka stores them (custom plugin configs), with no effect.
 
+Group configs (KIP-848): consumer.session.timeout.ms and consumer.heartbeat.interval.ms
+of one group, checked as Kafka's GroupConfig (klamm/config/group.py) and stored as
+GROUP ConfigRecords; the group coordinator reads them from the image at each member's
+heartbeat. A group need not exist to have configs. Described as Kafka's ConfigHelper:
+every key, GROUP_CONFIG when the group sets it, else the broker's value as DEFAULT_CONFIG.
+
 With an authorizer: describing needs DESCRIBE_CONFIGS, altering ALTER_CONFIGS, on
-the topic for a topic's configs and on the cluster for a broker's, else
-TOPIC_AUTHORIZATION_FAILED or CLUSTER_AUTHORIZATION_FAILED for that resource.
+the topic for a topic's configs, on the group for a group's and on the cluster for a
+broker's, else TOPIC_, GROUP_ or CLUSTER_AUTHORIZATION_FAILED for that resource.
 An alteration is authorized after the broker's own checks of the request (as
 Kafka's broker checks it before its controller authorizes it). ListConfigResources
 needs DESCRIBE_CONFIGS on the cluster.
@@ -34,13 +40,14 @@ from klamm.config.broker import BrokerConfig
 from klamm.config.broker_keys import BROKER_CONFIG_DEF
 from klamm.config.definition import ConfigKey, ConfigSource, ConfigType, format_value
 from klamm.config.errors import ConfigError
+from klamm.config.group import GROUP_CONFIG_BROKER_KEYS, effective_group_configs, validate_group_configs
 from klamm.config.topic import TopicConfig
 from klamm.config.topic_keys import TOPIC_CONFIG_DEF
 from klamm.controller.acls import CLUSTER_NAME, ResourceType
 from klamm.protocol.acl import AclOperation
 from klamm.protocol.errors import ErrorCode, KafkaError
 
-TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
+TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP = 2, 4, 8, 16, 32
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 _OP_NAMES = {APPEND: "APPEND", SUBTRACT: "SUBTRACT"}
 
@@ -149,6 +156,8 @@ class _Describer:
                 entries = self.topic(resource.resource_name)
             elif resource.resource_type == BROKER:
                 entries = self.broker_resource(resource.resource_name)
+            elif resource.resource_type == GROUP:
+                entries = self.group(resource.resource_name)
             else:
                 raise KafkaError(ErrorCode.invalid_request, f"Unsupported resource type: {_type_name(resource.resource_type)}")
         except KafkaError as exc:
@@ -196,6 +205,27 @@ class _Describer:
         if not per_broker:
             synonyms = [s for s in synonyms if s["source"] == ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG]
         return self._entry(key, value, synonyms, read_only=key.name not in DYNAMIC_BROKER_CONFIGS)
+
+    def group(self, name: str) -> list[dict[str, Any]]:
+        if not name:
+            raise KafkaError(ErrorCode.invalid_request, "Group name must not be empty")
+        overrides = self.broker.controller.image.group_configs(name)
+        values = effective_group_configs(self.broker.config, overrides)
+        entries = []
+        for key_name, broker_key in GROUP_CONFIG_BROKER_KEYS.items():
+            value = str(values[key_name])
+            # Kafka's createGroupConfigEntry: one synonym, the group's own or the default (the broker's value)
+            source = ConfigSource.GROUP_CONFIG if key_name in overrides else ConfigSource.DEFAULT_CONFIG
+            key = BROKER_CONFIG_DEF[broker_key]
+            entries.append({
+                "name": key_name, "value": value, "read_only": False,
+                "config_source": source, "is_default": source == ConfigSource.DEFAULT_CONFIG,
+                "is_sensitive": False,
+                "synonyms": [_synonym(key_name, value, source)] if self.include_synonyms else [],
+                "config_type": key.type.value,
+                "documentation": key.documentation if self.include_documentation else None,
+            })
+        return entries
 
     def _synonyms(self, name: str, names: list[str], sensitive: bool) -> list[dict[str, Any]]:
         """Kafka's configSynonyms: per source (dynamic broker, dynamic default, static, default), each
@@ -277,7 +307,7 @@ def _check_entries(resource: Any, incremental: bool) -> None:
     nulls = [c.name for c in resource.configs if c.value is None and not (incremental and c.config_operation == DELETE)]
     if nulls:
         raise KafkaError(ErrorCode.invalid_request, "Null value not supported for : " + ", ".join(nulls))
-    if resource.resource_type not in (TOPIC, BROKER):
+    if resource.resource_type not in (TOPIC, BROKER, GROUP):
         raise KafkaError(ErrorCode.invalid_request, f"Unknown resource type {resource.resource_type}")
 
 
@@ -287,6 +317,9 @@ async def _alter_legacy(broker: BrokerServices, request: Any, resource: Any, val
     if resource.resource_type == TOPIC:
         _authorize_alter(broker, request, resource)
         await _alter_topic(broker, resource.resource_name, configs, [], replace=True, validate_only=validate_only)
+    elif resource.resource_type == GROUP:
+        _authorize_alter(broker, request, resource)
+        await _alter_group(broker, resource.resource_name, configs, [], replace=True, validate_only=validate_only)
     else:
         await _alter_broker(broker, request, resource.resource_name, configs, [], replace=True,
                             validate_only=validate_only)
@@ -304,6 +337,12 @@ async def _alter_incremental(broker: BrokerServices, request: Any, resource: Any
         current = dict(image_topic.configs) if image_topic is not None else {}
         set_configs, deletes = _incremental_changes(resource.configs, current, TOPIC_CONFIG_DEF.get, _topic_list_error)
         await _alter_topic(broker, name, set_configs, deletes, replace=False, validate_only=validate_only)
+    elif resource.resource_type == GROUP:
+        _authorize_alter(broker, request, resource)
+        current = dict(broker.controller.image.group_configs(name))
+        # no group key is a LIST, so APPEND and SUBTRACT are refused as for a topic's non-list key
+        set_configs, deletes = _incremental_changes(resource.configs, current, lambda _name: None, _topic_list_error)
+        await _alter_group(broker, name, set_configs, deletes, replace=False, validate_only=validate_only)
     else:
         node_id = _broker_node(broker, name)
         current = dict(broker.controller.image.broker_configs(node_id))
@@ -358,6 +397,14 @@ async def _alter_topic(broker: BrokerServices, topic: str, set_configs: Mapping[
         validate_config=lambda configs: TopicConfig.validate(broker.config, configs))
 
 
+async def _alter_group(broker: BrokerServices, group_id: str, set_configs: Mapping[str, str], deletes: list[str], *,
+                       replace: bool, validate_only: bool) -> None:
+    # Kafka's GroupConfigManager.validate: the resulting explicit set over the broker's group.consumer.* values
+    await broker.controller_client.alter_group_configs(
+        group_id, set_configs, deletes, replace=replace, validate_only=validate_only,
+        validate_config=lambda configs: validate_group_configs(broker.config, configs))
+
+
 def _broker_node(broker: BrokerServices, name: str) -> int | None:
     """None for the cluster-wide default (""), else this broker's id; another id is refused as Kafka does."""
     if not name:
@@ -394,16 +441,15 @@ async def _alter_broker(broker: BrokerServices, request: Any, name: str, set_con
 
 
 # ListConfigResources (74; v0 was ListClientMetricsResources)
-CLIENT_METRICS, GROUP = 16, 32
 
 
 async def list_config_resources(broker: BrokerServices, request: Any) -> dict[str, Any]:
     """The resources DescribeConfigs can describe (KIP-1142), all of the supported types for an empty list.
 
-    v0 knows client metrics resources only. klamm has no client metrics subscriptions
-    and no group configs, so those types list nothing; broker loggers are not served
-    (DescribeConfigs refuses them), so asking for them is UNSUPPORTED_VERSION, as Kafka
-    answers a type it does not support.
+    v0 knows client metrics resources only. klamm has no client metrics subscriptions, so
+    that type lists nothing; the groups listed are those with configs (existing or not);
+    broker loggers are not served (DescribeConfigs refuses them), so asking for them is
+    UNSUPPORTED_VERSION, as Kafka answers a type it does not support.
     """
     if broker.authorizer.enabled and not broker.authorizer.allowed(request, AclOperation.DESCRIBE_CONFIGS,
                                                                    ResourceType.CLUSTER, CLUSTER_NAME):
@@ -418,6 +464,9 @@ async def list_config_resources(broker: BrokerServices, request: Any) -> dict[st
         resources += [{"resource_name": name, "resource_type": TOPIC} for name in sorted(image.topics_by_name)]
     if BROKER in wanted:
         resources += [{"resource_name": str(node_id), "resource_type": BROKER} for node_id in sorted(image.brokers)]
+    if GROUP in wanted:
+        resources += [{"resource_name": name, "resource_type": GROUP}
+                      for resource_type, name in sorted(image.configs) if resource_type == GROUP]
     return {"error_code": ErrorCode.none, "config_resources": resources}
 
 
