@@ -34,6 +34,7 @@ from klamm.broker.principal_mapping import PrincipalMapper
 from klamm.config.broker import BrokerConfig
 from klamm.config.errors import ConfigError
 from klamm.protocol import oauthbearer
+from klamm.protocol.api import API_VERSIONS_KEY, SASL_AUTHENTICATE_KEY, SASL_HANDSHAKE_KEY
 from klamm.protocol.errors import ErrorCode
 from klamm.protocol.oauthbearer import OAuthBearerServer, TokenValidator
 from klamm.protocol.sasl import (
@@ -53,8 +54,7 @@ SUPPORTED_MECHANISMS = ("PLAIN", *SCRAM_MECHANISMS, oauthbearer.MECHANISM)
 OAUTHBEARER = oauthbearer.MECHANISM
 PLAIN_LOGIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
 SCRAM_LOGIN_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
-API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE = 18, 17, 36
-PRE_AUTHENTICATION_APIS = frozenset((API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE))
+PRE_AUTHENTICATION_APIS = frozenset((API_VERSIONS_KEY, SASL_HANDSHAKE_KEY, SASL_AUTHENTICATE_KEY))
 _ILLEGAL, _UNSUPPORTED = ErrorCode.illegal_sasl_state, ErrorCode.unsupported_sasl_mechanism
 _AUTH_FAILED = ErrorCode.sasl_authentication_failed
 INT64_MAX = 2**63 - 1
@@ -213,7 +213,7 @@ class SaslSession:
     def admits(self, api_key: int) -> bool:
         """Whether the connection may send this request now (else Kafka closes it)."""
         if self._state is _State.AUTHENTICATED:
-            return time.monotonic() < self._expires_at or api_key == SASL_HANDSHAKE
+            return time.monotonic() < self._expires_at or api_key == SASL_HANDSHAKE_KEY
         return self._state is not _State.FAILED and api_key in PRE_AUTHENTICATION_APIS
 
     def may_reauthenticate(self) -> bool:

@@ -33,7 +33,7 @@ from kio.schema.response_header.v1.header import ResponseHeader as ResponseHeade
 from kio.serial import entity_reader, entity_writer
 
 from klamm.broker.peer_security import PLAINTEXT_PEER, PeerSecurity
-from klamm.protocol.api import message_types
+from klamm.protocol.api import SASL_AUTHENTICATE_KEY, SASL_HANDSHAKE_KEY, message_types
 from klamm.protocol.build import build
 from klamm.protocol.errors import ErrorCode
 from klamm.protocol.sasl import SaslError
@@ -44,7 +44,6 @@ log = logging.getLogger(__name__)
 
 _SIZE = struct.Struct(">i")
 MAX_RESPONSE_BYTES = 256 * 1024 * 1024
-SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
 REAUTH_FRACTION = 0.85  # of the session lifetime: reconnect before the server would close the connection
 
 
@@ -124,14 +123,14 @@ class BrokerConnection:
     async def _authenticate(self) -> None:
         """SaslHandshake v1, then SaslAuthenticate v2 until the mechanism completes; SaslError if refused."""
         mechanism = self.security.sasl_client()
-        handshake = await self._exchange(SASL_HANDSHAKE, 1, {"mechanism": mechanism.mechanism})
+        handshake = await self._exchange(SASL_HANDSHAKE_KEY, 1, {"mechanism": mechanism.mechanism})
         if handshake.error_code != ErrorCode.none:
             raise SaslError(ErrorCode(handshake.error_code), f"{mechanism.mechanism} is not enabled on the "
                             f"listener ({ErrorCode(handshake.error_code).name}); it offers "
                             f"{', '.join(handshake.mechanisms) or 'none'}")
         token: bytes | None = mechanism.initial()
         while token is not None:
-            answer = await self._exchange(SASL_AUTHENTICATE, 2, {"auth_bytes": token})
+            answer = await self._exchange(SASL_AUTHENTICATE_KEY, 2, {"auth_bytes": token})
             if answer.error_code != ErrorCode.none:
                 raise SaslError(ErrorCode(answer.error_code), answer.error_message or ErrorCode(answer.error_code).name)
             token = mechanism.evaluate(bytes(answer.auth_bytes))

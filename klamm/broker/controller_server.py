@@ -73,6 +73,7 @@ from klamm.controller.quorum_info import SINGLE_VOTER_EPOCH, SingleVoterQuorum
 from klamm.controller.raft import wire
 from klamm.controller.snapshot import SnapshotId
 from klamm.protocol.acl import CLUSTER_OPERATIONS, NOT_INCLUDED, AclOperation
+from klamm.protocol.api import SASL_AUTHENTICATE_KEY, SASL_HANDSHAKE_KEY
 from klamm.protocol.errors import ErrorCode, KafkaError
 
 if TYPE_CHECKING:
@@ -85,7 +86,7 @@ SUPPORTED = {1: (12, 12), 18: (0, 4), 19: (2, 7), 20: (6, 6), 30: (3, 3), 31: (3
              43: (2, 2), 44: (1, 1), 45: (0, 0), 49: (0, 1), 51: (0, 0), 55: (0, 2), 56: (3, 3), 59: (0, 1),
              60: (0, 1), 62: (3, 3), 63: (1, 1), 67: (0, 0)}
 RAFT_SUPPORTED = {wire.VOTE: (2, 2), wire.BEGIN_QUORUM_EPOCH: (0, 0), wire.END_QUORUM_EPOCH: (0, 0)}
-SASL_SUPPORTED = {sasl.SASL_HANDSHAKE: (0, 1), sasl.SASL_AUTHENTICATE: (0, 2)}
+SASL_SUPPORTED = {SASL_HANDSHAKE_KEY: (0, 1), SASL_AUTHENTICATE_KEY: (0, 2)}
 # The writes a quorum's standby refuses (the broker then finds the active controller), and whose answer
 # waits until what they appended is committed.
 WRITES = frozenset({19, 20, 30, 31, 33, 37, 43, 44, 45, 49, 51, 56, 62, 63, 67})
@@ -123,7 +124,8 @@ class ControllerServer:
         self._supported = {**SUPPORTED, **(RAFT_SUPPORTED if self.raft is not None else {}),
                            **(SASL_SUPPORTED if security.sasl is not None else {})}
         if security.sasl is not None:
-            self._apis.update({sasl.SASL_HANDSHAKE: self.sasl_request, sasl.SASL_AUTHENTICATE: self.sasl_request})
+            self._apis.update({SASL_HANDSHAKE_KEY: lambda r: sasl.sasl_handshake(self.broker, r),
+                               SASL_AUTHENTICATE_KEY: lambda r: sasl.sasl_authenticate(self.broker, r)})
 
     async def start(self) -> None:
         config = self.broker.config
@@ -180,10 +182,6 @@ class ControllerServer:
         if request.session is ANONYMOUS or not authorizer.enabled:
             return True
         return authorizer.allowed(request, AclOperation.CLUSTER_ACTION, CLUSTER, CLUSTER_NAME)
-
-    async def sasl_request(self, request: Any) -> dict[str, Any]:
-        handle = sasl.sasl_handshake if request.api_key == sasl.SASL_HANDSHAKE else sasl.sasl_authenticate
-        return await handle(self.broker, request)
 
     async def raft_request(self, request: Any) -> dict[str, Any]:
         """Vote, BeginQuorumEpoch, EndQuorumEpoch, and Fetch / FetchSnapshot of `__cluster_metadata`, to Raft."""

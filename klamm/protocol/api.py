@@ -21,6 +21,7 @@ from kio.index import api_key_map
 from klamm.protocol.legacy import LegacyTypeError, legacy_message_types
 
 API_VERSIONS_KEY = 18
+SASL_HANDSHAKE_KEY, SASL_AUTHENTICATE_KEY = 17, 36  # the only requests before a SASL client authenticates
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,13 +18,12 @@ from typing import Any, Final
 
 from kio.serial import entity_reader
 
-from klamm.protocol.api import API_VERSIONS_KEY, MessageTypes, message_types
+from klamm.protocol.api import API_VERSIONS_KEY, SASL_AUTHENTICATE_KEY, MessageTypes, message_types
 from klamm.protocol.guard import check_lengths, null_check, read_request_header
 from klamm.protocol.encoder import encode
 from klamm.protocol.sendplan import Part
 
 _SIZE = struct.Struct(">i")
-SASL_AUTHENTICATE_KEY = 36
 _KEY_VERSION_CORRELATION = struct.Struct(">hhi")
 
 

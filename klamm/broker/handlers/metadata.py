@@ -143,10 +143,12 @@ def controller_for_clients(broker: BrokerServices, brokers: list[dict[str, Any]]
 def _hide_leaders_off_listener(topics: list[dict[str, Any]], image: Any, listener: str) -> None:
     """Kafka's metadata cache: a partition whose leader has no endpoint on the client's listener is answered
     LISTENER_NOT_FOUND, without a leader the client could not reach anyway."""
+    unreachable = {node_id for node_id, b in image.brokers.items() if b.endpoint(listener) is None}
+    if not unreachable:  # every broker has the listener: nothing to look at per partition
+        return
     for topic in topics:
         for partition in topic.get("partitions", ()):
-            leader = image.brokers.get(partition["leader_id"])
-            if leader is not None and leader.endpoint(listener) is None:
+            if partition["leader_id"] in unreachable:
                 partition["leader_id"] = -1
                 partition["error_code"] = ErrorCode.listener_not_found
 

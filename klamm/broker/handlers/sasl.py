@@ -18,11 +18,11 @@ from typing import Any
 from klamm.broker.authentication import SaslSession
 from klamm.broker.handlers import Api
 from klamm.broker.services import BrokerServices
+from klamm.protocol.api import SASL_AUTHENTICATE_KEY, SASL_HANDSHAKE_KEY
 from klamm.protocol.errors import ErrorCode
 from klamm.protocol.sasl import SaslError
 
 NOT_SASL = "SASL is not enabled on this listener"
-SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
 
 
 async def sasl_handshake(broker: BrokerServices, request: Any) -> dict[str, Any]:
@@ -53,4 +53,4 @@ def _failed(code: ErrorCode, message: str) -> dict[str, Any]:
     return {"error_code": code, "error_message": message, "auth_bytes": b"", "session_lifetime": 0}
 
 
-APIS = [Api(SASL_HANDSHAKE, 0, 1, sasl_handshake), Api(SASL_AUTHENTICATE, 0, 2, sasl_authenticate)]
+APIS = [Api(SASL_HANDSHAKE_KEY, 0, 1, sasl_handshake), Api(SASL_AUTHENTICATE_KEY, 0, 2, sasl_authenticate)]

@@ -96,8 +96,8 @@ def peer_security_of(args: argparse.Namespace) -> Any:
         if certificate:
             tls.load_cert_chain(certificate, properties.get("ssl.key.location"),
                                 properties.get("ssl.key.password") or None)
-        tls.check_hostname = properties.get("ssl.endpoint.identification.algorithm", "https").strip() != "none" \
-            and properties.get("ssl.endpoint.identification.algorithm", "https").strip() != ""
+        algorithm = properties.get("ssl.endpoint.identification.algorithm", "https").strip()
+        tls.check_hostname = algorithm not in ("", "none")
     if not protocol.startswith("SASL_"):
         return PeerSecurity(protocol, tls)
     mechanism = properties.get("sasl.mechanism", "GSSAPI").strip().upper()
