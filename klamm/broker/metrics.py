@@ -144,8 +144,8 @@ class BrokerMetrics:
         """A controller listener: one shrink or expansion per committed ISR change of a partition led here."""
         for topic in new_image.topics_by_name.values():
             before = old_image.topics_by_name.get(topic.name)
-            if before is None or before.topic_id != topic.topic_id:
-                continue
+            if before is topic or before is None or before.topic_id != topic.topic_id:
+                continue  # images share the topics a change did not touch
             for index, partition in topic.partitions.items():
                 previous = before.partitions.get(index)
                 if partition.leader != self._node_id or previous is None or previous.isr == partition.isr:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
@@ -27,7 +27,7 @@ from klamm.broker.partition import Partition, log_config
 from klamm.broker.replication import IsrProposal
 from klamm.config.broker import BrokerConfig
 from klamm.config.topic import TopicConfig
-from klamm.controller.image import MetadataImage, PartitionImage
+from klamm.controller.image import MetadataImage, PartitionImage, TopicImage
 from klamm.protocol.errors import ErrorCode, KafkaError
 from klamm.protocol.topics import TRANSACTION_STATE, is_internal
 from klamm.storage.leader_epoch import LeaderEpochCache
@@ -47,6 +47,10 @@ class ReplicaManager:
         self.logs = logs
         self.partitions: dict[tuple[str, int], Partition] = {}
         self._topic_configs: dict[str, TopicConfig] = {}
+        # The image's topics as last applied (None: walk all of the next image) and its fenced or
+        # shutting-down brokers: what `apply_image` compares the next image with.
+        self._applied: Mapping[str, TopicImage] | None = None
+        self._ineligible: set[int] = set()
         self.flusher = LogFlusher(lambda: [partition.log for partition in self.partitions.values()])
         # AlterReplicaLogDirs: replicas moving to another log dir
         self.moves = ReplicaMoves(logs, self.flusher, lambda topic, index: self.partitions.get((topic, index)),
@@ -68,6 +72,7 @@ class ReplicaManager:
         """New broker defaults (dynamic broker configs): every topic config is re-resolved at the next apply_image."""
         self.config = config
         self._topic_configs.clear()
+        self._applied = None
 
     def get(self, topic: str, index: int) -> Partition:
         partition = self.partitions.get((topic, index))
@@ -76,11 +81,21 @@ class ReplicaManager:
         return partition
 
     def apply_image(self, image: MetadataImage) -> None:
-        """Host exactly the partitions the image assigns to this node, as leader or follower."""
-        wanted: set[tuple[str, int]] = set()
+        """Host exactly the partitions the image assigns to this node, as leader or follower.
+
+        Only what changed since the last image is applied (Kafka's applyDelta): images share every topic a
+        change did not touch (klamm.controller.image.ImageBuilder), so a topic image that is the same object
+        as last time needs nothing. A change in which brokers are fenced or shutting down, new broker
+        defaults (`reconfigure`), or an image that failed part-way, walks every partition again."""
         ineligible = {b.node_id for b in image.brokers.values() if b.fenced or b.in_controlled_shutdown}
+        previous, self._applied = self._applied, None  # an error part-way leaves the next image a full walk
+        topics = image.topics_by_name
+        full = previous is None or ineligible != self._ineligible
+        changed = list(topics.values()) if full else [t for name, t in topics.items() if previous.get(name) is not t]
+        fetching_changed = full
+        wanted: set[tuple[str, int]] = set()
         epoch_writes: list[LeaderEpochCache] = []
-        for topic in image.topics_by_name.values():
+        for topic in changed:
             config = self.topic_config(topic.name, dict(topic.configs))
             for index, meta in topic.partitions.items():
                 if self.node_id not in meta.replicas:
@@ -88,6 +103,7 @@ class ReplicaManager:
                 key = (topic.name, index)
                 wanted.add(key)
                 partition = self.partitions.get(key)
+                fetching = _fetching(partition)
                 if partition is None or partition.topic_id != topic.topic_id:
                     if partition is not None:
                         self._remove(partition)
@@ -96,10 +112,20 @@ class ReplicaManager:
                     partition.config = config
                     partition.log.config = _log_config(topic.name, config)
                 self._apply_role(partition, meta, ineligible, epoch_writes)
+                if not fetching_changed and _fetching(partition) != fetching:
+                    fetching_changed = True
         write_epoch_checkpoints(epoch_writes)
-        for key in [k for k in self.partitions if k not in wanted]:
+        if full:
+            stale = [key for key in self.partitions if key not in wanted]
+        else:  # hosted partitions are those the last image gave this node: look only in the topics that changed
+            before = [previous[t.name] for t in changed if t.name in previous]
+            before += [previous[name] for name in previous.keys() - topics.keys()]
+            stale = [key for topic in before for key in ((topic.name, index) for index in topic.partitions)
+                     if key in self.partitions and key not in wanted]
+        for key in stale:
             self._remove(self.partitions[key])
-        if self.followers_changed is not None:
+        self._applied, self._ineligible = topics, ineligible
+        if (fetching_changed or stale) and self.followers_changed is not None:
             self.followers_changed(self.followers())
 
     def _apply_role(self, partition: Partition, meta: PartitionImage, ineligible: set[int],
@@ -174,6 +200,13 @@ class ReplicaManager:
     def shutdown(self) -> None:
         self.moves.stop()
         self.logs.shutdown()
+
+
+def _fetching(partition: Partition | None) -> tuple[Partition, int] | None:
+    """What the replica fetchers see of a partition: the leader it is fetched from, if it is a follower."""
+    if partition is None or partition.leader is not None or partition.leader_id is None or partition.leader_id < 0:
+        return None
+    return partition, partition.leader_id
 
 
 def _log_config(topic: str, config: TopicConfig) -> LogConfig:
