@@ -18,6 +18,12 @@ producer's transaction: replay keeps them pending per producer id until the
 transaction's marker reaches the same partition (`replay_marker`): a commit
 makes them the group's offsets, an abort drops them.
 
+Reads at the high watermark: the runtime passes each record's log offset to
+`replay` and tells the coordinator where the partition's HW is (`advance`).
+Offsets replayed above the HW are the group's latest, which writes see, but
+OffsetFetch (`fetch_offsets`) answers from the `OffsetTimeline`, as of the HW —
+as Kafka 4's runtime reads its timeline at the last committed offset.
+
 Time comes from the injected timer's clock; deadlines (session, new-member,
 join, sync, retention) are timer entries whose callbacks run in `poll_timers`.
 """
@@ -39,6 +45,7 @@ from klamm.coordinator.partitioning import partition_for
 from klamm.coordinator.records import (CommittedOffset, CoordinatorRecord, GroupKey, OffsetKey, decode_group_value,
                                        decode_key, decode_offset_value, group_metadata_record,
                                        offset_commit_record)
+from klamm.coordinator.timeline import OffsetTimeline
 from klamm.coordinator.timer import Timer
 from klamm.protocol.errors import ErrorCode, KafkaError
 
@@ -125,6 +132,7 @@ class GroupCoordinator:
         self._result = Result()  # what the running operation has to write; taken by _done()
         # producer id -> (group, topic, partition) -> offset, written in a still open transaction
         self._pending_txn: dict[int, dict[tuple[str, str, int], CommittedOffset]] = {}
+        self._timeline = OffsetTimeline()  # offsets as of each partition's high watermark, for OffsetFetch
         self.consumer = ConsumerGroups(self, config.consumer)  # consumer-protocol groups (KIP-848)
 
     @property
@@ -165,6 +173,7 @@ class GroupCoordinator:
                     member.sync_callback(sync_response(ErrorCode.not_coordinator))
                     member.sync_callback = None
         gone |= self.consumer.unload(partition)
+        self._timeline.drop(partition)
         self.timer.cancel_where(lambda key: isinstance(key, tuple) and len(key) > 1 and key[1] in gone)
         for producer_id, pending in list(self._pending_txn.items()):
             for key in [key for key in pending if self.partition_for(key[0]) == partition]:
@@ -197,8 +206,16 @@ class GroupCoordinator:
             raise KafkaError(ErrorCode.coordinator_load_in_progress)
 
     # ----------------------------------------------------------------- replay
-    def replay(self, record: CoordinatorRecord) -> None:
-        """Apply one record of __consumer_offsets (while loading, or right after it was appended)."""
+    def advance(self, partition: int, high_watermark: int) -> None:
+        """The partition's high watermark: what was replayed below it becomes visible to OffsetFetch."""
+        if partition in self._owned:
+            self._timeline.advance(partition, high_watermark)
+
+    def replay(self, record: CoordinatorRecord, offset: int | None = None) -> None:
+        """Apply one record of __consumer_offsets (while loading, or right after it was appended).
+
+        `offset` is its offset in the log: readers see it once the partition's HW passes it (None: at once).
+        """
         if is_consumer_group_key(record.key):
             self.consumer.replay(record)
             return
@@ -207,7 +224,7 @@ class GroupCoordinator:
             pending = self._pending_txn.setdefault(record.producer_id, {})
             pending[(key.group, key.topic, key.partition)] = decode_offset_value(record.value)
         elif isinstance(key, OffsetKey):
-            self._replay_offset(record.partition, key, record.value)
+            self._replay_offset(record.partition, key, record.value, offset)
         elif isinstance(key, GroupKey):
             self._replay_group(record.partition, key.group, record.value)
 
@@ -216,24 +233,28 @@ class GroupCoordinator:
         group: ClassicGroup | ConsumerGroup | None = self.consumer.groups.get(group_id) or self.groups.get(group_id)
         return None if group is None else group.offsets
 
-    def _replay_offset(self, partition: int, key: OffsetKey, value: bytes | None) -> None:
+    def _replay_offset(self, partition: int, key: OffsetKey, value: bytes | None, offset: int | None) -> None:
         offsets = self._offsets_of(key.group)
+        tp = (key.topic, key.partition)
         if value is None:
-            if offsets is not None:
-                offsets.pop((key.topic, key.partition), None)
+            if offsets is not None and tp in offsets:
+                self._timeline.write(partition, offset, key.group, tp, offsets.pop(tp), None)
             return
         if offsets is None:
             state_timestamp = -1 if partition in self._loading else self.clock()
             group = self.groups[key.group] = ClassicGroup(key.group, partition, state_timestamp=state_timestamp)
             offsets = group.offsets
-        offsets[(key.topic, key.partition)] = decode_offset_value(value)
+        committed = decode_offset_value(value)
+        self._timeline.write(partition, offset, key.group, tp, offsets.get(tp), committed)
+        offsets[tp] = committed
 
-    def replay_marker(self, partition: int, producer_id: int, commit: bool) -> None:
-        """A transaction marker on `partition`: its pending offsets there become visible, or go."""
+    def replay_marker(self, partition: int, producer_id: int, commit: bool, offset: int | None = None) -> None:
+        """A transaction marker on `partition` (at log `offset`): its pending offsets there become the
+        group's, or go."""
         pending = self._pending_txn.get(producer_id)
         if not pending:
             return
-        for (group_id, topic, index), offset in list(pending.items()):
+        for (group_id, topic, index), committed in list(pending.items()):
             if self.partition_for(group_id) != partition:
                 continue
             del pending[(group_id, topic, index)]
@@ -241,12 +262,14 @@ class GroupCoordinator:
                 offsets = self._offsets_of(group_id)
                 if offsets is None:
                     offsets = self.groups.setdefault(group_id, ClassicGroup(group_id, partition)).offsets
-                offsets[(topic, index)] = offset
+                tp = (topic, index)
+                self._timeline.write(partition, offset, group_id, tp, offsets.get(tp), committed)
+                offsets[tp] = committed
         if not pending:
             del self._pending_txn[producer_id]
 
     def has_pending_offset(self, group_id: str, topic: str, partition: int) -> bool:
-        """A transaction not yet ended holds an offset for it (OffsetFetch require_stable)."""
+        """A transaction not yet ended holds an offset for it (OffsetFetch require_stable: in the latest state)."""
         return any((group_id, topic, partition) in pending for pending in self._pending_txn.values())
 
     def _replay_group(self, partition: int, group_id: str, value: bytes | None) -> None:
@@ -891,9 +914,11 @@ class GroupCoordinator:
         return None  # Stable, or PreparingRebalance: the heartbeat tells the member to rejoin
 
     def fetch_offsets(self, group_id: str, partitions: list[tuple[str, int]] | None, member_id: str | None = None,
-                      member_epoch: int = -1) -> dict[tuple[str, int], CommittedOffset | None]:
+                      member_epoch: int = -1, latest: bool = False) -> dict[tuple[str, int], CommittedOffset | None]:
         """OffsetFetch of `partitions` (None: every committed one); raises KafkaError for group errors.
 
+        The offsets as of the partition's high watermark, or with `latest` (require_stable, whose answer
+        the runtime holds until the HW passes what is written) the latest ones.
         A consumer-protocol member (OffsetFetch v9) fetches in its current epoch.
         """
         self._validate(group_id, allow_empty=True)
@@ -902,6 +927,8 @@ class GroupCoordinator:
         if error is not None:
             raise KafkaError(error)
         offsets = self._offsets_of(group_id) or {}
+        if not latest and self._timeline.pending(group_id):
+            offsets = self._timeline.visible(group_id, offsets)
         if partitions is None:
             return dict(sorted(offsets.items()))
         return {tp: offsets.get(tp) for tp in partitions}

@@ -10,10 +10,21 @@ partition it becomes leader of is loaded (replayed from its start) before the
 coordinator answers for its groups — meanwhile COORDINATOR_LOAD_IN_PROGRESS —
 and one it stops leading is unloaded, its groups answering NOT_COORDINATOR.
 
-`apply` writes an operation's records — one batch per partition, appended
-synchronously — then replays them into the state machine and runs its
-after-write actions. Timer deadlines run on the event loop, woken early when an
-earlier deadline is scheduled.
+`apply` writes an operation's records — one batch per partition (and producer),
+appended synchronously — replays each batch into the state machine with the
+offsets it got, and runs the operation's after-write actions. Timer deadlines
+run on the event loop, woken early when an earlier deadline is scheduled.
+
+Reads at the high watermark: on a replicated __consumer_offsets a record is
+replayed before the ISR has it. The state machine's offsets are then the latest
+(what writes see), and OffsetFetch reads them as of the partition's HW (Kafka
+4's reads at the last committed offset): before a read, and after each append,
+the runtime tells the state machine the partition's current HW (`committed`).
+An offset the ISR never takes is never read here: losing the leadership
+unloads the partition, and a broker that loads it reads what it replays only
+once its own HW passes it. OffsetFetch with require_stable reads the latest
+state and answers once the HW passes what was written (`written_replicated`),
+as Kafka 4 runs it as a write.
 """
 
 from __future__ import annotations
@@ -164,25 +175,30 @@ class GroupCoordinatorRuntime:
                 CONSUMER_OFFSETS, index, (time.monotonic() - started) * 1000)
 
     def _load_partition(self, coordinator: GroupCoordinator, index: int) -> None:
-        for record in self._read_partition(index):
+        partition = self.broker.replicas.get(CONSUMER_OFFSETS, index)
+        coordinator.advance(index, partition.high_watermark)  # what is past it is read once the HW passes it
+        for offset, record in self._read_partition(partition, index):
             if isinstance(record, tuple):
-                coordinator.replay_marker(index, *record)
+                coordinator.replay_marker(index, *record, offset=offset)
             else:
-                coordinator.replay(record)
+                coordinator.replay(record, offset)
+        coordinator.advance(index, partition.high_watermark)
         coordinator.finish_loading(index)
 
-    def _read_partition(self, index: int) -> Iterator[CoordinatorRecord | tuple[int, bool]]:
-        """The partition's records; a transaction marker as (producer id, commit)."""
-        for buf, header, start in read_batches(self.broker.replicas.get(CONSUMER_OFFSETS, index)):
+    def _read_partition(self, partition: Any, index: int
+                        ) -> Iterator[tuple[int, CoordinatorRecord | tuple[int, bool]]]:
+        """The partition's records with their offsets; a transaction marker as (producer id, commit)."""
+        for buf, header, start in read_batches(partition):
             if header.is_control:
                 control = control_type_of(buf, header.position)
                 if control is not None:
-                    yield header.producer_id, control == ControlRecordType.COMMIT
+                    yield header.base_offset, (header.producer_id, control == ControlRecordType.COMMIT)
                 continue
             producer_id = header.producer_id if header.is_transactional else -1
             for record in decode_batch(buf, header.position)[1]:
                 if record.offset >= start and record.key is not None:
-                    yield CoordinatorRecord(index, record.key, record.value, producer_id, header.producer_epoch)
+                    yield record.offset, CoordinatorRecord(index, record.key, record.value, producer_id,
+                                                           header.producer_epoch)
 
     # serving
     def ready(self) -> GroupCoordinator:
@@ -194,36 +210,75 @@ class GroupCoordinatorRuntime:
     def apply(self, result: Result) -> Any:
         """Append the result's records, replay them, run its after-write actions; its response.
 
-        State changes only by replaying what was written: a partition whose append
-        fails replays nothing (and later partitions are not written). The actions
-        then run with the error, which is raised as KafkaError.
+        State changes only by replaying what was written: a batch whose append
+        fails replays nothing (and later ones are not written). The actions then
+        run with the error, which is raised as KafkaError.
         """
         error = ErrorCode.none
+        coordinator = self.ready()
         for index, records in _by_partition(result.records).items():
             try:
-                self._append(index, records)
+                self._append(coordinator, index, records)
             except (KafkaError, OSError) as exc:
                 error = _client_error(append_error(exc), result.offset_commit)
                 log.warning("append to %s-%d failed: %r", CONSUMER_OFFSETS, index, exc)
                 break
-            for record in records:
-                self.ready().replay(record)
         for action in result.after_write:
             action(error)
         if error != ErrorCode.none:
             raise KafkaError(error)
         return result.response
 
-    def _append(self, index: int, records: list[CoordinatorRecord]) -> None:
-        """One batch per producer: transactional commits go in that producer's batch."""
-        batches: dict[tuple[int, int], list[NewRecord]] = {}
+    def _append(self, coordinator: GroupCoordinator, index: int, records: list[CoordinatorRecord]) -> None:
+        """One batch per producer (transactional commits go in that producer's batch), each replayed with
+        its offsets once appended."""
+        batches: dict[tuple[int, int], list[CoordinatorRecord]] = {}
         for record in records:
-            batches.setdefault((record.producer_id, record.producer_epoch), []).append(
-                NewRecord(record.key, record.value))
+            batches.setdefault((record.producer_id, record.producer_epoch), []).append(record)
         partition = self.broker.replicas.get(CONSUMER_OFFSETS, index)
         for (producer_id, epoch), batch in batches.items():
-            data = build_batch(batch, producer_id=producer_id, producer_epoch=epoch, transactional=producer_id >= 0)
-            partition.append(data)
+            data = build_batch([NewRecord(record.key, record.value) for record in batch], producer_id=producer_id,
+                               producer_epoch=epoch, transactional=producer_id >= 0)
+            first = partition.append(data).first_offset
+            for delta, record in enumerate(batch):
+                coordinator.replay(record, first + delta)
+            coordinator.advance(index, partition.high_watermark)  # RF=1: the append moved it already
+
+    def replay_marker(self, index: int, producer_id: int, commit: bool, offset: int) -> None:
+        """A transaction marker appended to __consumer_offsets-`index` at `offset` (by the transaction
+        coordinator's WriteTxnMarkers): the producer's pending offsets there become the groups', or go."""
+        coordinator = self.coordinator
+        if coordinator is None:
+            return
+        coordinator.replay_marker(index, producer_id, commit, offset)
+        self._advance(coordinator, index)
+
+    def committed(self, group_id: str) -> GroupCoordinator:
+        """The coordinator, for a read at the high watermark of the group's partition as it is now."""
+        coordinator = self.ready()
+        self._advance(coordinator, coordinator.partition_for(group_id))
+        return coordinator
+
+    def _advance(self, coordinator: GroupCoordinator, index: int) -> None:
+        partition = self.broker.replicas.partitions.get((CONSUMER_OFFSETS, index))
+        if partition is not None:
+            coordinator.advance(index, partition.high_watermark)
+
+    async def written_replicated(self, group_id: str) -> ErrorCode:
+        """Wait until the HW of the group's partition passes what is written there now (a require_stable
+        OffsetFetch, which Kafka 4 runs as a write without records); NONE, or NOT_COORDINATOR if it does not
+        within offsets.commit.timeout.ms or the leadership goes (Kafka's answer to a fetch that failed so)."""
+        coordinator = self.ready()
+        index = coordinator.partition_for(group_id)
+        partition = self.broker.replicas.partitions.get((CONSUMER_OFFSETS, index))
+        if partition is None:
+            return ErrorCode.not_coordinator
+        error = await partition.wait_for_replication(partition.log_end_offset,
+                                                     self.broker.config.offsets_commit_timeout_ms / 1000)
+        if error not in (ErrorCode.none, ErrorCode.not_enough_replicas_after_append):  # the latter: the HW passed
+            return ErrorCode.not_coordinator
+        self._advance(coordinator, index)
+        return ErrorCode.none
 
     async def replicated(self, group_id: str) -> ErrorCode:
         """Wait until what was written for the group is on the ISR of its partition (Kafka writes with acks=-1).
@@ -238,6 +293,7 @@ class GroupCoordinatorRuntime:
             return ErrorCode.not_coordinator
         error = await partition.wait_for_replication(partition.log_end_offset,
                                                      self.broker.config.offsets_commit_timeout_ms / 1000)
+        self._advance(coordinator, coordinator.partition_for(group_id))
         return error if error == ErrorCode.none else _client_error(error, offset_commit=True)
 
     async def _run_timers(self) -> None:

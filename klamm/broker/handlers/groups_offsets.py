@@ -12,10 +12,18 @@ Authorization (Kafka's KafkaApis): OffsetCommit needs READ on the group
 DESCRIBE on each group and on each topic: a named topic denied gets
 TOPIC_AUTHORIZATION_FAILED, and fetching all offsets leaves denied topics out.
 OffsetDelete needs DELETE on the group (a group-level error) and READ on each topic.
+
+OffsetFetch reads the offsets as of the high watermark of the group's
+__consumer_offsets partition: a commit becomes visible once the ISR has it (Kafka
+4's read at the last committed offset). With require_stable it reads the latest
+offsets and answers once the HW passes everything written to that partition
+(Kafka 4 runs such a fetch as a write), NOT_COORDINATOR if that does not happen
+within offsets.commit.timeout.ms.
 """
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from klamm.broker.handlers import Api
@@ -98,16 +106,18 @@ async def offset_fetch(broker: BrokerServices, request: Any) -> dict[str, Any]:
     body, version = request.body, request.api_version
     stable = getattr(body, "require_stable", False)
     if version >= 8:
-        return {"groups": [_fetch_group(broker, request, g.group_id, g.topics, version, stable,
-                                        getattr(g, "member_id", None), getattr(g, "member_epoch", -1))
-                           for g in body.groups]}
-    fetched = _fetch_group(broker, request, body.group_id, body.topics, version, stable)
+        return {"groups": list(await asyncio.gather(*(
+            _fetch_group(broker, request, g.group_id, g.topics, version, stable, getattr(g, "member_id", None),
+                         getattr(g, "member_epoch", -1)) for g in body.groups)))}
+    fetched = await _fetch_group(broker, request, body.group_id, body.topics, version, stable)
     return {"topics": fetched["topics"], "error_code": fetched["error_code"]}
 
 
-def _fetch_group(broker: BrokerServices, request: Any, group_id: str, topics: Any, version: int,
-                 require_stable: bool, member_id: str | None = None, member_epoch: int = -1) -> dict[str, Any]:
-    """require_stable (KIP-447): an offset a transaction has pending is UNSTABLE_OFFSET_COMMIT for now.
+async def _fetch_group(broker: BrokerServices, request: Any, group_id: str, topics: Any, version: int,
+                       require_stable: bool, member_id: str | None = None, member_epoch: int = -1
+                       ) -> dict[str, Any]:
+    """require_stable (KIP-447): an offset a transaction has pending is UNSTABLE_OFFSET_COMMIT for now, and
+    the answer waits for the HW to pass what was written.
 
     v9 names the consumer-protocol member fetching, which must be in its current epoch (STALE_MEMBER_EPOCH).
     """
@@ -116,25 +126,29 @@ def _fetch_group(broker: BrokerServices, request: Any, group_id: str, topics: An
     try:
         if denied(broker, request, DESCRIBE, GROUP, group_id):
             raise KafkaError(ErrorCode.group_authorization_failed)
-        coordinator = broker.group_coordinator.ready()
+        runtime = broker.group_coordinator
+        coordinator = runtime.ready() if require_stable else runtime.committed(group_id)
         if wanted is None:
-            offsets = coordinator.fetch_offsets(group_id, None, member_id, member_epoch)
+            offsets = coordinator.fetch_offsets(group_id, None, member_id, member_epoch, latest=require_stable)
             hidden = denied_topics(broker, request, DESCRIBE, {topic for topic, _ in offsets})
         else:
             hidden = denied_topics(broker, request, DESCRIBE, (t.name for t in topics))
             offsets = coordinator.fetch_offsets(group_id, [tp for tp in wanted if tp[0] not in hidden] if hidden
-                                                else wanted, member_id, member_epoch)
+                                                else wanted, member_id, member_epoch, latest=require_stable)
+        rows = [(topic, partition, committed, ErrorCode.none) for (topic, partition), committed in offsets.items()
+                if topic not in hidden]
+        if require_stable:
+            rows = [(t, p, None, ErrorCode.unstable_offset_commit) if coordinator.has_pending_offset(group_id, t, p)
+                    else (t, p, c, e) for t, p, c, e in rows]
+            error = await runtime.written_replicated(group_id)
+            if error != ErrorCode.none:
+                raise KafkaError(error)
     except KafkaError as exc:
         if version >= 2:
             return {"group_id": group_id, "topics": [], "error_code": exc.code}
         # v1 has no group error: every partition carries it
         rows = [(t, p, None, exc.code) for t, p in wanted or []]
         return {"group_id": group_id, "topics": _fetched_topics(rows), "error_code": exc.code}
-    rows = [(topic, partition, committed, ErrorCode.none) for (topic, partition), committed in offsets.items()
-            if topic not in hidden]
-    if require_stable:
-        rows = [(t, p, None, ErrorCode.unstable_offset_commit) if coordinator.has_pending_offset(group_id, t, p)
-                else (t, p, c, e) for t, p, c, e in rows]
     if hidden and wanted is not None:  # named topics denied: after the others, as Kafka answers
         rows += [(t, p, None, ErrorCode.topic_authorization_failed) for t, p in wanted if t in hidden]
     return {"group_id": group_id, "topics": _fetched_topics(rows), "error_code": ErrorCode.none}

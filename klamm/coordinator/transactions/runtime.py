@@ -287,9 +287,9 @@ class TransactionCoordinatorRuntime:
             raise KafkaError(ErrorCode.not_leader_or_follower)
         control = ControlRecordType.COMMIT if commit else ControlRecordType.ABORT
         partition = self.broker.replicas.get(topic, index)
-        partition.append_marker(producer_id, producer_epoch, coordinator_epoch, control)
-        if topic == CONSUMER_OFFSETS and self.broker.group_coordinator.coordinator is not None:
-            self.broker.group_coordinator.coordinator.replay_marker(index, producer_id, commit)
+        appended = partition.append_marker(producer_id, producer_epoch, coordinator_epoch, control)
+        if topic == CONSUMER_OFFSETS:
+            self.broker.group_coordinator.replay_marker(index, producer_id, commit, appended.first_offset)
 
     def _coordinator_epoch(self, transactional_id: str) -> int:
         index = self.ready().partition_for(transactional_id)
