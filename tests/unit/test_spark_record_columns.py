@@ -152,8 +152,9 @@ def test_damaged_records_decode_as_decode_batch_decodes_them_or_are_rejected(
         c = decode_columns(raw, header)
     except KafkaError as exc:
         assert exc.code == ErrorCode.corrupt_message
-        # rejected only what decode_batch rejects, or values Spark cannot hold
-        assert reference is None or any(not MS_MIN <= r.timestamp <= MS_MAX or r.offset >= 2**63 for r in reference)
+        # rejected only what decode_batch rejects, or negative offsets, or timestamps Spark cannot hold
+        assert reference is None or any(not MS_MIN <= r.timestamp <= MS_MAX or not 0 <= r.offset < 2**63
+                                          for r in reference)
         return
     assert reference is not None
     assert c.offsets.tolist() == [r.offset for r in reference]
