@@ -12,10 +12,11 @@ A member leaves with epoch -1 (fenced: its records go, the group epoch is
 bumped), a static member pauses with -2 (it keeps its partitions until its
 session expires or it returns with a new member id).
 
-Regular expressions (`subscribed_topic_regex`, RE2-style as Kafka's, matched
-against whole topic names, internal topics excluded) are resolved against the
-topics given at every heartbeat, so a topic created or deleted is seen on the
-next heartbeat of any member.
+Regular expressions (`subscribed_topic_regex`, in RE2/J's syntax as Kafka's:
+re2j.py, a pattern RE2/J refuses is INVALID_REGULAR_EXPRESSION; matched against
+whole topic names, internal topics excluded) are resolved against the topics
+given at every heartbeat, so a topic created or deleted is seen on the next
+heartbeat of any member.
 
 Divergence from Kafka: a known dynamic member that heartbeats with epoch 0
 (librdkafka after FENCED_MEMBER_EPOCH: same member id, nothing owned) starts
@@ -24,6 +25,7 @@ over with an empty assignment instead of being fenced again.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -35,6 +37,7 @@ from klamm.coordinator.consumer_group import (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GR
                                               CurrentAssignmentRecord, GroupEpochRecord, MemberState,
                                               MemberSubscriptionRecord, Subscription, SubscriptionMetadataRecord,
                                               TargetEpochRecord, TargetMemberRecord, TopicMetadata)
+from klamm.coordinator.re2j import Re2jSyntaxError, compile_re2j
 from klamm.coordinator.reconciliation import reconcile
 from klamm.protocol.errors import ErrorCode, KafkaError
 from klamm.protocol.topics import is_internal
@@ -108,10 +111,17 @@ def validate(req: HeartbeatRequest, settings: GroupSettings) -> None:
 
 
 def compile_regex(pattern: str) -> re.Pattern[str]:
+    """The member's regex as RE2/J compiles it (Kafka's throwIfRegularExpressionIsInvalid)."""
     try:
-        return re.compile(pattern)
-    except re.error as exc:
-        raise KafkaError(ErrorCode.invalid_regular_expression, f"SubscribedTopicRegex {pattern!r} is invalid: {exc}") from None
+        return _compiled(pattern)
+    except Re2jSyntaxError as exc:
+        raise KafkaError(ErrorCode.invalid_regular_expression,
+                         f"SubscribedTopicRegex `{pattern}` is not a valid regular expression: {exc}.") from None
+
+
+@functools.lru_cache(maxsize=256)
+def _compiled(pattern: str) -> re.Pattern[str]:
+    return compile_re2j(pattern)  # every heartbeat of a regex member resolves it again
 
 
 def subscribed_topics(subscription: Subscription, topics: Topics) -> set[str]:
