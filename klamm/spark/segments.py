@@ -23,14 +23,15 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
-from klamm.protocol.batch import ATTR_CONTROL, ATTR_TIMESTAMP_TYPE, ATTR_TRANSACTIONAL, InvalidBatch
-from klamm.protocol.records import decode_batch
+from klamm.protocol.batch import ATTR_CONTROL, ATTR_TRANSACTIONAL, InvalidBatch
 from klamm.spark.java_regex import to_python
 from klamm.spark.options import OptionError
-from klamm.spark.reading import BATCH_ROWS, Columns
+from klamm.spark.reading import BATCH_ROWS, arrow_schema
+from klamm.spark.record_columns import batch_rows
 from klamm.storage.checkpoint import read_offset_checkpoint
 from klamm.storage.log import parse_log_dir_name
 from klamm.storage.log_manager import CLEAN_SHUTDOWN_FILE, LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT
@@ -157,11 +158,23 @@ def _is_aborted(producer_id: int, offset: int, aborted: tuple[tuple[int, int, in
     return any(pid == producer_id and first <= offset <= last for pid, first, last in aborted)
 
 
+def _rows(pending: list[pa.RecordBatch], include_headers: bool) -> pa.RecordBatch:
+    if len(pending) == 1:
+        return pending[0]
+    return pa.Table.from_batches(pending, arrow_schema(include_headers)).combine_chunks().to_batches()[0]
+
+
 def read_slice(s: SegmentSlice, include_headers: bool) -> Iterator[pa.RecordBatch]:
-    """The records of `s` as Arrow batches, decompressed, without markers or aborted records."""
+    """The records of `s` as Arrow batches, decompressed, without markers or aborted records.
+
+    Each batch's records are decoded a column at a time (klamm.spark.record_columns).
+    A batch of at least BATCH_ROWS / 2 rows goes to Spark as it is; smaller ones are
+    put together up to BATCH_ROWS.
+    """
     fd = os.open(s.path, os.O_RDONLY)
     try:
-        columns = Columns(include_headers)
+        pending: list[pa.RecordBatch] = []
+        rows = 0
         for header in scan_batches(fd, 0, s.limit):
             if header.next_offset <= s.start or header.attributes & ATTR_CONTROL:
                 continue
@@ -170,16 +183,24 @@ def read_slice(s: SegmentSlice, include_headers: bool) -> Iterator[pa.RecordBatc
             if header.attributes & ATTR_TRANSACTIONAL and _is_aborted(header.producer_id, header.base_offset,
                                                                         s.aborted):
                 continue
-            timestamp_type = 1 if header.attributes & ATTR_TIMESTAMP_TYPE else 0
-            _, records = decode_batch(os.pread(fd, header.size, header.position), 0)
-            for r in records:
-                if s.start <= r.offset < s.end:
-                    columns.add(r.key, r.value, r.offset, r.timestamp, timestamp_type, r.headers)
-            if len(columns) >= BATCH_ROWS:
-                yield columns.batch(s.topic, s.partition)
-                columns = Columns(include_headers)
-        if len(columns):
-            yield columns.batch(s.topic, s.partition)
+            batch = batch_rows(os.pread(fd, header.size, header.position), s.topic, s.partition, include_headers,
+                               header)
+            if header.base_offset < s.start or header.last_offset >= s.end:
+                offsets = batch.column("offset")
+                batch = batch.filter(pc.and_(pc.greater_equal(offsets, s.start), pc.less(offsets, s.end)))
+            if batch.num_rows >= BATCH_ROWS // 2:  # big enough on its own: handed over without another copy
+                if rows:
+                    yield _rows(pending, include_headers)
+                    pending, rows = [], 0
+                yield batch
+            elif batch.num_rows:
+                pending.append(batch)
+                rows += batch.num_rows
+                if rows >= BATCH_ROWS:
+                    yield _rows(pending, include_headers)
+                    pending, rows = [], 0
+        if rows:
+            yield _rows(pending, include_headers)
     finally:
         os.close(fd)
 
