@@ -30,8 +30,9 @@ from klamm.coordinator.consumer_group import (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GR
                                               ConsumerGroup, ConsumerGroupRecord, ConsumerMember, GroupEpochRecord,
                                               GroupState, MemberSubscriptionRecord, SubscriptionMetadataRecord,
                                               TargetEpochRecord, TopicMetadata)
-from klamm.coordinator.consumer_heartbeat import (GroupSettings, HeartbeatRequest, Outcome, fence, heartbeat, leave,
-                                                  remove_member, unrevoked, validate)
+from klamm.coordinator.consumer_heartbeat import (AuthorizedTopics, DeniedTopics, GroupSettings, HeartbeatRequest,
+                                                  Outcome, fence, heartbeat, leave, remove_member, unrevoked,
+                                                  validate)
 from klamm.coordinator.consumer_records import decode, encode
 from klamm.coordinator.group import Callback, ClassicGroup, join_error, sync_response
 from klamm.coordinator.migration import MigrationPolicy, can_downgrade, can_upgrade, classic_group_from, \
@@ -72,6 +73,9 @@ class ConsumerGroups:
         self.topics: Callable[[], Topics] = dict
         # a group's dynamic configs (KIP-848) by group id; the runtime points it at the metadata image
         self.group_configs: Callable[[str], Mapping[str, str]] = lambda _group_id: {}
+        # group id -> member id -> its principal's DESCRIBE check, from its last heartbeat (soft state): what of
+        # its regex's matches it may have
+        self._principals: dict[str, dict[str, DeniedTopics]] = {}
 
     # ------------------------------------------------------------- heartbeat
     def heartbeat(self, req: HeartbeatRequest) -> Result:
@@ -80,7 +84,8 @@ class ConsumerGroups:
         try:
             self.owner.validate_group(req.group_id)
             validate(req, self.settings)
-            topics = self.topics()
+            self._remember_principal(req)
+            topics = self._topics_for(req.group_id)
             if req.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
                 group = self._existing(req.group_id)
                 out = leave(group, req, topics)
@@ -118,6 +123,21 @@ class ConsumerGroups:
                 except ValueError:
                     pass  # validated when set; the broker's value rather than failing the group
         return values
+
+    def _remember_principal(self, req: HeartbeatRequest) -> None:
+        if req.denied_topics is None:
+            return
+        principals = self._principals.setdefault(req.group_id, {})
+        principals[req.member_id] = req.denied_topics
+        group = self.groups.get(req.group_id)
+        if group is not None and len(principals) > 2 * len(group.members) + 8:  # members gone meanwhile
+            for member_id in [m for m in principals if m not in group.members and m != req.member_id]:
+                del principals[member_id]
+
+    def _topics_for(self, group_id: str) -> AuthorizedTopics:
+        """The cluster's topics, with what each member of the group may DESCRIBE of its regex's matches."""
+        principals = self._principals.get(group_id, {})
+        return AuthorizedTopics(self.topics(), principals.get)
 
     def _group_settings(self, group_id: str) -> GroupSettings:
         interval = self._group_values(group_id)[CONSUMER_HEARTBEAT_INTERVAL_MS]
@@ -199,7 +219,7 @@ class ConsumerGroups:
             if not req.member_id and req.require_known_member_id:
                 respond(join_error(ErrorCode.member_id_required, member_id))
                 return None
-            out = classic_members.join(group, join, self.topics(), self.settings)
+            out = classic_members.join(group, join, self._topics_for(req.group_id), self.settings)
         except KafkaError as exc:
             log.debug("consumer group %s classic member %s join: %s", req.group_id, member_id, exc.message)
             return exc.code
@@ -227,7 +247,7 @@ class ConsumerGroups:
         try:
             member = classic_members.classic_member(group, req.member_id, req.group_instance_id)
             response = classic_members.sync(group, member, req.generation, req.protocol_type, req.protocol_name,
-                                            self.topics())
+                                            self._topics_for(req.group_id))
         except KafkaError as exc:
             if exc.code == ErrorCode.rebalance_in_progress:
                 self._schedule_join_timeout(group, member)
@@ -275,7 +295,7 @@ class ConsumerGroups:
             gone[member.member_id] = member
             self._cancel_timers(group_id, member.member_id)
             errors.append(ErrorCode.none)
-        self._write_all(group_id, classic_members.leave(group, list(gone.values()), self.topics()))
+        self._write_all(group_id, classic_members.leave(group, list(gone.values()), self._topics_for(group_id)))
         return errors
 
     def _schedule_join_timeout(self, group: ConsumerGroup, member: ConsumerMember) -> None:
@@ -334,7 +354,7 @@ class ConsumerGroups:
             return
         log.info("consumer group %s: member %s fenced: %s", group_id, member_id, reason)
         self._cancel_timers(group_id, member_id)
-        self._write_all(group_id, self._removal(group, member_id, self.topics()))
+        self._write_all(group_id, self._removal(group, member_id, self._topics_for(group_id)))
 
     # ---------------------------------------------------------------- replay
     def replay(self, record: CoordinatorRecord) -> None:
@@ -347,6 +367,7 @@ class ConsumerGroups:
         group.replay(typed)
         if not group.exists:
             del self.groups[typed.group_id]
+            self._principals.pop(typed.group_id, None)
             self._keep_offsets(group)
 
     def _keep_offsets(self, group: ConsumerGroup) -> None:
@@ -378,6 +399,7 @@ class ConsumerGroups:
         gone = {group_id for group_id, group in self.groups.items() if group.partition == partition}
         for group_id in gone:
             del self.groups[group_id]
+            self._principals.pop(group_id, None)
         return gone
 
     # ----------------------------------------------------------- offsets

@@ -16,7 +16,12 @@ Regular expressions (`subscribed_topic_regex`, in RE2/J's syntax as Kafka's:
 re2j.py, a pattern RE2/J refuses is INVALID_REGULAR_EXPRESSION; matched against
 whole topic names, internal topics excluded) are resolved against the topics
 given at every heartbeat, so a topic created or deleted is seen on the next
-heartbeat of any member.
+heartbeat of any member. A member's regex keeps only the matching topics its
+principal may DESCRIBE (Kafka 4's filterTopicDescribeAuthorizedTopics): the
+topics come as `AuthorizedTopics`, which knows each member's principal from its
+last heartbeat. Kafka resolves a group's regexes with the principal of the
+heartbeat that triggered the refresh; here each member's with its own, so
+members of different principals do not undo each other's resolution.
 
 Divergence from Kafka: a known dynamic member that heartbeats with epoch 0
 (librdkafka after FENCED_MEMBER_EPOCH: same member id, nothing owned) starts
@@ -27,7 +32,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Set
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,6 +48,28 @@ from klamm.protocol.errors import ErrorCode, KafkaError
 from klamm.protocol.topics import is_internal
 
 Topics = Mapping[str, TopicMetadata]  # the cluster's topics by name
+DeniedTopics = Callable[[Iterable[str]], Set[str]]  # a principal's check: which of these it may not DESCRIBE
+
+
+class AuthorizedTopics(Mapping[str, TopicMetadata]):
+    """The cluster's topics, and which of those a member's regex matches its principal may DESCRIBE."""
+
+    def __init__(self, topics: Topics, denied_for: Callable[[str], DeniedTopics | None]) -> None:
+        self._topics = topics
+        self._denied_for = denied_for  # by member id; None: no principal known (since a reload), nothing hidden
+
+    def __getitem__(self, name: str) -> TopicMetadata:
+        return self._topics[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._topics)
+
+    def __len__(self) -> int:
+        return len(self._topics)
+
+    def describable(self, member_id: str, names: set[str]) -> set[str]:
+        denied = self._denied_for(member_id)
+        return names if denied is None or not names else names - set(denied(names))
 
 
 @dataclass(frozen=True)
@@ -60,6 +87,7 @@ class HeartbeatRequest:
     client_id: str = ""
     client_host: str = ""
     classic: ClassicMetadata | None = None  # a classic member's JoinGroup (classic_members.py), not a heartbeat
+    denied_topics: DeniedTopics | None = field(default=None, compare=False)  # the principal's DESCRIBE check
 
 
 @dataclass(frozen=True)
@@ -124,12 +152,16 @@ def _compiled(pattern: str) -> re.Pattern[str]:
     return compile_re2j(pattern)  # every heartbeat of a regex member resolves it again
 
 
-def subscribed_topics(subscription: Subscription, topics: Topics) -> set[str]:
-    """The member's topics that exist: those it names and those its regular expression matches."""
+def subscribed_topics(subscription: Subscription, topics: Topics, member_id: str | None = None) -> set[str]:
+    """The member's topics that exist: those it names and those its regular expression matches (of those, the
+    ones the member's principal may DESCRIBE, when `topics` knows it)."""
     names = {name for name in subscription.topic_names if name in topics}
     if subscription.topic_regex:
         pattern = compile_regex(subscription.topic_regex)
-        names |= {name for name in topics if not is_internal(name) and pattern.fullmatch(name)}
+        matched = {name for name in topics if not is_internal(name) and pattern.fullmatch(name)}
+        if member_id is not None and isinstance(topics, AuthorizedTopics):
+            matched = topics.describable(member_id, matched)
+        names |= matched
     return names
 
 
@@ -268,7 +300,7 @@ def _updated_subscription(old: Subscription, req: HeartbeatRequest) -> Subscript
 def subscription_metadata(members: Any, topics: Topics) -> dict[str, TopicMetadata]:
     names: set[str] = set()
     for member in members:
-        names |= subscribed_topics(member.subscription, topics)
+        names |= subscribed_topics(member.subscription, topics, member.member_id)
     return {name: topics[name] for name in sorted(names)}
 
 
@@ -281,11 +313,11 @@ def _new_targets(group: ConsumerGroup, members: Mapping[str, ConsumerMember], to
     """
     current: dict[str, Assignment] = {m: group.target(m) for m in members}
     current.update(carried)
-    specs = {m: MemberSpec(frozenset(topics[name].topic_id for name in subscribed_topics(member.subscription, topics)),
+    subscribed = {m: subscribed_topics(member.subscription, topics, m) for m, member in members.items()}
+    specs = {m: MemberSpec(frozenset(topics[name].topic_id for name in subscribed[m]),
                            member.subscription.instance_id, member.subscription.rack_id)
              for m, member in members.items()}
-    counts = {topics[name].topic_id: topics[name].partitions
-              for name in {n for m in members.values() for n in subscribed_topics(m.subscription, topics)}}
+    counts = {topics[name].topic_id: topics[name].partitions for name in set().union(*subscribed.values())}
     name = _assignor_name(members.values(), settings)
     targets: dict[str, Assignment] = dict(settings.assignors[name](specs, counts, current))
     for member_id in members:

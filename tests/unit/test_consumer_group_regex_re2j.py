@@ -108,3 +108,37 @@ def test_a_pattern_re2j_refuses_is_invalid_regular_expression() -> None:
 def test_a_pattern_only_re2j_compiles_subscribes_to_the_topics_it_matches() -> None:
     assert subscribed(beat(r"\p{Ll}+-\pN")) == {"orders-1", "orders-2"}
     assert subscribed(beat(r"[[:upper:]][[:lower:]]+|\Qlogs.app\E")) == {"Payments", "logs.app"}
+
+
+# ------------------------------------------------------------------ DESCRIBE on the topics a regex matches
+def test_each_member_gets_only_the_matches_its_principal_may_describe() -> None:
+    h = Harness()
+    h.coordinator.consumer.topics = lambda: TOPICS
+
+    def beat_as(member_id: str, epoch: int, hidden: set[str], owned: dict | None = None) -> dict:
+        req = HeartbeatRequest("g", member_id, epoch, rebalance_timeout_ms=30_000, topic_regex=r"orders-\d",
+                               owned={} if owned is None else owned, client_id="c", client_host="/127.0.0.1",
+                               denied_topics=lambda names: {n for n in names if n in hidden})
+        return h.apply(h.coordinator.consumer.heartbeat(req))
+
+    alice = beat_as("alice", 0, hidden={"orders-2"})
+    assert subscribed(alice) == {"orders-1"}
+    group = h.coordinator.consumer.groups["g"]
+    assert set(group.subscription_metadata) == {"orders-1"}
+    bob = beat_as("bob", 0, hidden=set())
+    assert set(h.coordinator.consumer.groups["g"].subscription_metadata) == {"orders-1", "orders-2"}
+    # alice's next heartbeat keeps her principal's view: orders-2 stays out of what she subscribes to
+    again = beat_as("alice", alice["member_epoch"], hidden={"orders-2"},
+                    owned={TOPICS["orders-1"].topic_id: frozenset({0})})
+    assert again["error_code"] == ErrorCode.none
+    assert bob["error_code"] == ErrorCode.none
+    targets = h.coordinator.consumer.groups["g"].targets
+    assert TOPICS["orders-2"].topic_id not in targets["alice"]
+    assert set(targets["alice"]) | set(targets["bob"]) == {TOPICS["orders-1"].topic_id, TOPICS["orders-2"].topic_id}
+    # allowed now: at her next heartbeat the group subscribes her to it
+    beat_as("alice", again["member_epoch"], hidden=set(), owned={})
+    assert set(h.coordinator.consumer.groups["g"].subscription_metadata) == {"orders-1", "orders-2"}
+
+
+def test_without_an_authorizer_nothing_is_hidden() -> None:
+    assert subscribed(beat(r"orders-\d")) == {"orders-1", "orders-2"}

@@ -11,7 +11,10 @@ group upgraded online (klamm/coordinator/migration.py).
 
 Authorization (Kafka's KafkaApis): a heartbeat needs READ on the group
 (GROUP_AUTHORIZATION_FAILED) and DESCRIBE on every topic it subscribes to by
-name (TOPIC_AUTHORIZATION_FAILED, naming them). ConsumerGroupDescribe needs
+name (TOPIC_AUTHORIZATION_FAILED, naming them). Of the topics its regex
+matches, the member gets those its principal may DESCRIBE (Kafka 4's
+filterTopicDescribeAuthorizedTopics): the heartbeat hands the coordinator the
+principal's check, which it keeps for the member. ConsumerGroupDescribe needs
 DESCRIBE on each group, and DESCRIBE on the topics its members subscribe to or
 are assigned (else TOPIC_AUTHORIZATION_FAILED for that group).
 """
@@ -64,7 +67,9 @@ async def heartbeat(broker: BrokerServices, request: Any) -> dict[str, Any]:
         topic_names=None if names is None else tuple(names),
         topic_regex=getattr(body, "subscribed_topic_regex", None), server_assignor=body.server_assignor,
         owned=None if owned is None else as_assignment((tp.topic_id, tp.partitions) for tp in owned),
-        client_id=request.client_id or "", client_host=client_host(request))
+        client_id=request.client_id or "", client_host=client_host(request),
+        denied_topics=(lambda names: denied_topics(broker, request, DESCRIBE, names))
+        if broker.authorizer.enabled else None)
     try:
         coordinator = broker.group_coordinator.ready()
         response: dict[str, Any] = broker.group_coordinator.apply(coordinator.consumer.heartbeat(req))
