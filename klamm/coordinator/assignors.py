@@ -15,6 +15,11 @@ stores what it returns as the new target assignment.
   ranges, the first ones one partition more. Topics with the same subscribers
   and partition count are co-partitioned: partition i of each goes to the same
   member.
+
+Neither looks at racks (a member's rack_id, the partitions' replica racks), as
+Kafka 4.0's UniformAssignor and RangeAssignor do not: the uniform builders'
+rack-aware code was taken out before 4.0 and the range assignor never had any;
+rack awareness for the server-side uniform assignor is later work (KAFKA-19909).
 """
 
 from __future__ import annotations
