@@ -35,8 +35,8 @@ from klamm.coordinator.consumer_heartbeat import (AuthorizedTopics, DeniedTopics
                                                   validate)
 from klamm.coordinator.consumer_records import decode, encode
 from klamm.coordinator.group import Callback, ClassicGroup, join_error, sync_response
-from klamm.coordinator.migration import MigrationPolicy, can_downgrade, can_upgrade, classic_group_from, \
-    scratch_group, upgrade_records
+from klamm.coordinator.migration import MigrationPolicy, can_downgrade, can_downgrade_replacing, can_upgrade, \
+    classic_group_from, scratch_group, upgrade_records
 from klamm.coordinator.records import CommittedOffset, CoordinatorRecord, group_metadata_record
 from klamm.protocol.errors import ErrorCode, KafkaError
 
@@ -206,6 +206,31 @@ class ConsumerGroups:
         self.owner.adopt_classic(classic, f"downgrade of group {group.group_id} from consumer to classic")
         return []
 
+    def _downgrade_replacing(self, group: ConsumerGroup, out: Outcome, respond: Callback) -> None:
+        """A classic static member replaced the last consumer-protocol member: the group goes back to classic,
+        Stable, with the joining member in the replaced one's place (Kafka's convertToClassicGroup with a joining
+        member). The join's records, then the consumer group's tombstones, then the classic group's record."""
+        assert out.member is not None and out.replaced is not None
+        joining, replaced = out.member, out.replaced
+        log.info("consumer group %s: classic static member %s replaced %s, the last to use the consumer protocol: "
+                 "converted to a classic group", group.group_id, joining.member_id, replaced)
+        for other in group.members:
+            self._cancel_timers(group.group_id, other)
+        classic = classic_group_from(group, replaced, self._topics_for(group.group_id), self.owner.clock(), joining)
+        records = list(out.records)
+        for member_id in group.members:
+            records.extend(remove_member(group.group_id, joining.member_id if member_id == replaced else member_id))
+        records += [TargetEpochRecord(group.group_id, None), SubscriptionMetadataRecord(group.group_id, None),
+                    GroupEpochRecord(group.group_id, None)]
+        self._write_all(group.group_id, records)
+        self.owner.adopt_classic(classic, None)
+        response = out.response
+
+        def answer(error: ErrorCode) -> None:
+            respond(response if error == ErrorCode.none else join_error(error, joining.member_id))
+
+        self.owner.after_write(answer)
+
     # ---------------------------------------------------------- classic members
     def classic_join(self, req: JoinRequest, respond: Callback) -> ErrorCode | None:
         """A classic JoinGroup to a non-empty consumer group (Kafka's classicGroupJoinToConsumerGroup)."""
@@ -225,6 +250,10 @@ class ConsumerGroups:
             return exc.code
         if out.replaced is not None:
             self._cancel_timers(req.group_id, out.replaced)
+            if can_downgrade_replacing(group, out.replaced, self.config.migration_policy,
+                                       self.owner.config.max_group_size):
+                self._downgrade_replacing(group, out, respond)
+                return None
         self._write_all(req.group_id, out.records)
         response = out.response
 

@@ -330,13 +330,15 @@ class GroupCoordinator:
                                 and key[0] in ("session", "join", "sync", "pending"))
         self._write(group_metadata_record(group.partition, group.group_id, None))
 
-    def adopt_classic(self, group: ClassicGroup, reason: str) -> None:
-        """A consumer group converted back to classic (downgrade): stored as it is, then it rebalances."""
+    def adopt_classic(self, group: ClassicGroup, reason: str | None) -> None:
+        """A consumer group converted back to classic (downgrade): stored as it is, then it rebalances for
+        `reason` (None: it stays Stable, as when a static member replaced the last consumer-protocol one)."""
         self.groups[group.group_id] = group
         self._store_group(group)
         for member in group.members.values():
             self._schedule_session(group, member)
-        self._prepare_rebalance(group, reason)
+        if reason is not None:
+            self._prepare_rebalance(group, reason)
 
     def _store_group(self, group: ClassicGroup, assignments: dict[str, bytes] | None = None) -> None:
         self._write(group_metadata_record(group.partition, group.group_id, group.to_record(assignments)))

@@ -14,7 +14,12 @@ Downgrade: when the last consumer-protocol member leaves or is fenced and
 classic members remain, the consumer group is tombstoned and a classic group of
 the remaining members is written, each assigned its target assignment in its
 own consumer-protocol version; it then rebalances (Kafka's
-convertToClassicGroup).
+convertToClassicGroup). So too when a classic static member's JoinGroup
+replaces the last consumer-protocol member, a static one with the same
+group.instance.id (Kafka's validateOnlineDowngradeWithReplacedMemberId): the
+joining member takes the replaced one's place and target assignment, and the
+classic group starts Stable, without a rebalance; the member's SyncGroup gets
+that assignment.
 
 Committed offsets are records of their own and survive both: the group's
 replay hands them over (consumer_coordinator.py, coordinator.py).
@@ -26,8 +31,8 @@ import enum
 import uuid
 from collections.abc import Mapping
 
-from klamm.coordinator.consumer_group import (ClassicMetadata, ConsumerGroup, ConsumerGroupRecord, CurrentAssignment,
-                                              CurrentAssignmentRecord, GroupEpochRecord, MemberState,
+from klamm.coordinator.consumer_group import (ClassicMetadata, ConsumerGroup, ConsumerGroupRecord, ConsumerMember,
+                                              CurrentAssignment, CurrentAssignmentRecord, GroupEpochRecord, MemberState,
                                               MemberSubscriptionRecord, Subscription, TargetEpochRecord,
                                               TargetMemberRecord, TopicMetadata)
 from klamm.coordinator.consumer_protocol import (PROTOCOL_TYPE, by_id, by_name, decode_assignment, decode_subscription,
@@ -64,6 +69,13 @@ def can_downgrade(group: ConsumerGroup, leaving: str, policy: MigrationPolicy, c
     """Kafka's validateOnlineDowngradeWithFencedMember: only classic members would remain, at least one."""
     return (group.all_classic_except(leaving) and len(group.members) > 1 and policy.downgrades
             and len(group.members) - 1 <= classic_max_size)
+
+
+def can_downgrade_replacing(group: ConsumerGroup, replaced: str, policy: MigrationPolicy,
+                            classic_max_size: int) -> bool:
+    """Kafka's validateOnlineDowngradeWithReplacedMemberId: a classic static member replaces `replaced`, the
+    only member that does not use the classic protocol."""
+    return group.all_classic_except(replaced) and policy.downgrades and len(group.members) <= classic_max_size
 
 
 def upgrade_records(classic: ClassicGroup, topics: Topics) -> list[ConsumerGroupRecord]:
@@ -114,13 +126,16 @@ def scratch_group(group_id: str, partition: int, records: list[ConsumerGroupReco
     return group
 
 
-def classic_group_from(group: ConsumerGroup, leaving: str, topics: Topics, now: int) -> ClassicGroup:
-    """The Stable classic group of every member but `leaving`, each assigned its target (Kafka's fromConsumerGroup)."""
+def classic_group_from(group: ConsumerGroup, leaving: str, topics: Topics, now: int,
+                       joining: ConsumerMember | None = None) -> ClassicGroup:
+    """The Stable classic group of every member but `leaving`, each assigned its target (Kafka's fromConsumerGroup);
+    with `joining` (a classic static member replacing `leaving`), that member too, with `leaving`'s target."""
     classic = ClassicGroup(group.group_id, group.partition, state=GroupState.STABLE, state_timestamp=now,
                            generation=group.group_epoch, protocol_type=PROTOCOL_TYPE, offsets=group.offsets)
-    for member in group.members.values():
+    members = [m for m in group.members.values() if m.member_id != leaving] + ([joining] if joining else [])
+    for member in members:
         metadata = member.subscription.classic
-        if member.member_id == leaving or metadata is None:
+        if metadata is None:
             continue
         classic.add(Member(member.member_id, member.subscription.instance_id, member.subscription.client_id,
                            member.subscription.client_host, member.subscription.rebalance_timeout_ms,
@@ -129,5 +144,7 @@ def classic_group_from(group: ConsumerGroup, leaving: str, topics: Topics, now: 
     names = {t.topic_id: t.name for t in topics.values()}
     for member in classic.members.values():
         version = metadata_version(member.metadata(classic.protocol))
-        member.assignment = encode_assignment(by_name(group.target(member.member_id), names), version)
+        target = group.target(leaving if joining is not None and member.member_id == joining.member_id
+                              else member.member_id)
+        member.assignment = encode_assignment(by_name(target, names), version)
     return classic
