@@ -236,7 +236,7 @@ class Partition:
                 future.set_result(error)
 
     # ------------------------------------------------------------ as follower
-    def append_as_follower(self, buf: bytearray, headers: list[BatchHeader], leader_high_watermark: int) -> None:
+    def append_as_follower(self, buf: bytes | bytearray, headers: list[BatchHeader], leader_high_watermark: int) -> None:
         """Append the leader's batches as they are, and take its high watermark (capped by this log)."""
         if headers:
             self.log.append_as_follower(buf, headers)

@@ -233,12 +233,11 @@ class ReplicaFetcher:
                          self.leader_id, diverging.epoch, partition.log_end_offset, offset)
                 partition.truncate_to(offset)
                 return
-            records = data.records
-            buf = bytearray(records) if records else bytearray()
-            headers = batches.split_batches(buf) if buf else []
+            records = data.records or b""  # the decoded response's own bytes: appended without a copy
+            headers = batches.split_batches(records) if records else []
             if headers and headers[0].base_offset != partition.log_end_offset:
                 return  # not where this log ends (it changed meanwhile): ask again
-            partition.append_as_follower(buf, headers, data.high_watermark)
+            partition.append_as_follower(records, headers, data.high_watermark)
         elif error == ErrorCode.offset_out_of_range:
             if partition.log_end_offset < data.log_start_offset:
                 partition.truncate_fully_and_start_at(data.log_start_offset)

@@ -376,7 +376,7 @@ class Log:
             self.unflushed_messages >= self.config.flush_messages,
         )
 
-    def append_as_follower(self, buf: bytearray, headers: list[BatchHeader]) -> None:
+    def append_as_follower(self, buf: bytes | bytearray, headers: list[BatchHeader]) -> None:
         """Append batches that already carry their offsets (replication); no producer validation."""
         self._check_whole(buf, headers)
         if headers[0].base_offset < self.log_end_offset:
