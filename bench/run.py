@@ -80,6 +80,7 @@ class Workload:
     interval_us: int = 1000
     load: str | None = None  # latency: "compacted" runs a keyed lz4 load on a compacted topic meanwhile
     segments: int = 0  # latency-delete: segments of the topic deleted during the measurement
+    during: str | None = None  # latency-during: "cleaner" or "rebalance", the background work (see run_one)
     klamm_only: bool = False  # needs klamm configs (internal.segment.bytes): no tansu cell
     topic_configs: dict[str, str] = dataclasses.field(default_factory=dict)  # set on the topic at creation
     rdk_conf: dict[str, str] = dataclasses.field(default_factory=dict)  # librdkafka properties of the client
@@ -122,11 +123,29 @@ def make_workloads(scale: float) -> list[Workload]:
         Workload("latency-delete", "end-to-end latency, 100 B, 1 rec/ms × {n:,}, while a topic of "
                  "10,000 segments is deleted", "latency-delete", records=max(5_000, n(20_000)), size=100,
                  acks="1", interval_us=1000, base_timeout=0, segments=10_000, klamm_only=True),
+        # internal.segment.bytes: a one-record batch is ~170 B, so the measured topic rolls a segment
+        # about every 0.4 s.
+        Workload("latency-roll", "end-to-end latency, 100 B, 1 rec/ms × {n:,}, the topic rolling a "
+                 "segment every 64 KiB", "latency", records=max(5_000, n(20_000)), size=100, acks="1",
+                 interval_us=1000, base_timeout=0, klamm_only=True,
+                 topic_configs={"internal.segment.bytes": str(ROLL_SEGMENT_BYTES)}),
+        # At least 25 s: the cleaner looks for work every log.cleaner.backoff.ms (15 s).
+        Workload("latency-cleaner", "end-to-end latency, 100 B, 1 rec/ms × {n:,}, while the cleaner "
+                 "compacts another topic", "latency-during", records=max(25_000, n(25_000)), size=100,
+                 acks="1", interval_us=1000, base_timeout=0, during="cleaner", klamm_only=True),
+        Workload("latency-rebalance", "end-to-end latency, 100 B, 1 rec/ms × {n:,}, while a consumer "
+                 "group of another topic rebalances", "latency-during", records=max(5_000, n(20_000)),
+                 size=100, acks="1", interval_us=1000, base_timeout=0, during="rebalance", klamm_only=True),
     ]
 
 
+ROLL_SEGMENT_BYTES = 65_536
+LOOP_STALLS_MS: float | None = None  # --loop-stalls
+LATENCY_KINDS = ("latency", "latency-delete", "latency-during")
+
+
 def workload_timeout(w: Workload, scale: float, mult: float) -> float:
-    if w.kind in ("latency", "latency-delete"):
+    if w.kind in LATENCY_KINDS:
         t = 60 + w.records * w.interval_us / 1e6 * 3 + (LOAD_LEAD_S if w.load else 0)
     else:
         t = 60 + w.base_timeout * scale
@@ -192,7 +211,10 @@ class Broker:
             exe = VENV_BIN / "klamm"
             if not exe.exists():
                 raise RuntimeError(f"{exe} does not exist (pip install -e . ?)")
-            cmd = [str(exe), "serve",
+            stalls = [str(PYTHON), str(BENCH / "loop_stalls.py"), "--threshold-ms", f"{LOOP_STALLS_MS:g}",
+                      "--out", str(self.logdir / f"{self.name}-{self.starts}-stalls.json")] \
+                if LOOP_STALLS_MS is not None else [str(exe)]
+            cmd = [*stalls, "serve",
                    "--override", f"listeners=PLAINTEXT://127.0.0.1:{self.port}",
                    "--override", f"log.dirs={self.tmp / 'data'}"]
             for o in self.klamm_overrides:
@@ -403,12 +425,12 @@ def cpu_seconds(pids: list[int]) -> float:
 
 
 def create_topic(bootstrap: str, topic: str, configs: dict[str, str] | None = None,
-                 replication_factor: int = 1) -> None:
-    """Create `topic` with 1 partition and wait for its leader."""
+                 replication_factor: int = 1, partitions: int = 1) -> None:
+    """Create `topic` (1 partition unless told) and wait for the leader of its partition 0."""
     from confluent_kafka.admin import AdminClient, NewTopic
 
     admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
-    futs = admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=replication_factor,
+    futs = admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=replication_factor,
                                          config=configs or {})],
                                operation_timeout=30, request_timeout=30)
     futs[topic].result(timeout=45)
@@ -675,7 +697,7 @@ def run_one(b: Broker, w: Workload, client: str, java_cmd, runid: str, seed_topi
         return res
     if w.kind == "latency":
         topic = f"{w.key}-{client}-{runid}"
-        create_topic(b.bootstrap, topic, replication_factor=b.replication_factor)
+        create_topic(b.bootstrap, topic, w.topic_configs or None, replication_factor=b.replication_factor)
         loader = start_load(b, w, topic, timeout, logdir, tag) if w.load else None
         if loader is not None:
             time.sleep(LOAD_LEAD_S)
@@ -689,9 +711,13 @@ def run_one(b: Broker, w: Workload, client: str, java_cmd, runid: str, seed_topi
                 res["load"] = stop_load(loader, tag, logdir)
         if loader is not None and not res["load"].get("ok"):
             res = {**res, "ok": False, "error": f"background load failed: {res['load'].get('error')}"}
+        if "internal.segment.bytes" in w.topic_configs and b.tmp is not None:  # latency-roll: segments rolled
+            res["segments"] = len(list((b.tmp / "data" / f"{topic}-0").glob("*.log")))
         return res
     if w.kind == "latency-delete":
         return latency_while_deleting(b, w, client, java_cmd, runid, timeout, logdir, tag)
+    if w.kind == "latency-during":
+        return latency_during(b, w, client, java_cmd, runid, timeout, logdir, tag)
     raise ValueError(w.kind)
 
 
@@ -785,6 +811,145 @@ def latency_while_deleting(b: Broker, w: Workload, client: str, java_cmd, runid:
     return outcome
 
 
+CLEANER_FILL_RECORDS = 300_000  # 200 B values over 10,000 keys: ~60 MiB in 1 MiB segments, ~97 % of it stale
+CLEANER_START_S = 2.0
+
+
+def latency_during(b: Broker, w: Workload, client: str, java_cmd, runid: str, timeout: float,
+                   logdir: Path, tag: str) -> dict:
+    """The latency workload while other work goes on in the broker, on another topic: `w.during`
+    "cleaner" (a compacted topic filled beforehand, made cleanable 2 s in) or "rebalance" (a consumer
+    group joined and left over and over). The background's own figures are in the result's "background"."""
+    other = f"{w.key}-other-{client}-{runid}"
+    if w.during == "cleaner":
+        prepare_cleaner(b, other)
+        background = clean_during
+    elif w.during == "rebalance":
+        create_topic(b.bootstrap, other, partitions=4)
+        background = Rebalancer(b, other).run
+    else:
+        raise ValueError(w.during)
+    topic = f"{w.key}-{client}-{runid}"
+    create_topic(b.bootstrap, topic)
+    outcome: dict = {}
+    worker = threading.Thread(target=lambda: outcome.update(run_client(
+        client, java_cmd, "latency", dict(bootstrap=b.bootstrap, topic=topic, records=w.records, size=w.size,
+                                          acks=w.acks, interval_us=w.interval_us, timeout_ms=60_000),
+        timeout, logdir, tag, b)))
+    stop = threading.Event()
+    side: dict = {}
+
+    def run_background() -> None:
+        try:
+            side.update(background(b, other, stop))
+        except Exception as e:  # noqa: BLE001
+            side.update(ok=False, error=f"{type(e).__name__}: {e}")
+    helper = threading.Thread(target=run_background)
+    worker.start()
+    helper.start()
+    worker.join()
+    stop.set()
+    helper.join(120)
+    outcome["background"] = side
+    if outcome.get("ok") and side.get("ok") is False:
+        outcome.update(ok=False, error=f"background {w.during} failed: {side.get('error')}")
+    return outcome
+
+
+def prepare_cleaner(b: Broker, topic: str) -> None:
+    """A compacted topic full of overwritten keys that the cleaner leaves alone until clean_during lowers
+    its min.cleanable.dirty.ratio (a ratio of 1 is never exceeded)."""
+    from confluent_kafka import Producer
+
+    create_topic(b.bootstrap, topic, {"cleanup.policy": "compact", "segment.bytes": "1048576",
+                                      "min.cleanable.dirty.ratio": "1"})
+    p = Producer({"bootstrap.servers": b.bootstrap, "linger.ms": 5, "acks": 1, "log_level": 0})
+    value = b"v" * 200
+    for i in range(CLEANER_FILL_RECORDS):
+        while True:
+            try:
+                p.produce(topic, value, key=b"key-%d" % (i % 10_000), partition=0)
+                break
+            except BufferError:
+                p.poll(0.01)
+    if p.flush(120):
+        raise RuntimeError(f"filling {topic}: records left unsent")
+
+
+def clean_during(b: Broker, topic: str, stop: threading.Event) -> dict:
+    """CLEANER_START_S into the measurement, make `topic` cleanable; count the broker log's cleanings of it."""
+    from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
+
+    if stop.wait(CLEANER_START_S):
+        return {"ok": False, "error": "the measurement ended before the cleaner was started"}
+    admin = AdminClient({"bootstrap.servers": b.bootstrap, "log_level": 0})
+    resource = ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=[
+        ConfigEntry("min.cleanable.dirty.ratio", "0.01", incremental_operation=AlterConfigOpType.SET)])
+    admin.incremental_alter_configs([resource])[resource].result(timeout=30)
+    stop.wait()
+    assert b.log_path is not None
+    cleanings = [line for line in b.log_path.read_text(errors="replace").splitlines()
+                 if f"cleaned {topic}-0 " in line]
+    return {"ok": bool(cleanings), "cleanings": len(cleanings), "last": cleanings[-1][-160:] if cleanings else "",
+            **({} if cleanings else {"error": "the cleaner did not clean the topic during the measurement"})}
+
+
+REBALANCE_PERIOD_S = 1.0
+
+
+class Rebalancer:
+    """A group of two members of `topic` that stay, made before the measurement (the group's first join
+    waits group.initial.rebalance.delay.ms); `run` has a third member join and leave every
+    REBALANCE_PERIOD_S, so the group rebalances twice a period (classic protocol, eager assignment)."""
+
+    def __init__(self, b: Broker, topic: str) -> None:
+        self.bootstrap, self.topic, self.group = b.bootstrap, topic, f"{topic}-group"
+        self.assigned: dict[str, int] = {}
+        self.stable = [self.member("stable-1"), self.member("stable-2")]
+        deadline = time.monotonic() + 60
+        while len(self.assigned) < 2:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"group {self.group}: the first assignment took over 60 s")
+            for consumer in self.stable:
+                consumer.poll(0.05)
+
+    def member(self, name: str):
+        from confluent_kafka import Consumer
+
+        consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": self.group, "client.id": name,
+                             "session.timeout.ms": 10_000, "heartbeat.interval.ms": 500,
+                             "auto.offset.reset": "earliest", "log_level": 0})
+
+        def on_assign(_consumer, _partitions) -> None:
+            self.assigned[name] = self.assigned.get(name, 0) + 1
+        consumer.subscribe([self.topic], on_assign=on_assign)
+        return consumer
+
+    def run(self, b: Broker, topic: str, stop: threading.Event) -> dict:
+        before = dict(self.assigned)
+        visitor = None
+        cycles = 0
+        next_change = time.monotonic() + REBALANCE_PERIOD_S / 2
+        try:
+            while not stop.is_set():
+                for consumer in self.stable + ([visitor] if visitor is not None else []):
+                    consumer.poll(0.02)
+                if time.monotonic() >= next_change:
+                    if visitor is None:
+                        visitor = self.member("visitor")
+                    else:
+                        visitor.close()  # LeaveGroup: a rebalance at once
+                        visitor = None
+                        cycles += 1
+                    next_change = time.monotonic() + REBALANCE_PERIOD_S / 2
+        finally:
+            for consumer in self.stable + ([visitor] if visitor is not None else []):
+                consumer.close()
+        rebalances = min(self.assigned[name] - before[name] for name in before)
+        return {"ok": rebalances > 0, "joins_and_leaves": cycles, "rebalances_seen_by_every_stable_member": rebalances,
+                **({} if rebalances else {"error": "the group did not rebalance"})}
+
+
 def clients_first(results: dict, w: Workload) -> str:
     for (k, c) in results:
         if k == w.key + "/seed":
@@ -796,7 +961,7 @@ def brief(res: dict) -> str:
     if not res.get("ok"):
         return f"ERROR {res.get('error') or res.get('first_error') or res}"
     if "p50_ms" in res:
-        return f"p50 {res['p50_ms']:.2f} ms, p99 {res['p99_ms']:.2f} ms"
+        return f"p50 {res['p50_ms']:.2f} ms, p99 {res['p99_ms']:.2f} ms, p99.9 {res['p999_ms']:.2f} ms"
     return f"{mbps(res):.1f} MB/s, {rps(res):,.0f} rec/s ({res['seconds']:.2f}s)"
 
 
@@ -834,9 +999,10 @@ def build_rows(workloads: list[Workload], clients: list[str], results: dict) -> 
         for c in clients:
             if w.clients and c not in w.clients:
                 continue
-            if w.kind in ("latency", "latency-delete"):
+            if w.kind in LATENCY_KINDS:
                 entries.append((f"{title} — p50", c, (w.key, c), "p50_ms"))
                 entries.append((f"{title} — p99", c, (w.key, c), "p99_ms"))
+                entries.append((f"{title} — p99.9", c, (w.key, c), "p999_ms"))
             else:
                 entries.append((title, c, (w.key, c), "thr"))
         for label, c, key, metric in entries:
@@ -993,7 +1159,13 @@ def write_report(path: Path, info: dict, header: list[str], rows: list[list[str]
                "are not measured. Client fetch settings are the clients' defaults "
                "(fetch.wait.max.ms / fetch.max.wait.ms = 500). latency-delete (klamm only) = the same, "
                "while a topic of 10,000 one-batch segments (internal.segment.bytes=250, "
-               "file.delete.delay.ms=0) is deleted 2 s in. latency-all = latency with acks=all.")
+               "file.delete.delay.ms=0) is deleted 2 s in. latency-all = latency with acks=all. "
+               f"latency-roll (klamm only) = latency on a topic of internal.segment.bytes={ROLL_SEGMENT_BYTES} "
+               "(a segment rolled about every 0.4 s). latency-cleaner (klamm only) = latency while the cleaner "
+               f"compacts another topic ({CLEANER_FILL_RECORDS:,} records of 200 B over 10,000 keys in 1 MiB "
+               "segments, written before and made cleanable 2 s in). latency-rebalance (klamm only) = latency "
+               "while a group of two consumers of another topic (4 partitions) has a third member join and "
+               f"leave every {REBALANCE_PERIOD_S:g} s.")
     if cluster_rows:
         out.append("")
         out.append("## Replicated cluster (klamm-rf3)")
@@ -1011,6 +1183,10 @@ def write_report(path: Path, info: dict, header: list[str], rows: list[list[str]
         if k == "latency-delete" and r.get("ok"):
             out.append(f"- latency-delete/{c}: {r.get('segments')} segments; DeleteTopics answered in "
                        f"{r.get('delete_acked_s')} s, files gone {r.get('delete_removed_s')} s after it was sent.")
+        if k == "latency-roll" and r.get("ok"):
+            out.append(f"- latency-roll/{c}: the topic ended with {r.get('segments')} segments.")
+        if k in ("latency-cleaner", "latency-rebalance") and r.get("background"):
+            out.append(f"- {k}/{c}: background {json.dumps(r['background'])}")
     grouped: dict[tuple[str, str], list[str]] = {}
     for (k, c), per in results.items():
         for b, r in per.items():
@@ -1049,11 +1225,16 @@ def main() -> int:
                     help="extra `--override` passed to `klamm serve` (repeatable)")
     ap.add_argument("--event-loop", choices=("asyncio", "uvloop"), default=None,
                     help="pass `--event-loop` to `klamm serve` (default: klamm's own default)")
+    ap.add_argument("--loop-stalls", type=float, default=None, metavar="MS",
+                    help="run klamm under bench/loop_stalls.py: event-loop callbacks longer than MS named, with "
+                         "stacks, in <logs>/klamm-<start>-stalls.json (costs the broker a little CPU)")
     ap.add_argument("--output", default=str(BENCH / "last-run.md"),
                     help="Markdown report path (default bench/last-run.md)")
     opts = ap.parse_args()
 
     opts.scale = opts.records_scale * (0.05 if opts.quick else 1.0)
+    global LOOP_STALLS_MS
+    LOOP_STALLS_MS = opts.loop_stalls
     brokers = [b.strip() for b in opts.only.split(",") if b.strip()]
     clients = [c.strip() for c in opts.clients.split(",") if c.strip()]
     for b in brokers:
