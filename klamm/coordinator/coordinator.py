@@ -929,8 +929,10 @@ class GroupCoordinator:
         if error is not None:
             raise KafkaError(error)
         offsets = self._offsets_of(group_id) or {}
-        if not latest and self._timeline.pending(group_id):
-            offsets = self._timeline.visible(group_id, offsets)
+        if not latest and self._timeline.pending(group_id):  # some are above the HW: as of the HW
+            if partitions is None:
+                return dict(sorted(self._timeline.visible(group_id, offsets).items()))
+            return {tp: self._timeline.value(group_id, tp, offsets.get(tp)) for tp in partitions}
         if partitions is None:
             return dict(sorted(offsets.items()))
         return {tp: offsets.get(tp) for tp in partitions}

@@ -93,6 +93,11 @@ class OffsetTimeline:
                 offsets[tp] = history.visible
         return offsets
 
+    def value(self, group_id: str, tp: TopicPartition, latest: CommittedOffset | None) -> CommittedOffset | None:
+        """One offset as readers see it, given its latest value."""
+        history = self._history.get(group_id, {}).get(tp)
+        return latest if history is None else history.visible
+
     def pending(self, group_id: str) -> int:
         """How many of the group's offsets have values the HW has not passed yet."""
         return len(self._history.get(group_id, ()))
