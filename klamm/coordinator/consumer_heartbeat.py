@@ -31,7 +31,6 @@ over with an empty assignment instead of being fenced again.
 from __future__ import annotations
 
 import functools
-import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Set
 from dataclasses import dataclass, field
 from typing import Any
@@ -42,7 +41,7 @@ from klamm.coordinator.consumer_group import (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GR
                                               CurrentAssignmentRecord, GroupEpochRecord, MemberState,
                                               MemberSubscriptionRecord, Subscription, SubscriptionMetadataRecord,
                                               TargetEpochRecord, TargetMemberRecord, TopicMetadata)
-from klamm.coordinator.re2j import Re2jSyntaxError, compile_re2j
+from klamm.coordinator.re2j import Re2jPattern, Re2jSyntaxError, compile_re2j
 from klamm.coordinator.reconciliation import reconcile
 from klamm.protocol.errors import ErrorCode, KafkaError
 from klamm.protocol.topics import is_internal
@@ -138,7 +137,7 @@ def validate(req: HeartbeatRequest, settings: GroupSettings) -> None:
                          f"{', '.join(settings.assignors)}.")
 
 
-def compile_regex(pattern: str) -> re.Pattern[str]:
+def compile_regex(pattern: str) -> Re2jPattern:
     """The member's regex as RE2/J compiles it (Kafka's throwIfRegularExpressionIsInvalid)."""
     try:
         return _compiled(pattern)
@@ -148,7 +147,7 @@ def compile_regex(pattern: str) -> re.Pattern[str]:
 
 
 @functools.lru_cache(maxsize=256)
-def _compiled(pattern: str) -> re.Pattern[str]:
+def _compiled(pattern: str) -> Re2jPattern:
     return compile_re2j(pattern)  # every heartbeat of a regex member resolves it again
 
 

@@ -11,11 +11,20 @@ that start with a digit. Some text means another thing in each (`a{,3}` is
 literal in RE2, `$` does not match before a final newline).
 
 `compile_re2j` parses the pattern by RE2/J's rules (its parser's order of
-checks, so that it refuses exactly what RE2/J refuses) and writes an equivalent
-Python pattern. The translation is exact on ASCII subjects, which topic names
-are (their alphabet is [a-zA-Z0-9._-]): character classes become explicit sets
-of ASCII characters, and case folding is spelt out in them. Non-ASCII text in a
-pattern can only match non-ASCII subjects, and is kept as it is.
+checks, so that it refuses exactly what RE2/J refuses) into a small syntax tree.
+Matching is exact on ASCII subjects, which topic names are (their alphabet is
+[a-zA-Z0-9._-]): character classes become explicit sets of ASCII characters,
+and case folding is spelt out in them. Non-ASCII text in a pattern can only
+match non-ASCII subjects, and is kept as it is.
+
+RE2 matches in linear time; Python's backtracking `re` can take exponential time
+on a pattern like `(a+)+b` against a long name of a's, and it runs on the event
+loop at every heartbeat. So a pattern is handed to `re` (fast, in C) only when
+it cannot backtrack badly: no repetition inside a repetition, no alternation
+inside a repetition, at most three repetitions of variable length. Any other is
+matched by `_Matcher`, which computes, for each node of the tree and each start
+position, the set of end positions once (memoised): O(nodes x n^2) at worst for
+a name of n characters, whatever the nesting.
 """
 
 from __future__ import annotations
@@ -63,9 +72,30 @@ class Re2jSyntaxError(ValueError):
     """A pattern RE2/J's Pattern.compile refuses; the message is RE2/J's description."""
 
 
-def compile_re2j(pattern: str) -> re.Pattern[str]:
-    """The pattern as Python's `re` (for fullmatch on topic names); raises Re2jSyntaxError."""
-    return re.compile(_Parser(pattern).parse(), re.ASCII)
+# The syntax tree: ("chars", frozenset of runes) | ("any",) not \n | ("anynl",) | ("assert", kind) with kind
+# A (start of text), z (end of text), bol, eol (of a line), b, B (ASCII word boundary) | ("cat", nodes) |
+# ("alt", nodes) | ("rep", node, min, max or None, lazy)
+Node = tuple
+
+
+class Re2jPattern:
+    """A compiled pattern: `fullmatch(name)` says whether it matches the whole name."""
+
+    def __init__(self, pattern: str, tree: Node) -> None:
+        self.pattern = pattern
+        self.tree = tree
+        self.backtracks = not _safe_for_re(tree)  # matched by _Matcher rather than Python's re
+        self._re = None if self.backtracks else re.compile(_python(tree), re.ASCII | re.DOTALL)
+
+    def fullmatch(self, subject: str) -> bool:
+        if self._re is not None:
+            return self._re.fullmatch(subject) is not None
+        return len(subject) in _Matcher(subject).ends(self.tree, 0)
+
+
+def compile_re2j(pattern: str) -> Re2jPattern:
+    """The pattern, to match topic names with; raises Re2jSyntaxError."""
+    return Re2jPattern(pattern, _Parser(pattern).parse())
 
 
 def _unicode_class(name: str) -> frozenset[int]:
@@ -145,18 +175,18 @@ class _Parser:
                 self.right_paren()
             elif c == "^":
                 self.pos += 1
-                self.atoms().append("(?m:^)" if self.flags.multiline else r"\A")
+                self.atoms().append(("assert", "bol" if self.flags.multiline else "A"))
             elif c == "$":
                 self.pos += 1
-                self.atoms().append("(?m:$)" if self.flags.multiline else r"\Z")
+                self.atoms().append(("assert", "eol" if self.flags.multiline else "z"))
             elif c == ".":
                 self.pos += 1
-                self.atoms().append("(?s:.)" if self.flags.dot_nl else ".")
+                self.atoms().append(("anynl",) if self.flags.dot_nl else ("any",))
             elif c == "[":
                 self.atoms().append(self.char_class())
             elif c in "*+?":
                 self.pos += 1
-                self.repeat({"*": "*", "+": "+", "?": "?"}[c], start, last_was_repeat)
+                self.repeat({"*": (0, None), "+": (1, None), "?": (0, 1)}[c], start, last_was_repeat)
                 repeat = True
             elif c == "{":
                 bounds = self.repeat_bounds()
@@ -177,15 +207,16 @@ class _Parser:
         return self.alternation(self.stack[0])
 
     @staticmethod
-    def alternation(group: _Group) -> str:
-        return "|".join("".join(atoms) for atoms in group.alternatives)
+    def alternation(group: _Group) -> Node:
+        branches = tuple(atoms[0] if len(atoms) == 1 else ("cat", tuple(atoms)) for atoms in group.alternatives)
+        return branches[0] if len(branches) == 1 else ("alt", branches)
 
     def right_paren(self) -> None:
         if len(self.stack) < 2:
             raise self.fail("regexp/syntax: internal error", "stack underflow")
         group = self.stack.pop()
         self.flags = group.flags
-        self.atoms().append(f"(?:{self.alternation(group)})")  # captures play no part in matching
+        self.atoms().append(self.alternation(group))  # captures play no part in matching
 
     def perl_flags(self) -> None:
         """(?P<name>, (?<name>, or flags: (?i) (?i: (?-s) ..."""
@@ -238,8 +269,8 @@ class _Parser:
         raise self.fail("invalid or unsupported Perl syntax", self.s[start:self.pos])
 
     # --------------------------------------------------------------- repetition
-    def repeat_bounds(self) -> str | None:
-        """{n}, {n,} or {n,m} at the position, as Python's; None if it is none of those (a literal {)."""
+    def repeat_bounds(self) -> tuple[int, int | None] | None:
+        """{n}, {n,} or {n,m} at the position: (min, max or None); None if it is none of those (a literal {)."""
         match = re.compile(r"\{([0-9]+)(?:(,)([0-9]*))?\}").match(self.s, self.pos)
         if match is None:
             return None
@@ -252,9 +283,9 @@ class _Parser:
         hi = None if comma and not high else int(high) if high else lo
         if too_big or lo > MAX_REPEAT or (hi is not None and (hi > MAX_REPEAT or lo > hi)):
             raise self.fail("invalid repeat count", match.group(0))
-        return f"{{{lo}}}" if not comma else f"{{{lo},}}" if hi is None else f"{{{lo},{hi}}}"
+        return lo, hi
 
-    def repeat(self, operator: str, start: int, last_was_repeat: bool) -> None:
+    def repeat(self, bounds: tuple[int, int | None], start: int, last_was_repeat: bool) -> None:
         lazy = self.flags.ungreedy
         if self.peek("?"):
             self.pos += 1
@@ -264,17 +295,16 @@ class _Parser:
         atoms = self.atoms()
         if not atoms:
             raise self.fail("missing argument to repetition operator", self.s[start:self.pos])
-        atoms[-1] = f"(?:{atoms[-1]}){operator}{'?' if lazy else ''}"
+        atoms[-1] = ("rep", atoms[-1], bounds[0], bounds[1], lazy)
 
     # --------------------------------------------------------------- escapes
     def escape(self) -> None:
         start = self.pos
         if self.pos + 1 < len(self.s):
             c = self.s[self.pos + 1]
-            simple = {"A": r"\A", "b": r"\b", "B": r"\B", "z": r"\Z"}
-            if c in simple:
+            if c in "AbBz":
                 self.pos += 2
-                self.atoms().append(simple[c])
+                self.atoms().append(("assert", c))
                 return
             if c == "C":
                 raise self.fail("invalid escape sequence", "\\C")
@@ -288,7 +318,7 @@ class _Parser:
         if members is None:
             members = self.perl_class()
         if members is not None:
-            self.atoms().append(_class_text(members))
+            self.atoms().append(("chars", members))
             return
         self.pos = start
         self.atoms().append(self.literal(self.escaped_rune()))
@@ -385,7 +415,7 @@ class _Parser:
         return ASCII - members if letter.isupper() else members
 
     # --------------------------------------------------------------- classes
-    def char_class(self) -> str:
+    def char_class(self) -> Node:
         start = self.pos
         self.pos += 1
         members: set[int] = set()
@@ -420,7 +450,7 @@ class _Parser:
             members |= self.folded_range(low, high) if self.flags.fold else \
                 set(range(low, min(high, 127) + 1))
         self.pos += 1
-        return _class_text(ASCII - members if negated else frozenset(members))
+        return ("chars", ASCII - members if negated else frozenset(members))
 
     def posix_class(self) -> frozenset[int] | None:
         end = self.s.find(":]", self.pos)
@@ -455,15 +485,138 @@ class _Parser:
         return set(members)
 
     # --------------------------------------------------------------- literals
-    def literal(self, rune: int) -> str:
+    def literal(self, rune: int) -> Node:
         if self.flags.fold:
             folds = _FOLDS_TO_ASCII.get(rune) or (_fold({rune}) if rune < 128 else frozenset())
-            if len(folds) > 1:
-                return _class_text(frozenset(folds) | ({rune} if rune < 128 else set()))
-        return re.escape(chr(rune))
+            return ("chars", frozenset(folds) | {rune})
+        return ("chars", frozenset({rune}))
 
 
-def _class_text(members: frozenset[int] | set[int]) -> str:
-    if not members:
-        return "(?!)"  # a class that matches no ASCII character
-    return "[" + "".join(f"\\x{c:02x}" for c in sorted(members)) + "]"
+# ------------------------------------------------------------------ Python's re, when it cannot backtrack badly
+def _safe_for_re(tree: Node) -> bool:
+    variable = 0  # repetitions of variable length
+
+    def walk(node: Node, in_repeat: bool) -> bool:
+        nonlocal variable
+        kind = node[0]
+        if kind == "rep":
+            if in_repeat:
+                return False
+            if node[3] is None or node[3] > node[2]:
+                variable += 1
+            return walk(node[1], True)
+        if kind == "alt" and in_repeat:
+            return False
+        if kind in ("cat", "alt"):
+            return all(walk(sub, in_repeat) for sub in node[1])
+        return True
+
+    return walk(tree, False) and variable <= 3
+
+
+def _python(node: Node) -> str:
+    kind = node[0]
+    if kind == "chars":
+        members = node[1]
+        if not members:
+            return "(?!)"  # matches no character
+        return "[" + "".join(f"\\x{c:02x}" if c < 0x100 else f"\\U{c:08x}" for c in sorted(members)) + "]"
+    if kind == "any":
+        return "[^\\n]"
+    if kind == "anynl":
+        return "."  # compiled with DOTALL
+    if kind == "assert":
+        return {"A": r"\A", "z": r"\Z", "bol": "(?m:^)", "eol": "(?m:$)", "b": r"\b", "B": r"\B"}[node[1]]
+    if kind == "cat":
+        return "".join(_python(sub) for sub in node[1])
+    if kind == "alt":
+        return "(?:" + "|".join(_python(sub) for sub in node[1]) + ")"
+    _, sub, low, high, lazy = node
+    quantifier = "*" if (low, high) == (0, None) else "+" if (low, high) == (1, None) else \
+        "?" if (low, high) == (0, 1) else f"{{{low},}}" if high is None else f"{{{low},{high}}}"
+    return f"(?:{_python(sub)}){quantifier}{'?' if lazy else ''}"
+
+
+# ------------------------------------------------------------------ the memoised matcher
+class _Matcher:
+    """End positions of each node from each start position in one subject, each computed once."""
+
+    def __init__(self, subject: str) -> None:
+        self.s = subject
+        self.n = len(subject)
+        self.memo: dict[tuple[int, int], frozenset[int]] = {}
+
+    def ends(self, node: Node, i: int) -> frozenset[int]:
+        key = (id(node), i)
+        found = self.memo.get(key)
+        if found is None:
+            found = self.memo[key] = self._ends(node, i)
+        return found
+
+    def step(self, node: Node, starts: frozenset[int] | set[int]) -> frozenset[int]:
+        out: set[int] = set()
+        for i in starts:
+            out |= self.ends(node, i)
+        return frozenset(out)
+
+    def _ends(self, node: Node, i: int) -> frozenset[int]:
+        kind, s, n = node[0], self.s, self.n
+        if kind == "chars":
+            return frozenset({i + 1}) if i < n and ord(s[i]) in node[1] else frozenset()
+        if kind == "any":
+            return frozenset({i + 1}) if i < n and s[i] != "\n" else frozenset()
+        if kind == "anynl":
+            return frozenset({i + 1}) if i < n else frozenset()
+        if kind == "assert":
+            return frozenset({i}) if self._holds(node[1], i) else frozenset()
+        if kind == "cat":
+            current: frozenset[int] = frozenset({i})
+            for sub in node[1]:
+                current = self.step(sub, current)
+                if not current:
+                    break
+            return current
+        if kind == "alt":
+            return frozenset().union(*(self.ends(sub, i) for sub in node[1]))
+        return self._repeat(node, i)
+
+    def _repeat(self, node: Node, i: int) -> frozenset[int]:
+        _, sub, low, high, _ = node
+        level: frozenset[int] = frozenset({i})
+        seen: dict[frozenset[int], int] = {}
+        k = 0
+        while k < low:  # exactly `low` times; the levels repeat with a period once a set comes back
+            if level in seen:
+                period = k - seen[level]
+                for _ in range((low - k) % period):
+                    level = self.step(sub, level)
+                break
+            seen[level] = k
+            level = self.step(sub, level)
+            k += 1
+            if not level:
+                return level
+        union, new = set(level), level
+        k = low
+        while new and (high is None or k < high):  # the union of the levels up to `high`, by what is new
+            new = self.step(sub, new) - union
+            union |= new
+            k += 1
+        return frozenset(union)
+
+    def _holds(self, kind: str, i: int) -> bool:
+        s, n = self.s, self.n
+        if kind == "A":
+            return i == 0
+        if kind == "z":
+            return i == n
+        if kind == "bol":
+            return i == 0 or s[i - 1] == "\n"
+        if kind == "eol":
+            return i == n or s[i] == "\n"
+        word = (0 < i and _is_word(s[i - 1])) != (i < n and _is_word(s[i]))
+        return word if kind == "b" else not word
+
+
+def _is_word(c: str) -> bool:
+    return c == "_" or (c.isascii() and c.isalnum())

@@ -7,6 +7,7 @@ matches topic names, and the heartbeat's INVALID_REGULAR_EXPRESSION.
 from __future__ import annotations
 
 import re
+import time
 import uuid
 import warnings
 
@@ -14,7 +15,7 @@ import pytest
 
 from klamm.coordinator.consumer_group import TopicMetadata
 from klamm.coordinator.consumer_heartbeat import HeartbeatRequest
-from klamm.coordinator.re2j import Re2jSyntaxError, compile_re2j
+from klamm.coordinator.re2j import Re2jSyntaxError, _Matcher, _python, compile_re2j
 from klamm.protocol.errors import ErrorCode
 
 from tests.unit.test_consumer_group_coordinator import Harness
@@ -142,3 +143,31 @@ def test_each_member_gets_only_the_matches_its_principal_may_describe() -> None:
 
 def test_without_an_authorizer_nothing_is_hidden() -> None:
     assert subscribed(beat(r"orders-\d")) == {"orders-1", "orders-2"}
+
+
+# ------------------------------------------------------------------ linear time, and both matchers agree
+@pytest.mark.parametrize("pattern", [r"(a+)+b", r"(a|a)*b", r"(a*)*b", r"(\w+\w+)+b", r".*a.*a.*a.*a.*a.*b",
+                                     r"(a?){100}a{100}b", r"((a{1,5}){1,5}){1,5}b"])
+def test_a_pattern_that_backtracks_in_python_matches_in_polynomial_time(pattern: str) -> None:
+    compiled = compile_re2j(pattern)
+    assert compiled.backtracks  # not handed to Python's re
+    started = time.perf_counter()
+    assert not compiled.fullmatch("a" * 200 + "c")
+    assert compiled.fullmatch("a" * 120 + "b")
+    assert time.perf_counter() - started < 5
+
+
+SUBJECTS = ["", "a", "b", "ab", "aab", "abab", "ababab", "orders-1", "Orders-12", "a.b", "a-b_c", "aaaa", "ba",
+            "t\n", "foo bar", "x" * 7]
+PATTERNS = [r"(ab){2,3}", r"(a?){3}", r"(aa|a){3}", r"x{0}", r"x{2,}y?", r"\bfoo\b.*", r"^a$", r"(?m)^a$",
+            r"(?s).+", r".+", r"[a-c]+|\d", r"(a|b)*b", r"(?i)(A|ORDERS)-\d+", r"(?:a*)*", r"((ab)*|a)*b",
+            r"\B.", r"(x{2}){1,3}", r"a{0,2}b{1,}", r"\pL+(-\pN+)?", r"(\w+\.)*\w+"]
+
+
+@pytest.mark.parametrize("pattern", PATTERNS)
+def test_the_memoised_matcher_agrees_with_python_re(pattern: str) -> None:
+    compiled = compile_re2j(pattern)
+    python = re.compile(_python(compiled.tree), re.ASCII | re.DOTALL)
+    for subject in SUBJECTS:
+        by_matcher = len(subject) in _Matcher(subject).ends(compiled.tree, 0)
+        assert by_matcher == (python.fullmatch(subject) is not None) == compiled.fullmatch(subject), subject
