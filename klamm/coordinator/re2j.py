@@ -34,6 +34,7 @@ import unicodedata
 from dataclasses import dataclass, field
 
 MAX_REPEAT = 1000
+_KNOWN_MAX = 100_000  # names whose match a pattern matched by _Matcher remembers
 MAX_RUNE = 0x10FFFF
 ASCII = frozenset(range(128))
 
@@ -86,11 +87,18 @@ class Re2jPattern:
         self.tree = tree
         self.backtracks = not _safe_for_re(tree)  # matched by _Matcher rather than Python's re
         self._re = None if self.backtracks else re.compile(_python(tree), re.ASCII | re.DOTALL)
+        self._known: dict[str, bool] = {}  # subject -> matched, for the memoised matcher
 
     def fullmatch(self, subject: str) -> bool:
         if self._re is not None:
             return self._re.fullmatch(subject) is not None
-        return len(subject) in _Matcher(subject).ends(self.tree, 0)
+        # tens of microseconds a name: remembered, as every heartbeat asks again about the same topics
+        known = self._known.get(subject)
+        if known is None:
+            if len(self._known) >= _KNOWN_MAX:
+                self._known.clear()
+            known = self._known[subject] = len(subject) in _Matcher(subject).ends(self.tree, 0)
+        return known
 
 
 def compile_re2j(pattern: str) -> Re2jPattern:
