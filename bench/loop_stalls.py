@@ -152,15 +152,15 @@ def _callback_name(callback: str) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--threshold-ms", type=float, default=1.0)
+    parser.add_argument("--threshold-ms", type=float, default=1.0, help="0: time nothing")
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("klamm_args", nargs=argparse.REMAINDER, help="klamm's arguments (serve ...)")
     args = parser.parse_args()
     switch_ms = os.environ.get("LOOP_STALLS_SWITCH_INTERVAL_MS")  # an experiment: the GIL's switch interval
     if switch_ms:
         sys.setswitchinterval(float(switch_ms) / 1000)
-    sampler = StallSampler(args.threshold_ms / 1000, args.out)
-    sampler.install()
+    if args.threshold_ms > 0:  # 0: klamm alone, for a run with the switch interval changed and nothing else
+        StallSampler(args.threshold_ms / 1000, args.out).install()
     assert asyncio  # the loop klamm makes runs the patched handles
     from klamm.cli.main import main as klamm_main
 
