@@ -13,8 +13,11 @@ bytes until Arrow's `take` copies them into contiguous buffers.
 The records layout is the one in klamm.protocol.records. Malformed records raise
 what decode_batch raises, KafkaError(corrupt_message); varints that decode_batch
 would read past 64 bits, or timestamps that do not fit Spark's microseconds, are
-rejected too. Batches whose records carry headers, when the headers are wanted,
-go through decode_batch (`general_batch`).
+rejected too. Headers are read a header index at a time (the first header of
+every record, then the second...); a batch whose records carry more than
+_HEADER_PASSES headers, or a header key that is not UTF-8 (decode_batch puts
+U+FFFD for the bad bytes, as Java does), goes through decode_batch
+(`general_batch`).
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ _VARINT_BYTES = 5
 _VARLONG_BYTES = 10
 _GUESSES = 8  # vectorised passes over a batch's lengths before the rest is walked record by record
 _MIN_STEP = 32  # ... or as soon as a pass confirms fewer records than this
+_HEADER_PASSES = 32  # a record with more headers sends its batch record by record
 # Spark's timestamps are microseconds in an int64: the milliseconds that fit.
 _MS_MIN, _MS_MAX = -(2**63) // 1000 + 1, (2**63 - 1) // 1000
 _EMPTY_HEADERS = pa.array([], HEADERS_TYPE.value_type)
@@ -49,6 +53,10 @@ _EMPTY_HEADERS = pa.array([], HEADERS_TYPE.value_type)
 
 def _corrupt(message: str) -> KafkaError:
     return KafkaError(ErrorCode.corrupt_message, message)
+
+
+class RecordByRecord(Exception):
+    """The batch is well-formed so far, but these records are for decode_batch (see the module's docstring)."""
 
 
 @dataclass(frozen=True)
@@ -60,6 +68,7 @@ class RecordColumns:
     keys: pa.Array
     values: pa.Array
     header_counts: np.ndarray
+    headers: pa.Array | None = None  # list<struct<key, value>> when asked for
 
     def __len__(self) -> int:
         return len(self.offsets)
@@ -205,11 +214,10 @@ def _binary(raw_buffer: pa.Buffer, starts: np.ndarray, lengths: np.ndarray) -> p
     return interleaved.take(pa.array(np.arange(1, 2 * count, 2, dtype=np.int32)))
 
 
-def decode_columns(raw: bytes, header: BatchHeader) -> RecordColumns:
-    """The records of one batch from its decompressed records section `raw`.
+def decode_columns(raw: bytes, header: BatchHeader, include_headers: bool = False) -> RecordColumns:
+    """The records of one batch from its decompressed records section `raw`, with their headers if asked.
 
-    Headers are checked only as far as their count: a batch with headers goes
-    to `general_batch` when they are wanted.
+    Raises RecordByRecord for what is left to decode_batch.
     """
     count = header.records_count
     size = len(raw)
@@ -217,7 +225,8 @@ def decode_columns(raw: bytes, header: BatchHeader) -> RecordColumns:
         if size:
             raise _corrupt("batch has bytes after its last record")
         empty = np.zeros(0, np.int64)
-        return RecordColumns(empty, empty, pa.array([], pa.binary()), pa.array([], pa.binary()), empty)
+        return RecordColumns(empty, empty, pa.array([], pa.binary()), pa.array([], pa.binary()), empty,
+                             _header_lists(np.zeros(1, np.int32), _EMPTY_HEADERS) if include_headers else None)
     if size > 2**31 - 1:  # Arrow binary offsets are int32
         raise _corrupt(f"records section of {size} bytes")
     data = np.frombuffer(raw + bytes(_PAD), np.uint8)
@@ -246,8 +255,11 @@ def decode_columns(raw: bytes, header: BatchHeader) -> RecordColumns:
     if (header_counts < 0).any():
         raise _corrupt(f"invalid record header count {int(header_counts[header_counts < 0][0])}")
     position += used
-    if header_counts.any():
-        position = _skip_headers(data, position, ends, header_counts)
+    first_header = np.zeros(count + 1, np.int64)
+    np.cumsum(header_counts, out=first_header[1:])
+    header_fields = None
+    if first_header[-1]:
+        position, header_fields = _read_headers(data, position, ends, header_counts, first_header)
     if (position != ends).any():
         raise _corrupt("malformed record: record size does not match its contents")
 
@@ -264,15 +276,44 @@ def decode_columns(raw: bytes, header: BatchHeader) -> RecordColumns:
         raise _corrupt("record offset out of range")
     offsets = offset_deltas + np.int64(header.base_offset)
     buffer = pa.py_buffer(raw)
+    headers = None
+    if include_headers:
+        if header_fields is None:
+            headers = _header_lists(first_header.astype(np.int32), _EMPTY_HEADERS)
+        else:
+            key_starts_h, key_lengths_h, value_starts_h, value_lengths_h = header_fields
+            try:  # Java's String(bytes, UTF_8) replaces bad bytes: decode_batch does it
+                header_keys = _binary(buffer, key_starts_h, key_lengths_h).cast(pa.string())
+            except pa.ArrowInvalid:
+                raise RecordByRecord("a header key is not UTF-8") from None
+            entries = pa.StructArray.from_arrays([header_keys, _binary(buffer, value_starts_h, value_lengths_h)],
+                                                 fields=list(HEADERS_TYPE.value_type))
+            headers = _header_lists(first_header.astype(np.int32), entries)
     return RecordColumns(offsets, timestamps, _binary(buffer, key_starts, key_lengths),
-                         _binary(buffer, value_starts, value_lengths), header_counts)
+                         _binary(buffer, value_starts, value_lengths), header_counts, headers)
 
 
-def _skip_headers(data: np.ndarray, position: np.ndarray, ends: np.ndarray, counts: np.ndarray) -> np.ndarray:
-    """The positions after each record's headers (checked as decode_batch checks them), a header index at a time."""
+def _header_lists(bounds: np.ndarray, entries: pa.Array) -> pa.Array:
+    return pa.ListArray.from_arrays(pa.array(bounds, pa.int32()), entries, type=HEADERS_TYPE)
+
+
+def _read_headers(data: np.ndarray, position: np.ndarray, ends: np.ndarray, counts: np.ndarray,
+                  first: np.ndarray) -> tuple[np.ndarray, tuple[np.ndarray, ...]]:
+    """The positions after each record's headers (checked as decode_batch checks them), and where each
+    header's key and value are (in record order: header j of record i is entry first[i] + j)."""
+    if (2 * counts > ends - position).any():  # a header takes at least two bytes
+        raise _corrupt("invalid record header count")
+    passes = int(counts.max())
+    if passes > _HEADER_PASSES:
+        raise RecordByRecord(f"a record with {passes} headers")
     position = position.copy()
-    for index in range(int(counts.max())):
-        rows = np.flatnonzero(counts > index)
+    total = int(first[-1])
+    key_starts, key_sizes = np.empty(total, np.int64), np.empty(total, np.int64)
+    value_starts, value_sizes = np.empty(total, np.int64), np.empty(total, np.int64)
+    rows = np.flatnonzero(counts)
+    for index in range(passes):
+        rows = rows[counts[rows] > index]
+        entry = first[rows] + index
         at = position[rows]
         limit = ends[rows]
         if (at >= limit).any():
@@ -281,12 +322,14 @@ def _skip_headers(data: np.ndarray, position: np.ndarray, ends: np.ndarray, coun
         at = at + used
         if (key_lengths < 0).any() or (at + key_lengths > limit).any():
             raise _corrupt("invalid record header key size")
+        key_starts[entry], key_sizes[entry] = at, key_lengths
         at = at + key_lengths
         if (at >= limit).any():
             raise _corrupt("malformed record: record size does not match its contents")
         value_lengths, used = _varints(data, at, _VARINT_BYTES)
+        value_starts[entry], value_sizes[entry] = at + used, value_lengths
         position[rows] = at + used + np.maximum(value_lengths, 0)
-    return position
+    return position, (key_starts, key_sizes, value_starts, value_sizes)
 
 
 def records_section(buf: bytes | bytearray | memoryview, header: BatchHeader) -> bytes:
@@ -300,7 +343,7 @@ def records_section(buf: bytes | bytearray | memoryview, header: BatchHeader) ->
 
 def general_batch(buf: bytes | bytearray | memoryview, topic: str, partition: int,
                   include_headers: bool) -> pa.RecordBatch:
-    """One batch's rows through decode_batch, a record at a time: the path for records with headers."""
+    """One batch's rows through decode_batch, a record at a time (for what raises RecordByRecord)."""
     header, records = decode_batch(buf, 0)
     timestamp_type = 1 if header.attributes & ATTR_TIMESTAMP_TYPE else 0
     columns = Columns(include_headers)
@@ -317,21 +360,20 @@ def batch_rows(buf: bytes | bytearray | memoryview, topic: str, partition: int, 
             header = read_batch_header(buf, 0)
         except InvalidBatch as exc:
             raise _corrupt(str(exc)) from exc
-    columns = decode_columns(records_section(buf, header), header)
-    if include_headers and columns.header_counts.any():
+    try:
+        columns = decode_columns(records_section(buf, header), header, include_headers)
+    except RecordByRecord:
         return general_batch(buf, topic, partition, include_headers)
-    return record_batch(columns, header, topic, partition, include_headers)
+    return record_batch(columns, header, topic, partition)
 
 
-def record_batch(columns: RecordColumns, header: BatchHeader, topic: str, partition: int,
-                 include_headers: bool) -> pa.RecordBatch:
-    """Arrow rows of header-less records (or ones whose headers are not wanted)."""
+def record_batch(columns: RecordColumns, header: BatchHeader, topic: str, partition: int) -> pa.RecordBatch:
+    """Arrow rows of decoded records, with a headers column if they were decoded with their headers."""
     count = len(columns)
     arrays = [columns.keys, columns.values, pa.repeat(pa.scalar(topic, pa.string()), count),
               pa.repeat(pa.scalar(partition, pa.int32()), count), pa.array(columns.offsets, pa.int64()),
               pa.array(columns.timestamps * 1000, pa.timestamp("us", tz="UTC")),
               pa.repeat(pa.scalar(1 if header.attributes & ATTR_TIMESTAMP_TYPE else 0, pa.int32()), count)]
-    if include_headers:
-        arrays.append(pa.ListArray.from_arrays(pa.array(np.zeros(count + 1, np.int32)), _EMPTY_HEADERS,
-                                               type=HEADERS_TYPE))
-    return pa.RecordBatch.from_arrays(arrays, schema=arrow_schema(include_headers))
+    if columns.headers is not None:
+        arrays.append(columns.headers)
+    return pa.RecordBatch.from_arrays(arrays, schema=arrow_schema(columns.headers is not None))

@@ -48,6 +48,10 @@ def test_columns_are_what_decode_batch_gives(recs: list[NewRecord], codec: Compr
     buf = build_batch(recs, base_offset=base_offset, compression=codec, timestamp_ms=BASE_TS,
                       log_append_time=log_append_time)
     assert columns_of(buf) == expected(buf)  # headers skipped, checked
+    header = read_batch_header(buf, 0)
+    with_headers = decode_columns(records_section(buf, header), header, include_headers=True)
+    assert with_headers.headers.to_pylist() == [[{"key": k, "value": v} for k, v in r.headers]
+                                                for r in decode_batch(buf, 0)[1]]
     rows = batch_rows(buf, "t", 3, include_headers)
     assert rows.schema == arrow_schema(include_headers)
     assert rows.equals(general_batch(buf, "t", 3, include_headers))  # the record-at-a-time path
@@ -150,6 +154,9 @@ def test_damaged_records_decode_as_decode_batch_decodes_them_or_are_rejected(
         reference = None
     try:
         c = decode_columns(raw, header)
+    except record_columns.RecordByRecord:  # left to decode_batch: many headers
+        assert reference is None or max(len(r.headers) for r in reference) > record_columns._HEADER_PASSES
+        return
     except KafkaError as exc:
         assert exc.code == ErrorCode.corrupt_message
         # rejected only what decode_batch rejects, or negative offsets, or timestamps Spark cannot hold
@@ -162,6 +169,29 @@ def test_damaged_records_decode_as_decode_batch_decodes_them_or_are_rejected(
     assert c.keys.to_pylist() == [r.key for r in reference]
     assert c.values.to_pylist() == [r.value for r in reference]
     assert c.header_counts.tolist() == [len(r.headers) for r in reference]
+
+
+def test_headers_are_read_a_header_index_at_a_time_or_record_by_record(monkeypatch) -> None:
+    calls = []
+    monkeypatch.setattr(record_columns, "general_batch", lambda *args: calls.append(args) or general_batch(*args))
+    recs = [NewRecord(b"k", b"v", [("trace", b"%d" % i), ("", None), ("\u00e9t\u00e9", b"")][:i % 4])
+            for i in range(50)]
+    buf = build_batch(recs, timestamp_ms=BASE_TS)
+    rows = batch_rows(buf, "t", 0, True)
+    assert rows.column("headers").to_pylist()[:4] == [
+        [], [{"key": "trace", "value": b"1"}], [{"key": "trace", "value": b"2"}, {"key": "", "value": None}],
+        [{"key": "trace", "value": b"3"}, {"key": "", "value": None}, {"key": "\u00e9t\u00e9", "value": b""}]]
+    assert rows.equals(general_batch(buf, "t", 0, True)) and not calls
+    # a header key that is not UTF-8 (Java reads U+FFFD), a record with more headers than the passes: record by record
+    for headers in ([(b"\xffk", b"v")], [("h", b"%d" % i) for i in range(record_columns._HEADER_PASSES + 1)]):
+        buf = build_batch([NewRecord(b"k", b"v", headers)] * 3, timestamp_ms=BASE_TS)
+        rows = batch_rows(buf, "t", 0, True)
+        assert rows.equals(general_batch(buf, "t", 0, True)) and len(calls) == 1
+        calls.clear()
+        assert batch_rows(buf, "t", 0, False).equals(general_batch(buf, "t", 0, False))
+    assert rows.column("headers").to_pylist()[0][-1] == {"key": "h", "value": b"%d" % record_columns._HEADER_PASSES}
+    assert batch_rows(build_batch([NewRecord(b"k", b"v", [(b"\xffk", b"v")])]), "t", 0, True).column(
+        "headers").to_pylist() == [[{"key": "\ufffdk", "value": b"v"}]]
 
 
 def test_null_keys_and_values_are_arrow_nulls_and_empty_ones_are_not() -> None:
