@@ -202,3 +202,12 @@ def test_null_keys_and_values_are_arrow_nulls_and_empty_ones_are_not() -> None:
     assert rows.column("key").null_count == 1
     assert isinstance(rows.column("key"), pa.BinaryArray)
     assert np.asarray(rows.column("offset")).tolist() == [0, 1, 2]
+
+
+def test_a_batch_left_empty_by_compaction_gives_no_rows() -> None:
+    for include_headers in (False, True):
+        c = decode_columns(b"", header_for(b"", 0), include_headers)
+        assert len(c) == 0 and c.keys.to_pylist() == [] and (c.headers is not None) == include_headers
+        rows = record_columns.record_batch(c, header_for(b"", 0), "t", 1)
+        assert rows.num_rows == 0 and rows.schema == arrow_schema(include_headers)
+    corrupt(b"\x00", 0)
