@@ -240,9 +240,10 @@ class GroupCoordinatorRuntime:
             data = build_batch([NewRecord(record.key, record.value) for record in batch], producer_id=producer_id,
                                producer_epoch=epoch, transactional=producer_id >= 0)
             first = partition.append(data).first_offset
+            # the HW as the append left it (RF=1: past the batch already, which then replays as committed)
+            coordinator.advance(index, partition.high_watermark)
             for delta, record in enumerate(batch):
                 coordinator.replay(record, first + delta)
-            coordinator.advance(index, partition.high_watermark)  # RF=1: the append moved it already
 
     def replay_marker(self, index: int, producer_id: int, commit: bool, offset: int) -> None:
         """A transaction marker appended to __consumer_offsets-`index` at `offset` (by the transaction
