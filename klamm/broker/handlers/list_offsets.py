@@ -7,9 +7,17 @@ consumers, nothing past the high watermark.
 
 -2 earliest (log start), -1 latest (high watermark, or last stable offset for
 read_committed), -3 the record with the largest timestamp (KIP-734), -4
-earliest local (= earliest without tiered storage); any other value finds the
-first record with timestamp >= it through the time index. Offsets at or past
-the high watermark are not visible to consumers, as in Kafka.
+earliest local (= earliest without tiered storage), -5 latest tiered (KIP-1005)
+and -6 earliest pending upload (KIP-1023): no offset (-1) without tiered
+storage; any other value finds the first record with timestamp >= it through
+the time index. Offsets at or past the high watermark are not visible to
+consumers, as in Kafka.
+
+From v1 on, a partition named twice in one request answers INVALID_REQUEST at
+each mention, and a negative timestamp that is no sentinel, or a sentinel older
+than the request's version (-3 before v7, -4 before v8, -5 before v9, -6 before
+v11), answers UNSUPPORTED_VERSION; both before the partition is looked up, as
+Kafka's ReplicaManager.fetchOffset checks them.
 
 With an authorizer, each topic needs DESCRIBE, else its partitions answer
 TOPIC_AUTHORIZATION_FAILED (Kafka's KafkaApis.handleListOffsetRequest).
@@ -29,13 +37,17 @@ from klamm.controller.acls import ResourceType
 from klamm.protocol.acl import AclOperation
 from klamm.protocol.errors import ErrorCode, KafkaError
 
-EARLIEST, LATEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -2, -1, -3, -4, -5
+EARLIEST, LATEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED, EARLIEST_PENDING_UPLOAD = -2, -1, -3, -4, -5, -6
+# The first ListOffsets version that may carry each sentinel timestamp.
+SENTINEL_SINCE = {EARLIEST: 1, LATEST: 1, MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8, LATEST_TIERED: 9,
+                  EARLIEST_PENDING_UPLOAD: 11}
 
 
 async def handle(broker: BrokerServices, request: Any) -> dict[str, Any]:
     body = request.body
     read_committed = getattr(body, "isolation_level", 0) == 1
     denied: Container[str] = ()
+    repeated = _repeated(body.topics) if request.api_version > 0 else set()
     if broker.authorizer.enabled:
         names = {topic.name for topic in body.topics}
         denied = names - broker.authorizer.allowed_names(request, AclOperation.DESCRIBE, ResourceType.TOPIC, names)
@@ -46,9 +58,35 @@ async def handle(broker: BrokerServices, request: Any) -> dict[str, Any]:
         elif request.api_version == 0:
             partitions = [_legacy(broker, topic.name, p, body.replica_id < 0) for p in topic.partitions]
         else:
-            partitions = [_one(broker, topic.name, p, read_committed) for p in topic.partitions]
+            partitions = [_checked(broker, topic.name, p, read_committed, request.api_version,
+                                   (topic.name, p.partition_index) in repeated)
+                          for p in topic.partitions]
         topics.append({"name": topic.name, "partitions": partitions})
     return {"topics": topics}
+
+
+def _repeated(topics: Any) -> set[tuple[str, int]]:
+    """The (topic, partition) pairs named more than once in the request."""
+    seen: set[tuple[str, int]] = set()
+    twice: set[tuple[str, int]] = set()
+    for topic in topics:
+        for p in topic.partitions:
+            key = (topic.name, p.partition_index)
+            (twice if key in seen else seen).add(key)
+    return twice
+
+
+def _checked(broker: BrokerServices, topic: str, request: Any, read_committed: bool, version: int,
+             repeated: bool) -> dict[str, Any]:
+    error = None
+    if repeated:
+        error = ErrorCode.invalid_request
+    elif request.timestamp < 0 and version < SENTINEL_SINCE.get(request.timestamp, 1 << 15):
+        error = ErrorCode.unsupported_version
+    if error is not None:
+        return {"partition_index": request.partition_index, "error_code": error, "timestamp": -1, "offset": -1,
+                "leader_epoch": -1}
+    return _one(broker, topic, request, read_committed)
 
 
 def _refused(index: int, version: int) -> dict[str, Any]:
@@ -108,8 +146,8 @@ def _find(partition: Any, timestamp: int, read_committed: bool) -> tuple[int, in
         return partition.log_start_offset, -1
     if timestamp == LATEST:
         return visible, -1
-    if timestamp == LATEST_TIERED:
-        return partition.log_start_offset - 1, -1
+    if timestamp in (LATEST_TIERED, EARLIEST_PENDING_UPLOAD):
+        return -1, -1  # nothing is tiered: Kafka's answer for a log without remote storage
     if timestamp == MAX_TIMESTAMP:
         found = partition.log.max_timestamp_offset()
     else:
@@ -120,4 +158,4 @@ def _find(partition: Any, timestamp: int, read_committed: bool) -> tuple[int, in
     return offset, found_timestamp
 
 
-APIS = [Api(2, 0, 10, handle)]
+APIS = [Api(2, 0, 11, handle)]
