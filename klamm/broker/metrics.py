@@ -33,7 +33,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import struct
-from collections.abc import Iterator
+from bisect import bisect_left
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
@@ -69,6 +70,37 @@ def batch_records_count(records: bytes | bytearray | memoryview) -> int:
     if len(records) < _RECORDS_COUNT_OFFSET + 4:
         return 0
     return _RECORDS_COUNT.unpack_from(records, _RECORDS_COUNT_OFFSET)[0]
+
+
+def _increment(counter: Any) -> Callable[[float], None]:
+    """The increment of one counter series, bound once: Counter.inc checks on every call what a series made here
+    never gets (a negative amount, an exemplar, an unlabelled parent); its value object's inc is the same count.
+    A prometheus_client without that value object gets Counter.inc itself."""
+    value = getattr(counter, "_value", None)
+    return value.inc if callable(getattr(value, "inc", None)) else counter.inc
+
+
+class _Observe:
+    """Histogram.observe of one series, with the bucket found by bisection instead of a scan of the bounds and
+    the values bound once (as _increment); `of` falls back to Histogram.observe without them."""
+
+    __slots__ = ("_bounds", "_buckets", "_sum")
+
+    def __init__(self, histogram: Any) -> None:
+        self._bounds = list(histogram._upper_bounds)
+        self._buckets = [bucket.inc for bucket in histogram._buckets]
+        self._sum = histogram._sum.inc
+
+    @classmethod
+    def of(cls, histogram: Any) -> Callable[[float], None]:
+        try:
+            return cls(histogram)
+        except (AttributeError, TypeError):
+            return histogram.observe  # type: ignore[no-any-return]
+
+    def __call__(self, amount: float) -> None:
+        self._sum(amount)
+        self._buckets[bisect_left(self._bounds, amount)](1)  # the first bound >= amount; the last is +Inf
 
 
 class BrokerMetrics:
@@ -109,27 +141,28 @@ class BrokerMetrics:
             await asyncio.sleep(interval_s)
             self._loop_lag.observe(max(0.0, loop.time() - due))
 
-    # hot paths: a dict lookup and increments
+    # hot paths: a dict lookup and the increments of values found once per series (_increment, _Observe)
     def request_done(self, api_key: int, version: int, seconds: float) -> None:
         series = self._request_series.get((api_key, version))
         if series is None:
             series = self._new_request_series(api_key, version)
-        series[0].inc()
-        series[1].observe(seconds)
+        series[0](1)
+        series[1](seconds)
 
     def produced(self, topic: str, size: int, messages: int) -> None:
         series = self._in_series.get(topic)
         if series is None:
-            series = self._in_series[topic] = (self._bytes_in.labels(topic), self._messages_in.labels(topic))
-        series[0].inc(size)
+            series = self._in_series[topic] = (_increment(self._bytes_in.labels(topic)),
+                                               _increment(self._messages_in.labels(topic)))
+        series[0](size)
         if messages:
-            series[1].inc(messages)
+            series[1](messages)
 
     def fetched(self, topic: str, size: int) -> None:
         series = self._out_series.get(topic)
         if series is None:
-            series = self._out_series[topic] = self._bytes_out.labels(topic)
-        series.inc(size)
+            series = self._out_series[topic] = _increment(self._bytes_out.labels(topic))
+        series(size)
 
     def forget_deleted_topics(self, old_image: Any, new_image: Any) -> None:
         """A controller listener: a deleted topic's series go, as Kafka removes its topic metrics."""
@@ -158,7 +191,7 @@ class BrokerMetrics:
 
     def _new_request_series(self, api_key: int, version: int) -> tuple[Any, Any]:
         name = display_api_name(api_key)
-        series = (self._requests.labels(name, str(version)), self._duration.labels(name))
+        series = (_increment(self._requests.labels(name, str(version))), _Observe.of(self._duration.labels(name)))
         self._request_series[(api_key, version)] = series
         return series
 

@@ -275,3 +275,28 @@ def test_follower_lag_is_read_from_the_leader_state():
     text = BrokerMetrics(broker).exposition().decode()
     assert value(text, "klamm_follower_lag_records", topic="t", partition="0", replica="2") == 10
     assert value(text, "klamm_follower_lag_records", topic="t", partition="0", replica="3") == 100
+
+
+def test_request_durations_fall_in_the_buckets_prometheus_client_puts_them_in():
+    """request_done finds the bucket by bisection; the exposition is what Histogram.observe would have made."""
+    from prometheus_client import CollectorRegistry, Histogram
+
+    from klamm.broker.metrics import LATENCY_BUCKETS
+
+    reference = Histogram("klamm_request_duration_seconds", "", ["api"], buckets=LATENCY_BUCKETS,
+                          registry=CollectorRegistry())
+    metrics = BrokerMetrics(SimpleNamespace())
+    samples = [0.0, -0.001, 100.0, 30.0, 30.000001]
+    for bound in LATENCY_BUCKETS:
+        samples += [bound, bound * 0.999, bound * 1.001]
+    for seconds in samples:
+        metrics.request_done(1, 12, seconds)
+        reference.labels("Fetch").observe(seconds)
+    text = metrics.exposition().decode()
+    expected = {sample.labels["le"]: sample.value for family in reference.collect() for sample in family.samples
+                if sample.name.endswith("_bucket")}
+    assert len(expected) == len(LATENCY_BUCKETS) + 1
+    for le, count in expected.items():
+        assert value(text, "klamm_request_duration_seconds_bucket", api="Fetch", le=le) == count
+    assert value(text, "klamm_request_duration_seconds_count", api="Fetch") == len(samples)
+    assert value(text, "klamm_requests_total", api="Fetch", version="12") == len(samples)
