@@ -39,6 +39,7 @@ from klamm.storage.segment import scan_batches
 from klamm.storage.txn_index import TXN_INDEX_SUFFIX, TransactionIndex
 
 _SEGMENT_NAME = re.compile(r"^(\d{20})\.log$")
+_BATCH_BYTES = 64 << 20  # an Arrow batch for Spark holds at most BATCH_ROWS rows, and about this many bytes
 
 
 @dataclass(frozen=True)
@@ -158,23 +159,24 @@ def _is_aborted(producer_id: int, offset: int, aborted: tuple[tuple[int, int, in
     return any(pid == producer_id and first <= offset <= last for pid, first, last in aborted)
 
 
-def _rows(pending: list[pa.RecordBatch], include_headers: bool) -> pa.RecordBatch:
-    if len(pending) == 1:
-        return pending[0]
-    return pa.Table.from_batches(pending, arrow_schema(include_headers)).combine_chunks().to_batches()[0]
+def _rows(pending: list[pa.RecordBatch], include_headers: bool) -> list[pa.RecordBatch]:
+    """The `pending` batches put together (as one, but for binary columns of more than 2 GiB)."""
+    if len(pending) <= 1:
+        return pending
+    return pa.Table.from_batches(pending, arrow_schema(include_headers)).combine_chunks().to_batches()
 
 
 def read_slice(s: SegmentSlice, include_headers: bool) -> Iterator[pa.RecordBatch]:
     """The records of `s` as Arrow batches, decompressed, without markers or aborted records.
 
     Each batch's records are decoded a column at a time (klamm.spark.record_columns).
-    A batch of at least BATCH_ROWS / 2 rows goes to Spark as it is; smaller ones are
-    put together up to BATCH_ROWS.
+    A batch of at least BATCH_ROWS / 2 rows (or _BATCH_BYTES / 2 bytes) goes to Spark
+    as it is; smaller ones are put together up to BATCH_ROWS rows or _BATCH_BYTES.
     """
     fd = os.open(s.path, os.O_RDONLY)
     try:
         pending: list[pa.RecordBatch] = []
-        rows = 0
+        rows = size = 0
         for header in scan_batches(fd, 0, s.limit):
             if header.next_offset <= s.start or header.attributes & ATTR_CONTROL:
                 continue
@@ -188,19 +190,18 @@ def read_slice(s: SegmentSlice, include_headers: bool) -> Iterator[pa.RecordBatc
             if header.base_offset < s.start or header.last_offset >= s.end:
                 offsets = batch.column("offset")
                 batch = batch.filter(pc.and_(pc.greater_equal(offsets, s.start), pc.less(offsets, s.end)))
-            if batch.num_rows >= BATCH_ROWS // 2:  # big enough on its own: handed over without another copy
-                if rows:
-                    yield _rows(pending, include_headers)
-                    pending, rows = [], 0
+            if batch.num_rows >= BATCH_ROWS // 2 or batch.nbytes >= _BATCH_BYTES // 2:
+                yield from _rows(pending, include_headers)  # big enough on its own: no second copy
+                pending, rows, size = [], 0, 0
                 yield batch
             elif batch.num_rows:
                 pending.append(batch)
                 rows += batch.num_rows
-                if rows >= BATCH_ROWS:
-                    yield _rows(pending, include_headers)
-                    pending, rows = [], 0
-        if rows:
-            yield _rows(pending, include_headers)
+                size += batch.nbytes
+                if rows >= BATCH_ROWS or size >= _BATCH_BYTES:
+                    yield from _rows(pending, include_headers)
+                    pending, rows, size = [], 0, 0
+        yield from _rows(pending, include_headers)
     finally:
         os.close(fd)
 
