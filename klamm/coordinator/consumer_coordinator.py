@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
@@ -76,6 +77,12 @@ class ConsumerGroups:
         # group id -> member id -> its principal's DESCRIBE check, from its last heartbeat (soft state): what of
         # its regex's matches it may have
         self._principals: dict[str, dict[str, DeniedTopics]] = {}
+        # Reads at the high watermark (ConsumerGroupDescribe, ListGroups): a group with records past its partition's
+        # HW is read as it was at the HW (None: there was none), and those records wait to be replayed into that
+        # copy as the HW passes them.
+        self._at_hw: dict[str, ConsumerGroup | None] = {}
+        self._past_hw: dict[int, deque[tuple[int, ConsumerGroupRecord]]] = {}
+        self._past_hw_count: dict[str, int] = {}
 
     # ------------------------------------------------------------- heartbeat
     def heartbeat(self, req: HeartbeatRequest) -> Result:
@@ -386,8 +393,11 @@ class ConsumerGroups:
         self._write_all(group_id, self._removal(group, member_id, self._topics_for(group_id)))
 
     # ---------------------------------------------------------------- replay
-    def replay(self, record: CoordinatorRecord) -> None:
+    def replay(self, record: CoordinatorRecord, offset: int | None = None) -> None:
         typed = decode(record)
+        committed = None if offset is None else self.owner.committed_offset(record.partition)
+        if offset is not None and committed is not None and offset >= committed:
+            self._past_high_watermark(record.partition, offset, typed)
         group = self.groups.get(typed.group_id)
         if group is None:
             if _is_tombstone(typed):
@@ -398,6 +408,39 @@ class ConsumerGroups:
             del self.groups[typed.group_id]
             self._principals.pop(typed.group_id, None)
             self._keep_offsets(group)
+
+    def _past_high_watermark(self, partition: int, offset: int, typed: ConsumerGroupRecord) -> None:
+        group_id = typed.group_id
+        if group_id not in self._at_hw:
+            live = self.groups.get(group_id)
+            self._at_hw[group_id] = None if live is None else _copy(live)
+        self._past_hw.setdefault(partition, deque()).append((offset, typed))
+        self._past_hw_count[group_id] = self._past_hw_count.get(group_id, 0) + 1
+
+    def advance(self, partition: int, high_watermark: int) -> None:
+        """The partition's HW moved: the groups as of the HW take the records it passed."""
+        waiting = self._past_hw.get(partition)
+        while waiting and waiting[0][0] < high_watermark:
+            _, typed = waiting.popleft()
+            group_id = typed.group_id
+            group = self._at_hw.get(group_id)
+            if group is None and not _is_tombstone(typed):
+                group = ConsumerGroup(group_id, partition)
+            if group is not None:
+                group.replay(typed)
+                if not group.exists:
+                    group = None
+            left = self._past_hw_count[group_id] - 1
+            if left:
+                self._past_hw_count[group_id], self._at_hw[group_id] = left, group
+            else:  # the HW passed all it had: as it is in memory
+                del self._past_hw_count[group_id], self._at_hw[group_id]
+        if waiting is not None and not waiting:
+            del self._past_hw[partition]
+
+    def _committed(self, group_id: str) -> ConsumerGroup | None:
+        """The group as of its partition's high watermark."""
+        return self._at_hw[group_id] if group_id in self._at_hw else self.groups.get(group_id)
 
     def _keep_offsets(self, group: ConsumerGroup) -> None:
         """A deleted group's offsets outlive its metadata (Kafka keeps them apart): a classic group holds them."""
@@ -429,6 +472,9 @@ class ConsumerGroups:
         for group_id in gone:
             del self.groups[group_id]
             self._principals.pop(group_id, None)
+        for _, typed in self._past_hw.pop(partition, ()):
+            self._at_hw.pop(typed.group_id, None)
+            self._past_hw_count.pop(typed.group_id, None)
         return gone
 
     # ----------------------------------------------------------- offsets
@@ -478,10 +524,10 @@ class ConsumerGroups:
 
     # ----------------------------------------------------------------- admin
     def describe(self, group_id: str) -> dict[str, Any]:
-        """One group of ConsumerGroupDescribe."""
+        """One group of ConsumerGroupDescribe, as of the high watermark of its partition."""
         try:
             self.owner.validate_group(group_id, allow_empty=True)
-            group = self.groups.get(group_id)
+            group = self._committed(group_id)
             if group is None:
                 if group_id in self.owner.groups:
                     raise KafkaError(ErrorCode.group_id_not_found, f"Group {group_id} is not a consumer group.")
@@ -506,8 +552,10 @@ class ConsumerGroups:
                 } for m in group.members.values()]}
 
     def listed(self) -> list[dict[str, Any]]:
+        """The groups as of the high watermarks of their partitions (ListGroups)."""
+        groups = [self._committed(group_id) for group_id in {**self.groups, **self._at_hw}]
         return [{"group_id": g.group_id, "protocol_type": "consumer", "group_state": g.state.value,
-                 "group_type": "consumer"} for g in self.groups.values()]
+                 "group_type": "consumer"} for g in groups if g is not None]
 
     def is_empty(self, group: ConsumerGroup) -> bool:
         return group.state is GroupState.EMPTY
@@ -528,3 +576,10 @@ def _described(assignment: Assignment, names: Mapping[uuid.UUID, str]) -> dict[s
 def _is_tombstone(record: ConsumerGroupRecord) -> bool:
     payload = next(value for name, value in vars(record).items() if name not in ("group_id", "member_id"))
     return payload is None
+
+
+def _copy(group: ConsumerGroup) -> ConsumerGroup:
+    """A copy that replaying into leaves `group` as it is (members and assignments are immutable values)."""
+    return replace(group, members=dict(group.members), static_members=dict(group.static_members),
+                   targets=dict(group.targets), subscription_metadata=dict(group.subscription_metadata),
+                   owners=dict(group.owners), offsets={})

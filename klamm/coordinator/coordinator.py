@@ -210,6 +210,11 @@ class GroupCoordinator:
         """The partition's high watermark: what was replayed below it becomes visible to OffsetFetch."""
         if partition in self._owned:
             self._timeline.advance(partition, high_watermark)
+            self.consumer.advance(partition, high_watermark)
+
+    def committed_offset(self, partition: int) -> int | None:
+        """The partition's high watermark as last given (None: not tracked, what replays is read at once)."""
+        return self._timeline.committed_offset(partition)
 
     def replay(self, record: CoordinatorRecord, offset: int | None = None) -> None:
         """Apply one record of __consumer_offsets (while loading, or right after it was appended).
@@ -217,7 +222,7 @@ class GroupCoordinator:
         `offset` is its offset in the log: readers see it once the partition's HW passes it (None: at once).
         """
         if is_consumer_group_key(record.key):
-            self.consumer.replay(record)
+            self.consumer.replay(record, offset)
             return
         key = decode_key(record.key)
         if isinstance(key, OffsetKey) and record.producer_id >= 0 and record.value is not None:

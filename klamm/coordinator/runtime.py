@@ -24,7 +24,9 @@ An offset the ISR never takes is never read here: losing the leadership
 unloads the partition, and a broker that loads it reads what it replays only
 once its own HW passes it. OffsetFetch with require_stable reads the latest
 state and answers once the HW passes what was written (`written_replicated`),
-as Kafka 4 runs it as a write.
+as Kafka 4 runs it as a write. ConsumerGroupDescribe and ListGroups read the
+consumer groups as of the HW too; classic groups, whose state lives in memory
+(their records only store each generation), are read as they are, as in Kafka.
 """
 
 from __future__ import annotations
@@ -258,6 +260,15 @@ class GroupCoordinatorRuntime:
         """The coordinator, for a read at the high watermark of the group's partition as it is now."""
         coordinator = self.ready()
         self._advance(coordinator, coordinator.partition_for(group_id))
+        return coordinator
+
+    def committed_all(self) -> GroupCoordinator | None:
+        """The coordinator (None before __consumer_offsets exists), for a read at the high watermark of every
+        partition it serves (ListGroups)."""
+        coordinator = self.coordinator
+        if coordinator is not None:
+            for index in coordinator.owned:
+                self._advance(coordinator, index)
         return coordinator
 
     def _advance(self, coordinator: GroupCoordinator, index: int) -> None:

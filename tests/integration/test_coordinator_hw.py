@@ -75,3 +75,38 @@ def test_an_offset_fetch_reads_a_commit_once_the_hw_passes_it() -> None:
         _, answered = writer.receive()
         assert answered.topics[0].partitions[0].error_code == ErrorCode.none
         assert committed(reader, "g", "t") == 2
+
+
+CONSUMER_GROUP_HEARTBEAT, CONSUMER_GROUP_DESCRIBE, LIST_GROUPS = 68, 69, 16
+
+
+def test_a_consumer_group_is_described_and_listed_once_the_hw_passes_its_records() -> None:
+    with run_cluster(3, replica_lag_time_max_ms=LAG_MS, replica_fetch_backoff_ms=50, replica_fetch_wait_max_ms=50,
+                     offsets_commit_timeout_ms=30_000) as c:
+        create(c, "t")
+        node = coordinator_of(c, "cg")
+        member, admin = RawClient(c.brokers[node].port), RawClient(c.brokers[node].port)
+        eventually(lambda: commit(member, "cg", "t", 0) == 0)  # the partition's followers are fetching
+        partition = coordinator_partition(c, node, "cg")
+        eventually(lambda: len(partition.isr) == 3)
+        for follower in [n for n in c.brokers if n != node]:
+            c.call(c.kill_broker(follower, fence=False))
+        started = time.monotonic()
+        joined = member.request(CONSUMER_GROUP_HEARTBEAT, 0, {
+            "group_id": "cg", "member_id": "", "member_epoch": 0, "rebalance_timeout": 30000,
+            "subscribed_topic_names": ["t"], "server_assignor": None, "topic_partitions": []})
+        assert joined.error_code == ErrorCode.none
+
+        def described() -> Any:
+            return admin.request(CONSUMER_GROUP_DESCRIBE, 0, {"group_ids": ["cg"],
+                                                              "include_authorized_operations": False}).groups[0]
+
+        def listed() -> set[str]:
+            return {g.group_id for g in admin.request(LIST_GROUPS, 5, {"states_filter": [],
+                                                                       "types_filter": ["consumer"]}).groups}
+
+        assert described().error_code == ErrorCode.group_id_not_found and "cg" not in listed()
+        assert marks(c, partition)[0] < marks(c, partition)[1]  # read while the HW was held
+        assert time.monotonic() - started < LAG_MS / 1000
+        eventually(lambda: described().error_code == ErrorCode.none)  # the ISR shrank: the HW passed them
+        assert [m.member_id for m in described().members] == [joined.member_id] and "cg" in listed()

@@ -1,4 +1,5 @@
-"""The group coordinator reads committed offsets at the high watermark of their __consumer_offsets partition.
+"""The group coordinator reads committed offsets (and consumer groups) at the high watermark of their
+__consumer_offsets partition.
 
 First the state machine alone, told each record's log offset and where the HW is;
 then the runtime on a real leader Partition with one follower in its ISR, whose
@@ -15,6 +16,8 @@ from typing import Any
 from klamm.broker.partition import Partition, log_config
 from klamm.config.broker import BrokerConfig
 from klamm.config.topic import TopicConfig
+from klamm.coordinator.consumer_group import TopicMetadata
+from klamm.coordinator.consumer_heartbeat import HeartbeatRequest
 from klamm.coordinator.coordinator import CoordinatorConfig, GroupCoordinator, OffsetToCommit, Result
 from klamm.coordinator.records import CoordinatorRecord
 from klamm.coordinator.runtime import GroupCoordinatorRuntime
@@ -246,3 +249,58 @@ def test_a_stable_fetch_the_hw_does_not_reach_in_time_is_not_coordinator(tmp_pat
 
     assert asyncio.run(run()) == ErrorCode.not_coordinator
     assert read(runtime) == -1
+
+
+# ------------------------------------------------------------------ consumer groups described at the HW
+class ConsumerMachine(Machine):
+    def __init__(self) -> None:
+        super().__init__()
+        self.coordinator.consumer.topics = lambda: {"t": TopicMetadata(uuid.UUID(int=7), "t", 4)}
+
+    def beat(self, member_id: str, epoch: int = 0, **fields: Any) -> dict:
+        if epoch == 0:
+            fields = {"rebalance_timeout_ms": 30_000, "topic_names": ("t",), "owned": {}, **fields}
+        return self.apply(self.coordinator.consumer.heartbeat(HeartbeatRequest("g", member_id, epoch, **fields)))
+
+    def described(self) -> tuple[int, int, list[str]]:
+        d = self.coordinator.consumer.describe("g")
+        return d["error_code"], d["group_epoch"], sorted(m["member_id"] for m in d["members"])
+
+    def listed(self) -> list[str]:
+        return [g["group_id"] for g in self.coordinator.list_groups()[1]]
+
+
+def test_a_consumer_group_is_described_and_listed_as_of_the_hw() -> None:
+    m = ConsumerMachine()
+    m.beat("m1")
+    assert m.described()[0] == ErrorCode.group_id_not_found and m.listed() == []  # only past the HW so far
+    m.hw(len(m.log))
+    assert m.described() == (ErrorCode.none, 1, ["m1"]) and m.listed() == ["g"]
+    first_join = len(m.log)
+    m.beat("m2")
+    assert m.described() == (ErrorCode.none, 1, ["m1"])
+    m.hw(first_join + 1)  # m2's subscription record alone
+    assert m.described() == (ErrorCode.none, 1, ["m1", "m2"])
+    m.hw(len(m.log))
+    assert m.described() == (ErrorCode.none, 2, ["m1", "m2"])
+    assert m.coordinator.consumer._at_hw == {}  # nothing kept once the HW passed it all
+
+
+def test_a_consumer_group_deleted_past_the_hw_is_still_described() -> None:
+    m = ConsumerMachine()
+    left = m.beat("m1")
+    m.beat("m1", -1)  # leaves: the group is empty
+    m.hw(len(m.log))
+    assert m.apply(m.coordinator.delete_groups(["g"])) == {"g": ErrorCode.none}
+    assert "g" not in m.coordinator.consumer.groups
+    assert m.described()[0] == ErrorCode.none and m.listed() == ["g"]
+    m.hw(len(m.log))
+    assert m.described()[0] == ErrorCode.group_id_not_found and m.listed() == []
+    assert left["error_code"] == ErrorCode.none
+
+
+def test_unloading_forgets_the_consumer_groups_as_of_the_hw() -> None:
+    m = ConsumerMachine()
+    m.beat("m1")
+    m.coordinator.unload(0)
+    assert m.coordinator.consumer._at_hw == {} and m.coordinator.consumer._past_hw == {}

@@ -86,7 +86,7 @@ async def describe(broker: BrokerServices, request: Any) -> dict[str, Any]:
             described.append(_error(group_id, ErrorCode.group_authorization_failed))
             continue
         try:
-            group = broker.group_coordinator.ready().consumer.describe(group_id)
+            group = broker.group_coordinator.committed(group_id).consumer.describe(group_id)  # as of the HW
         except KafkaError as exc:
             described.append(_error(group_id, exc.code))
             continue

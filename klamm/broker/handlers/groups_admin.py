@@ -56,7 +56,7 @@ async def describe_groups(broker: BrokerServices, request: Any) -> dict[str, Any
 
 async def list_groups(broker: BrokerServices, request: Any) -> dict[str, Any]:
     body, authorizer = request.body, broker.authorizer
-    coordinator = broker.group_coordinator.coordinator
+    coordinator = broker.group_coordinator.committed_all()  # consumer groups as of the HW
     if coordinator is None:  # no __consumer_offsets yet, so no groups
         return {"error_code": ErrorCode.none, "groups": []}
     error, groups = coordinator.list_groups(getattr(body, "states_filter", None), getattr(body, "types_filter", None))
