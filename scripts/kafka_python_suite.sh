@@ -1,0 +1,170 @@
+#!/usr/bin/env bash
+# Runs kafka-python's own integration suite (test/integration) against klamm.
+#
+#   scripts/kafka_python_suite.sh KAFKA_PYTHON_CHECKOUT [single|cluster] [pytest args...]
+#
+# KAFKA_PYTHON_CHECKOUT is a kafka-python source tree (git clone https://github.com/dpkp/kafka-python).
+# The suite runs in a venv of its own (KP_VENV, default /tmp/kpvenv, created on first use with the
+# checkout installed editable and its test requirements), never in klamm's .venv.
+#
+#   single   one `klamm serve` (node.id 0, as the suite's own kafka.properties template has it)
+#   cluster  three processes: node 0 broker and controller, nodes 1 and 2 brokers; the suite bootstraps
+#            from node 1 (a broker-only node, so its admin requests are forwarded to the controller).
+#            default.replication.factor=3, min.insync.replicas=2 and the internal topics at RF 3. The
+#            suite's create_topics() asks for KafkaFixture.replicas replicas, which is 1 for an external
+#            broker: a small pytest plugin (written to WORK, loaded with -p) makes it 3. KP_REPLICAS=1
+#            runs the suite as it is (its topics at RF 1, so min.insync.replicas stays 1: acks=all to a
+#            one-replica topic with min.insync.replicas=2 is NOT_ENOUGH_REPLICAS, in Kafka too).
+#
+# klamm is started with the settings of the suite's servers/resources/default/kafka.properties that
+# matter to it (num.partitions=4, node.id=0, advertised.listeners, the StandardAuthorizer with
+# allow.everyone.if.no.acl.found, offsets.topic.num.partitions=2, group.min.session.timeout.ms=1000,
+# group.initial.rebalance.delay.ms=0).  KAFKA_VERSION (default 4.2.0, the suite's default) gates the
+# tests; KAFKA_ROOT must be an existing directory for the fixture, an empty one will do.
+#
+# Left out: test_ssl_integration.py (its fixture always spawns a JVM broker from KAFKA_ROOT and makes
+# keystores with keytool, whatever KAFKA_URI says); test_sasl_integration.py skips itself under
+# KAFKA_URI.  Broker logs and the pytest output stay in WORK (default: a new /tmp/klamm-kp.XXXX).
+set -euo pipefail
+
+KP=${1:?usage: $0 KAFKA_PYTHON_CHECKOUT [single|cluster] [pytest args...]}
+KP=$(cd "$KP" && pwd)
+MODE=${2:-single}
+shift $(( $# >= 2 ? 2 : 1 ))
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+KLAMM=${KLAMM_BIN:-$ROOT/.venv/bin/klamm}
+KP_VENV=${KP_VENV:-/tmp/kpvenv}
+WORK=${WORK:-$(mktemp -d /tmp/klamm-kp.XXXX)}
+export KAFKA_VERSION=${KAFKA_VERSION:-4.2.0}
+export KAFKA_ROOT=${KAFKA_ROOT:-$WORK/kafka-root}
+mkdir -p "$KAFKA_ROOT"
+
+if [ ! -x "$KP_VENV/bin/python" ]; then
+    python3 -m venv "$KP_VENV"
+    "$KP_VENV/bin/pip" install -q -e "$KP" pytest pytest-mock pytest-timeout crc32c lz4 python-snappy zstandard xxhash
+fi
+
+free_port() {
+    python3 - <<'EOF'
+import random, socket
+first = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+while True:
+    port = random.randint(20000, first - 1)
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            continue
+    print(port)
+    break
+EOF
+}
+
+COMMON=(num.partitions=4 offsets.topic.num.partitions=2 group.min.session.timeout.ms=1000
+        group.initial.rebalance.delay.ms=0 log.cleaner.enable=false
+        authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
+        allow.everyone.if.no.acl.found=true)
+PIDS=()
+cleanup() {
+    for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
+    for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
+}
+trap cleanup EXIT
+
+wait_ready() {  # log file
+    for _ in $(seq 200); do
+        grep -q "klamm ready" "$1" 2>/dev/null && return 0
+        sleep 0.1
+    done
+    echo "klamm did not start, see $1" >&2
+    tail -20 "$1" >&2
+    exit 1
+}
+
+# start NODE_ID PROPERTIES_FILE
+start() {
+    "$KLAMM" serve --config "$2" >"$WORK/node$1.log" 2>&1 &
+    PIDS+=($!)
+}
+
+# properties NODE_ID FILE KEY=VALUE...
+properties() {
+    local id=$1 file=$2
+    shift 2
+    { printf '%s\n' "node.id=$id" "log.dirs=$WORK/node$id" "${COMMON[@]}" "$@"; } >"$file"
+}
+
+case "$MODE" in
+single)
+    PORT=$(free_port)
+    properties 0 "$WORK/node0.properties" "listeners=PLAINTEXT://localhost:$PORT" \
+        "advertised.listeners=PLAINTEXT://localhost:$PORT"
+    start 0 "$WORK/node0.properties"
+    wait_ready "$WORK/node0.log"
+    ;;
+cluster)
+    KP_REPLICAS=${KP_REPLICAS:-3}
+    MIN_ISR=$(( KP_REPLICAS >= 3 ? 2 : 1 ))
+    CONTROLLER=$(free_port)
+    CLUSTER_ID=$("$KLAMM" storage random-uuid)
+    declare -A PORTS
+    for id in 0 1 2; do
+        PORTS[$id]=$(free_port)
+        roles=broker listeners="PLAINTEXT://localhost:${PORTS[$id]}"
+        if [ "$id" = 0 ]; then
+            roles=broker,controller listeners="$listeners,CONTROLLER://localhost:$CONTROLLER"
+        fi
+        properties "$id" "$WORK/node$id.properties" "process.roles=$roles" "listeners=$listeners" \
+            "advertised.listeners=PLAINTEXT://localhost:${PORTS[$id]}" \
+            "controller.quorum.voters=0@localhost:$CONTROLLER" controller.listener.names=CONTROLLER \
+            listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT \
+            default.replication.factor=3 "min.insync.replicas=$MIN_ISR" offsets.topic.replication.factor=3 \
+            transaction.state.log.replication.factor=3 transaction.state.log.min.isr=2
+        "$KLAMM" storage format --cluster-id "$CLUSTER_ID" --config "$WORK/node$id.properties" >/dev/null
+    done
+    for id in 0 1 2; do
+        start "$id" "$WORK/node$id.properties"
+        wait_ready "$WORK/node$id.log"
+    done
+    PORT=${PORTS[1]}
+    ;;
+*)
+    echo "mode must be single or cluster, not $MODE" >&2
+    exit 2
+    ;;
+esac
+
+PLUGIN=()
+if [ "$MODE" = cluster ] && [ "$KP_REPLICAS" != 1 ]; then
+    # KafkaFixture.instance(..., external=True) takes replicas=1 whatever the broker: give the suite's
+    # topics (create_topics() uses fixture.replicas) three replicas, as klamm's own cluster runs have.
+    cat >"$WORK/klamm_kp_replicas.py" <<'EOF'
+import os
+
+from test.integration.fixtures import KafkaFixture
+
+_instance = KafkaFixture.instance.__func__
+REPLICAS = int(os.environ["KP_REPLICAS"])
+
+
+def _with_replicas(cls, *args, **kwargs):
+    kwargs.setdefault("replicas", REPLICAS)
+    return _instance(cls, *args, **kwargs)
+
+
+KafkaFixture.instance = classmethod(_with_replicas)
+EOF
+    export KP_REPLICAS PYTHONPATH="$WORK${PYTHONPATH:+:$PYTHONPATH}"
+    PLUGIN=(-p klamm_kp_replicas)
+fi
+
+export KAFKA_URI=kafka://localhost:$PORT
+echo "klamm ($MODE) on $KAFKA_URI, KAFKA_VERSION=$KAFKA_VERSION, logs in $WORK"
+cd "$KP"
+set +e
+"$KP_VENV/bin/python" -m pytest test/integration -p no:cacheprovider "${PLUGIN[@]}" \
+    --ignore=test/integration/test_ssl_integration.py \
+    -o log_level=INFO --show-capture=no -rfEs -W ignore::DeprecationWarning "$@" 2>&1 | tee "$WORK/pytest.txt"
+rc=${PIPESTATUS[0]}
+echo "pytest exit $rc; klamm logs: $WORK/node*.log"
+exit "$rc"
