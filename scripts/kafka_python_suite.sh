@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs kafka-python's own integration suite (test/integration) against klamm.
 #
-#   scripts/kafka_python_suite.sh KAFKA_PYTHON_CHECKOUT [single|cluster] [pytest args...]
+#   scripts/kafka_python_suite.sh KAFKA_PYTHON_CHECKOUT [single|cluster|sasl] [pytest args...]
 #
 # KAFKA_PYTHON_CHECKOUT is a kafka-python source tree (git clone https://github.com/dpkp/kafka-python).
 # The suite runs in a venv of its own (KP_VENV, default /tmp/kpvenv, created on first use with the
@@ -15,6 +15,11 @@
 #            broker: a small pytest plugin (written to WORK, loaded with -p) makes it 3. KP_REPLICAS=1
 #            runs the suite as it is (its topics at RF 1, so min.insync.replicas stays 1: acks=all to a
 #            one-replica topic with min.insync.replicas=2 is NOT_ENOUGH_REPLICAS, in Kafka too).
+#   sasl     test_sasl_integration.py alone (it skips itself under KAFKA_URI and otherwise spawns a JVM
+#            broker): one klamm with a SASL_PLAINTEXT listener (PLAIN, and SCRAM-SHA-256/512 credentials
+#            added by `klamm storage format --add-scram`) for the fixture's user alice; a small plugin
+#            makes the fixture's KafkaFixture.instance() that listener. test_admin is deselected: it
+#            checks its topic with get_topic_names(), which runs Kafka's bin/kafka-topics.sh.
 #
 # klamm is started with the settings of the suite's servers/resources/default/kafka.properties that
 # matter to it (num.partitions=4, node.id=0, advertised.listeners, the StandardAuthorizer with
@@ -128,8 +133,20 @@ cluster)
     done
     PORT=${PORTS[1]}
     ;;
+sasl)
+    PORT=$(free_port)
+    properties 0 "$WORK/node0.properties" "listeners=SASL_PLAINTEXT://localhost:$PORT" \
+        "advertised.listeners=SASL_PLAINTEXT://localhost:$PORT" \
+        sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512 \
+        'listener.name.sasl_plaintext.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required username="alice" password="alice-secret" user_alice="alice-secret";'
+    "$KLAMM" storage format --cluster-id "$("$KLAMM" storage random-uuid)" --config "$WORK/node0.properties" \
+        --add-scram 'SCRAM-SHA-256=[name=alice,password=alice-secret]' \
+        --add-scram 'SCRAM-SHA-512=[name=alice,password=alice-secret]' >/dev/null
+    start 0 "$WORK/node0.properties"
+    wait_ready "$WORK/node0.log"
+    ;;
 *)
-    echo "mode must be single or cluster, not $MODE" >&2
+    echo "mode must be single, cluster or sasl, not $MODE" >&2
     exit 2
     ;;
 esac
@@ -158,12 +175,36 @@ EOF
     PLUGIN=(-p klamm_kp_replicas)
 fi
 
-export KAFKA_URI=kafka://localhost:$PORT
-echo "klamm ($MODE) on $KAFKA_URI, KAFKA_VERSION=$KAFKA_VERSION, logs in $WORK"
+TESTS=(test/integration --ignore=test/integration/test_ssl_integration.py)
+if [ "$MODE" = sasl ]; then
+    cat >"$WORK/klamm_kp_sasl.py" <<'EOF'
+import os
+
+from test.integration.fixtures import KafkaFixture
+
+PORT = int(os.environ["KLAMM_SASL_PORT"])
+
+
+def _sasl_listener(cls, broker_id, transport="PLAINTEXT", sasl_mechanism=None, **kwargs):
+    assert transport == "SASL_PLAINTEXT", transport
+    return KafkaFixture("localhost", PORT, broker_id, transport=transport, sasl_mechanism=sasl_mechanism,
+                        external=True)
+
+
+KafkaFixture.instance = classmethod(_sasl_listener)
+EOF
+    export KLAMM_SASL_PORT=$PORT PYTHONPATH="$WORK${PYTHONPATH:+:$PYTHONPATH}"
+    unset KAFKA_URI
+    PLUGIN=(-p klamm_kp_sasl)
+    TESTS=(test/integration/test_sasl_integration.py --deselect "test/integration/test_sasl_integration.py::test_admin")
+    echo "klamm (sasl) on localhost:$PORT, KAFKA_VERSION=$KAFKA_VERSION, logs in $WORK"
+else
+    export KAFKA_URI=kafka://localhost:$PORT
+    echo "klamm ($MODE) on $KAFKA_URI, KAFKA_VERSION=$KAFKA_VERSION, logs in $WORK"
+fi
 cd "$KP"
 set +e
-"$KP_VENV/bin/python" -m pytest test/integration -p no:cacheprovider "${PLUGIN[@]}" \
-    --ignore=test/integration/test_ssl_integration.py \
+"$KP_VENV/bin/python" -m pytest "${TESTS[@]}" -p no:cacheprovider "${PLUGIN[@]}" \
     -o log_level=INFO --show-capture=no -rfEs -W ignore::DeprecationWarning "$@" 2>&1 | tee "$WORK/pytest.txt"
 rc=${PIPESTATUS[0]}
 echo "pytest exit $rc; klamm logs: $WORK/node*.log"
