@@ -58,6 +58,9 @@ class LogManager:
         self._time_ms = time_ms
         self._logs: dict[tuple[str, int], Log] = {}
         self._log_dir_of: dict[tuple[str, int], Path] = {}
+        # The logs of each log dir, kept by _attach/_detach beside the two maps above: choosing a new log's
+        # dir and writing one dir's checkpoints then cost the logs of that dir, not a walk of every log.
+        self._logs_in: dict[Path, dict[tuple[str, int], Log]] = {log_dir: {} for log_dir in self.log_dirs}
 
     # -- startup and shutdown ----------------------------------------------------
 
@@ -112,8 +115,7 @@ class LogManager:
                 clean_shutdown=clean,
                 time_ms=self._time_ms,
             )
-            self._logs[parsed] = log
-            self._log_dir_of[parsed] = log_dir
+            self._attach(parsed, log, log_dir)
         # Checkpoint what recovery established before dropping the marker, then drop it so
         # that a crash from here on is seen as unclean.
         self._checkpoint_dir(log_dir)
@@ -131,6 +133,8 @@ class LogManager:
             fsync_dir(log_dir)
         self._logs.clear()
         self._log_dir_of.clear()
+        for logs in self._logs_in.values():
+            logs.clear()
 
     # -- lookup, creation, deletion ------------------------------------------------
 
@@ -153,8 +157,7 @@ class LogManager:
             clean_shutdown=True,
             time_ms=self._time_ms,
         )
-        self._logs[key] = log
-        self._log_dir_of[key] = log_dir
+        self._attach(key, log, log_dir)
         return log
 
     def log_dir_of(self, topic: str, partition: int) -> Path | None:
@@ -188,16 +191,25 @@ class LogManager:
         log = Log.open(final, config, recovery_point=end, log_start_offset=start, clean_shutdown=True,
                        time_ms=self._time_ms)
         (final / MOVED_MARKER).unlink()
-        self._logs[key] = log
-        self._log_dir_of[key] = log_dir
+        self._attach(key, log, log_dir)
         self._checkpoint_dir(log_dir)
         return log, old
 
     def _least_loaded_dir(self) -> Path:
-        counts = {log_dir: 0 for log_dir in self.log_dirs}
-        for log_dir in self._log_dir_of.values():
-            counts[log_dir] += 1
-        return min(self.log_dirs, key=lambda d: counts[d])
+        """The log dir holding the fewest logs (the first of them in log.dirs order)."""
+        return min(self.log_dirs, key=lambda d: len(self._logs_in.get(d, ())))
+
+    def _attach(self, key: tuple[str, int], log: Log, log_dir: Path) -> None:
+        self._logs[key] = log
+        self._log_dir_of[key] = log_dir
+        self._logs_in.setdefault(log_dir, {})[key] = log
+
+    def _detach(self, key: tuple[str, int]) -> tuple[Log | None, Path | None]:
+        log = self._logs.pop(key, None)
+        log_dir = self._log_dir_of.pop(key, None)
+        if log_dir is not None:
+            self._logs_in[log_dir].pop(key, None)
+        return log, log_dir
 
     def delete_log(self, topic: str, partition: int) -> Log | None:
         """Detach the log and rename its directory to `<name>.<uuid>-delete` (atomic); None if absent.
@@ -207,9 +219,7 @@ class LogManager:
         reads in flight keep their leases until then (klamm.storage.shared_file).
         A crash before that leaves a `-delete` directory, removed at the next startup.
         """
-        key = (topic, partition)
-        log = self._logs.pop(key, None)
-        log_dir = self._log_dir_of.pop(key, None)
+        log, log_dir = self._detach((topic, partition))
         if log is None or log_dir is None:
             return None
         renamed = log.directory.with_name(f"{log.directory.name}.{uuid.uuid4().hex}{DELETE_SUFFIX}")
@@ -227,7 +237,7 @@ class LogManager:
             self._checkpoint_dir(log_dir)
 
     def _checkpoint_dir(self, log_dir: Path) -> None:
-        logs = {key: log for key, log in self._logs.items() if self._log_dir_of[key] == log_dir}
+        logs = self._logs_in.get(log_dir, {})
         write_offset_checkpoint(log_dir / RECOVERY_POINT_CHECKPOINT, {k: log.recovery_point for k, log in logs.items()})
         write_offset_checkpoint(
             log_dir / LOG_START_OFFSET_CHECKPOINT, {k: log.log_start_offset for k, log in logs.items()}
