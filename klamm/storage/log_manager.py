@@ -23,6 +23,7 @@ detected at the next startup and the logs are recovered from their recovery poin
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import shutil
@@ -61,6 +62,10 @@ class LogManager:
         # The logs of each log dir, kept by _attach/_detach beside the two maps above: choosing a new log's
         # dir and writing one dir's checkpoints then cost the logs of that dir, not a walk of every log.
         self._logs_in: dict[Path, dict[tuple[str, int], Log]] = {log_dir: {} for log_dir in self.log_dirs}
+        # Log dirs where delete_log renamed a log away since their checkpoints were last written: written once
+        # for all the deletions of one event-loop turn (see delete_log).
+        self._deleted_in: set[Path] = set()
+        self._write_scheduled_on: asyncio.AbstractEventLoop | None = None
 
     # -- startup and shutdown ----------------------------------------------------
 
@@ -150,6 +155,8 @@ class LogManager:
         existing = self._logs.get(key)
         if existing is not None:
             return existing
+        # A log recreated under a deleted one's name must not meet that one's offsets in a checkpoint at restart.
+        self.write_deletions()
         log_dir = self._least_loaded_dir()
         log = Log.open(
             log_dir / f"{topic}-{partition}",
@@ -218,6 +225,12 @@ class LogManager:
         the returned log's `delete()` after file.delete.delay.ms, off the event loop, and
         reads in flight keep their leases until then (klamm.storage.shared_file).
         A crash before that leaves a `-delete` directory, removed at the next startup.
+
+        On an event loop, the rename is made durable (a directory fsync) and the log dir's offset checkpoints
+        are rewritten without the log once for all the logs deleted in the same turn of the loop (a topic of P
+        partitions removed by one metadata image: one fsync and one rewrite, not P), in a callback scheduled
+        right away; create_log, checkpoint and shutdown write them first if still pending. Without a running
+        loop, at once. Until then a crash can bring the log back, as a crash just before the rename could.
         """
         log, log_dir = self._detach((topic, partition))
         if log is None or log_dir is None:
@@ -225,9 +238,22 @@ class LogManager:
         renamed = log.directory.with_name(f"{log.directory.name}.{uuid.uuid4().hex}{DELETE_SUFFIX}")
         log.directory.rename(renamed)
         log.directory = renamed  # its delete() must not remove a topic recreated under the old name
-        fsync_dir(log_dir)
-        self._checkpoint_dir(log_dir)
+        self._deleted_in.add(log_dir)
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self.write_deletions()
+        else:
+            if self._write_scheduled_on is not loop:
+                self._write_scheduled_on = loop
+                loop.call_soon(self.write_deletions)
         return log
+
+    def write_deletions(self) -> None:
+        """Make the renames of delete_log durable and rewrite the checkpoints of the log dirs they were in."""
+        self._write_scheduled_on = None
+        for log_dir in list(self._deleted_in):
+            self._checkpoint_dir(log_dir)
 
     # -- checkpoints -------------------------------------------------------------------
 
@@ -237,6 +263,9 @@ class LogManager:
             self._checkpoint_dir(log_dir)
 
     def _checkpoint_dir(self, log_dir: Path) -> None:
+        if log_dir in self._deleted_in:  # renamed logs not in the checkpoints must be gone at restart too
+            self._deleted_in.discard(log_dir)
+            fsync_dir(log_dir)
         logs = self._logs_in.get(log_dir, {})
         write_offset_checkpoint(log_dir / RECOVERY_POINT_CHECKPOINT, {k: log.recovery_point for k, log in logs.items()})
         write_offset_checkpoint(
