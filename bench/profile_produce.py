@@ -23,6 +23,7 @@ from kio.serial import entity_writer
 
 from klamm.broker.broker import Broker
 from klamm.config.broker import BrokerConfig
+from klamm.controller.topics import CreateTopicSpec
 from klamm.protocol.api import message_types
 from klamm.protocol.build import build
 from klamm.protocol.connection import ServerConnection
@@ -42,12 +43,25 @@ def produce_frame(records_per_batch: int) -> bytes:
     return struct.pack(">i", len(frame)) + frame
 
 
+async def create_topic(broker: Broker, name: str) -> None:
+    """Create `name` (one partition) as a CreateTopics request would, and wait until this broker hosts it."""
+    spec = CreateTopicSpec(name, num_partitions=1, replication_factor=1)
+    [result] = await broker.controller_client.create_topics([spec], validate_only=False)
+    if result.error:
+        raise RuntimeError(f"creating {name}: {result.error.name}")
+    for _ in range(1000):
+        if (name, 0) in broker.replicas.partitions:
+            return
+        await asyncio.sleep(0.01)
+    raise RuntimeError(f"{name}-0 not hosted after 10 s")
+
+
 async def run(requests: int, records_per_batch: int, profile: bool) -> None:
     with tempfile.TemporaryDirectory() as data:
         broker = Broker(BrokerConfig.from_properties({"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": data}))
         await broker.start()
         try:
-            broker.auto_create_topic("t")
+            await create_topic(broker, "t")
             connection = ServerConnection(1 << 27, broker.supported_versions())
             frame = produce_frame(records_per_batch)
             peer = type("Peer", (), {"peer": "bench"})()
