@@ -746,8 +746,9 @@ class GroupCoordinator:
 
     def _assignment_stored(self, group: ClassicGroup, generation: int, assignments: dict[str, bytes],
                            error: ErrorCode) -> None:
-        if not group.is_(GroupState.COMPLETING_REBALANCE) or group.generation != generation:
-            return  # a rebalance began meanwhile: its members were told already
+        if not group.is_(GroupState.COMPLETING_REBALANCE) or group.generation != generation \
+                or self.groups.get(group.group_id) is not group:
+            return  # a rebalance began meanwhile, or the partition was unloaded: its members were told already
         if error != ErrorCode.none:
             self._reset_and_propagate_assignment_error(group, error)
             self._maybe_prepare_rebalance(group, f"storing the assignment failed: {error.name}")

@@ -12,8 +12,11 @@ and one it stops leading is unloaded, its groups answering NOT_COORDINATOR.
 
 `apply` writes an operation's records — one batch per partition (and producer),
 appended synchronously — replays each batch into the state machine with the
-offsets it got, and runs the operation's after-write actions. Timer deadlines
-run on the event loop, woken early when an earlier deadline is scheduled.
+offsets it got, and runs the operation's after-write actions. Those release
+JoinGroup/SyncGroup responses: on a replicated partition they run once the HW
+passes the records (Kafka 4 completes a write operation when its records are
+committed), at once on RF=1. Timer deadlines run on the event loop, woken early
+when an earlier deadline is scheduled.
 
 Reads at the high watermark: on a replicated __consumer_offsets a record is
 replayed before the ISR has it. The state machine's offsets are then the latest
@@ -114,6 +117,7 @@ class GroupCoordinatorRuntime:
                                      lambda index: self.coordinator.unload(index))
         self._unsubscribe: Callable[[], None] | None = None
         self._topics_cache: tuple[Any, dict[str, TopicMetadata]] = (None, {})
+        self._deferred: set[asyncio.Future[None]] = set()  # after-write actions waiting for the HW (apply)
 
     # lifecycle
     async def start(self) -> None:
@@ -129,6 +133,8 @@ class GroupCoordinatorRuntime:
         for task in self._tasks:
             task.cancel()
         self._tasks.clear()
+        for deferred in list(self._deferred):
+            deferred.cancel()
 
     def _topic(self) -> Any:
         return self.broker.controller.image.topics_by_name.get(CONSUMER_OFFSETS)
@@ -214,38 +220,95 @@ class GroupCoordinatorRuntime:
 
         State changes only by replaying what was written: a batch whose append
         fails replays nothing (and later ones are not written). The actions then
-        run with the error, which is raised as KafkaError.
+        run with the error, which is raised as KafkaError. The actions release
+        JoinGroup and SyncGroup responses, which Kafka 4 completes once the
+        records are committed: while the HW is short of what was written, they
+        run when it passes it (`_after_commit`), or with the error if it does not
+        within offsets.commit.timeout.ms or the leadership goes. On RF=1 the HW
+        passes at the append and they run at once.
         """
-        error = ErrorCode.none
-        coordinator = self.ready()
-        for index, records in _by_partition(result.records).items():
-            try:
-                self._append(coordinator, index, records)
-            except (KafkaError, OSError) as exc:
-                error = _client_error(append_error(exc), result.offset_commit)
-                log.warning("append to %s-%d failed: %r", CONSUMER_OFFSETS, index, exc)
-                break
-        for action in result.after_write:
-            action(error)
+        error, ends = self._write(result)
+        self._run_after_write(result, error, ends)
         if error != ErrorCode.none:
             raise KafkaError(error)
         return result.response
 
-    def _append(self, coordinator: GroupCoordinator, index: int, records: list[CoordinatorRecord]) -> None:
+    def _run_after_write(self, result: Result, error: ErrorCode, ends: dict[int, int]) -> dict[int, int]:
+        """Run the result's after-write actions now, or once the HW passes what it wrote (a task of their own,
+        whoever awaits the response); what the HW has not passed yet."""
+        waiting = self._uncommitted(ends) if error == ErrorCode.none else {}
+        if waiting and result.after_write:
+            task = asyncio.ensure_future(self._after_commit(waiting, result.after_write))
+            self._deferred.add(task)
+            task.add_done_callback(self._deferred.discard)
+        else:
+            for action in result.after_write:
+                action(error)
+        return waiting
+
+    def _write(self, result: Result) -> tuple[ErrorCode, dict[int, int]]:
+        """Append and replay the result's records: the client's error (NONE) and, by partition, the offset
+        just past what was written there."""
+        coordinator = self.ready()
+        ends: dict[int, int] = {}
+        for index, records in _by_partition(result.records).items():
+            try:
+                ends[index] = self._append(coordinator, index, records)
+            except (KafkaError, OSError) as exc:
+                log.warning("append to %s-%d failed: %r", CONSUMER_OFFSETS, index, exc)
+                return _client_error(append_error(exc), result.offset_commit), ends
+        return ErrorCode.none, ends
+
+    def _uncommitted(self, ends: dict[int, int]) -> dict[int, int]:
+        """Those of `ends` the partition's HW has not reached yet."""
+        partitions = self.broker.replicas.partitions
+        return {index: end for index, end in ends.items()
+                if (partition := partitions.get((CONSUMER_OFFSETS, index))) is not None
+                and partition.high_watermark < end}
+
+    async def _committed(self, ends: dict[int, int]) -> ErrorCode:
+        """Wait until each partition's HW reaches its end offset; NONE, or the client's error: the HW did not
+        within offsets.commit.timeout.ms (REQUEST_TIMED_OUT: COORDINATOR_NOT_AVAILABLE) or the leadership went
+        (NOT_COORDINATOR). The records are appended with acks=1 as Kafka's coordinator does: an ISR below
+        min.insync.replicas once the HW has passed them is no error."""
+        timeout_s = self.broker.config.offsets_commit_timeout_ms / 1000
+        for index, end in ends.items():
+            partition = self.broker.replicas.partitions.get((CONSUMER_OFFSETS, index))
+            if partition is None:
+                return ErrorCode.not_coordinator
+            error = await partition.wait_for_replication(end, timeout_s)
+            if error not in (ErrorCode.none, ErrorCode.not_enough_replicas_after_append):
+                return _client_error(error, offset_commit=False)
+            if self.coordinator is not None:
+                self._advance(self.coordinator, index)
+        return ErrorCode.none
+
+    async def _after_commit(self, ends: dict[int, int], actions: list[Callable[[ErrorCode], None]]) -> None:
+        error = await self._committed(ends)
+        for action in actions:
+            try:
+                action(error)
+            except Exception:
+                log.exception("group coordinator after-write action failed")
+
+    def _append(self, coordinator: GroupCoordinator, index: int, records: list[CoordinatorRecord]) -> int:
         """One batch per producer (transactional commits go in that producer's batch), each replayed with
-        its offsets once appended."""
+        its offsets once appended; the offset past the last."""
         batches: dict[tuple[int, int], list[CoordinatorRecord]] = {}
         for record in records:
             batches.setdefault((record.producer_id, record.producer_epoch), []).append(record)
         partition = self.broker.replicas.get(CONSUMER_OFFSETS, index)
+        end = 0
         for (producer_id, epoch), batch in batches.items():
             data = build_batch([NewRecord(record.key, record.value) for record in batch], producer_id=producer_id,
                                producer_epoch=epoch, transactional=producer_id >= 0)
             first = partition.append(data).first_offset
+            end = first + len(batch)
             # the HW as the append left it (RF=1: past the batch already, which then replays as committed)
             coordinator.advance(index, partition.high_watermark)
             for delta, record in enumerate(batch):
                 coordinator.replay(record, first + delta)
+        return end
 
     def replay_marker(self, index: int, producer_id: int, commit: bool, offset: int) -> None:
         """A transaction marker appended to __consumer_offsets-`index` at `offset` (by the transaction

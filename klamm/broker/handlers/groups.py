@@ -5,7 +5,12 @@ translate request versions into its calls and its answers into response dicts.
 JoinGroup and SyncGroup answer when the rebalance gets that far: the handler
 awaits a future the coordinator completes. The coordinator's records are
 appended (`runtime.apply`) before the handler's first await, so requests of
-one connection take effect in order.
+one connection take effect in order. A response that follows a write (the
+leader's SyncGroup storing the assignment, answering every member; a static
+member rejoining a Stable group) is released once the high watermark passes
+the records, as Kafka 4 completes it, or with COORDINATOR_NOT_AVAILABLE /
+NOT_COORDINATOR if it does not within offsets.commit.timeout.ms or the
+leadership goes.
 
 Authorization (Kafka's KafkaApis): FindCoordinator needs DESCRIBE on the group
 (GROUP_AUTHORIZATION_FAILED) or on the transactional id
