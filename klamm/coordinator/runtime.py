@@ -15,8 +15,9 @@ appended synchronously — replays each batch into the state machine with the
 offsets it got, and runs the operation's after-write actions. Those release
 JoinGroup/SyncGroup responses: on a replicated partition they run once the HW
 passes the records (Kafka 4 completes a write operation when its records are
-committed), at once on RF=1. Timer deadlines run on the event loop, woken early
-when an earlier deadline is scheduled.
+committed), at once on RF=1. `apply_committed` answers so too: a
+ConsumerGroupHeartbeat that wrote records. Timer deadlines run on the event
+loop, woken early when an earlier deadline is scheduled.
 
 Reads at the high watermark: on a replicated __consumer_offsets a record is
 replayed before the ISR has it. The state machine's offsets are then the latest
@@ -229,6 +230,19 @@ class GroupCoordinatorRuntime:
         """
         error, ends = self._write(result)
         self._run_after_write(result, error, ends)
+        if error != ErrorCode.none:
+            raise KafkaError(error)
+        return result.response
+
+    async def apply_committed(self, result: Result) -> Any:
+        """`apply`, answering once the HW passes the records written (Kafka 4 completes a write operation so,
+        ConsumerGroupHeartbeat among them); an operation that wrote nothing, or whose records the HW has passed
+        already (RF=1), answers at once. KafkaError with the client's error if the HW does not get there:
+        COORDINATOR_NOT_AVAILABLE after offsets.commit.timeout.ms, NOT_COORDINATOR if the leadership goes."""
+        error, ends = self._write(result)
+        waiting = self._run_after_write(result, error, ends)
+        if waiting:
+            error = await self._committed(waiting)
         if error != ErrorCode.none:
             raise KafkaError(error)
         return result.response

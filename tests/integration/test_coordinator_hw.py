@@ -81,6 +81,7 @@ CONSUMER_GROUP_HEARTBEAT, CONSUMER_GROUP_DESCRIBE, LIST_GROUPS = 68, 69, 16
 
 
 def test_a_consumer_group_is_described_and_listed_once_the_hw_passes_its_records() -> None:
+    """The joining heartbeat answers only once the HW passes its records; meanwhile the group is not read."""
     with run_cluster(3, replica_lag_time_max_ms=LAG_MS, replica_fetch_backoff_ms=50, replica_fetch_wait_max_ms=50,
                      offsets_commit_timeout_ms=30_000) as c:
         create(c, "t")
@@ -92,10 +93,10 @@ def test_a_consumer_group_is_described_and_listed_once_the_hw_passes_its_records
         for follower in [n for n in c.brokers if n != node]:
             c.call(c.kill_broker(follower, fence=False))
         started = time.monotonic()
-        joined = member.request(CONSUMER_GROUP_HEARTBEAT, 0, {
+        member.send(CONSUMER_GROUP_HEARTBEAT, 0, {  # answered once the ISR has what it wrote
             "group_id": "cg", "member_id": "", "member_epoch": 0, "rebalance_timeout": 30000,
             "subscribed_topic_names": ["t"], "server_assignor": None, "topic_partitions": []})
-        assert joined.error_code == ErrorCode.none
+        eventually(lambda: marks(c, partition)[1] > marks(c, partition)[0])
 
         def described() -> Any:
             return admin.request(CONSUMER_GROUP_DESCRIBE, 0, {"group_ids": ["cg"],
@@ -108,5 +109,9 @@ def test_a_consumer_group_is_described_and_listed_once_the_hw_passes_its_records
         assert described().error_code == ErrorCode.group_id_not_found and "cg" not in listed()
         assert marks(c, partition)[0] < marks(c, partition)[1]  # read while the HW was held
         assert time.monotonic() - started < LAG_MS / 1000
-        eventually(lambda: described().error_code == ErrorCode.none)  # the ISR shrank: the HW passed them
+        _, joined = member.receive()  # the ISR shrank to the leader: the HW passed the heartbeat's records
+        assert joined.error_code == ErrorCode.none
+        held_at, end = marks(c, partition)
+        assert held_at >= end and time.monotonic() - started >= LAG_MS / 1000 / 2
+        assert described().error_code == ErrorCode.none  # read at once: the HW is past the records
         assert [m.member_id for m in described().members] == [joined.member_id] and "cg" in listed()

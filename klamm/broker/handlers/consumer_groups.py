@@ -17,6 +17,13 @@ filterTopicDescribeAuthorizedTopics): the heartbeat hands the coordinator the
 principal's check, which it keeps for the member. ConsumerGroupDescribe needs
 DESCRIBE on each group, and DESCRIBE on the topics its members subscribe to or
 are assigned (else TOPIC_AUTHORIZATION_FAILED for that group).
+
+A heartbeat that wrote records (a join, a new subscription, an epoch bump, a
+reconciled assignment) answers once the high watermark of the group's
+__consumer_offsets partition passes them, as Kafka 4 completes a write
+operation; COORDINATOR_NOT_AVAILABLE if that takes longer than
+offsets.commit.timeout.ms, NOT_COORDINATOR if the leadership goes meanwhile. One
+that wrote nothing answers at once.
 """
 
 from __future__ import annotations
@@ -72,7 +79,8 @@ async def heartbeat(broker: BrokerServices, request: Any) -> dict[str, Any]:
         if broker.authorizer.enabled else None)
     try:
         coordinator = broker.group_coordinator.ready()
-        response: dict[str, Any] = broker.group_coordinator.apply(coordinator.consumer.heartbeat(req))
+        # answered once the HW passes what the heartbeat wrote, if it wrote anything (Kafka 4's write operation)
+        response: dict[str, Any] = await broker.group_coordinator.apply_committed(coordinator.consumer.heartbeat(req))
     except KafkaError as exc:
         return heartbeat_error(exc)
     return response
