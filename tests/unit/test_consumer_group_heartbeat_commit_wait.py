@@ -13,39 +13,20 @@ from types import SimpleNamespace
 from typing import Any
 
 from klamm.broker.handlers import consumer_groups
-from klamm.broker.partition import Partition, log_config
-from klamm.config.broker import BrokerConfig
-from klamm.config.topic import TopicConfig
+from klamm.broker.partition import Partition
 from klamm.coordinator.consumer_group import TopicMetadata
-from klamm.coordinator.coordinator import CoordinatorConfig, GroupCoordinator, OffsetToCommit
+from klamm.coordinator.coordinator import OffsetToCommit
 from klamm.coordinator.runtime import GroupCoordinatorRuntime
 from klamm.protocol.errors import ErrorCode
-from klamm.protocol.topics import CONSUMER_OFFSETS
-from klamm.storage.log import Log
+from tests.unit.test_group_coordinator_hw import runtime_on as hw_runtime_on
 
 TOPIC_ID = uuid.UUID(int=7)
 
 
 def runtime_on(tmp_path: Any, replicated: bool = True, timeout_ms: int = 5000) -> tuple[GroupCoordinatorRuntime,
                                                                                          Partition]:
-    config = TopicConfig.resolve(BrokerConfig.from_properties({}), {})
-    partition = Partition(CONSUMER_OFFSETS, 0, uuid.uuid4(), Log.open(tmp_path / "co-0", log_config(config)),
-                          config)
-    if replicated:
-        partition.become_leader(1, node_id=1, replicas=[1, 2], isr=[1, 2])
-    broker = SimpleNamespace(
-        node_id=1, authorizer=SimpleNamespace(enabled=False),
-        config=SimpleNamespace(offsets_commit_timeout_ms=timeout_ms,
-                               group_coordinator_rebalance_protocols=["classic", "consumer"]),
-        replicas=SimpleNamespace(partitions={(CONSUMER_OFFSETS, 0): partition},
-                                 get=lambda topic, index: partition))
-    runtime = GroupCoordinatorRuntime(broker)
-    broker.group_coordinator = runtime
-    runtime.coordinator = GroupCoordinator(CoordinatorConfig(num_partitions=1, initial_rebalance_delay_ms=0),
-                                           runtime.timer)
+    runtime, partition = hw_runtime_on(tmp_path, replicated, timeout_ms, rebalance_delay_ms=0)
     runtime.coordinator.consumer.topics = lambda: {"t": TopicMetadata(TOPIC_ID, "t", 4)}
-    runtime.coordinator.begin_loading(0)
-    runtime._load(0)
     return runtime, partition
 
 

@@ -9,37 +9,19 @@ JoinGroup that stores its new member id, wait for the HW; on RF=1 they come at o
 from __future__ import annotations
 
 import asyncio
-import uuid
-from types import SimpleNamespace
 from typing import Any
 
-from klamm.broker.partition import Partition, log_config
-from klamm.config.broker import BrokerConfig
-from klamm.config.topic import TopicConfig
-from klamm.coordinator.coordinator import CoordinatorConfig, GroupCoordinator, JoinRequest, SyncRequest
+from klamm.broker.partition import Partition
+from klamm.coordinator.coordinator import JoinRequest, SyncRequest
 from klamm.coordinator.runtime import GroupCoordinatorRuntime
 from klamm.protocol.errors import ErrorCode
 from klamm.protocol.topics import CONSUMER_OFFSETS
-from klamm.storage.log import Log
+from tests.unit.test_group_coordinator_hw import runtime_on as hw_runtime_on
 
 
 def runtime_on(tmp_path: Any, replicated: bool = True, timeout_ms: int = 5000) -> tuple[GroupCoordinatorRuntime,
                                                                                          Partition]:
-    config = TopicConfig.resolve(BrokerConfig.from_properties({}), {})
-    partition = Partition(CONSUMER_OFFSETS, 0, uuid.uuid4(), Log.open(tmp_path / "co-0", log_config(config)),
-                          config)
-    if replicated:
-        partition.become_leader(1, node_id=1, replicas=[1, 2], isr=[1, 2])
-    broker = SimpleNamespace(
-        node_id=1, config=SimpleNamespace(offsets_commit_timeout_ms=timeout_ms),
-        replicas=SimpleNamespace(partitions={(CONSUMER_OFFSETS, 0): partition},
-                                 get=lambda topic, index: partition))
-    runtime = GroupCoordinatorRuntime(broker)
-    runtime.coordinator = GroupCoordinator(CoordinatorConfig(num_partitions=1, initial_rebalance_delay_ms=0),
-                                           runtime.timer)
-    runtime.coordinator.begin_loading(0)
-    runtime._load(0)
-    return runtime, partition
+    return hw_runtime_on(tmp_path, replicated, timeout_ms, rebalance_delay_ms=0)
 
 
 def join(runtime: GroupCoordinatorRuntime, responses: dict[str, Any], key: str, instance_id: str | None = None

@@ -162,19 +162,25 @@ def test_a_partition_whose_hw_was_never_given_reads_at_once() -> None:
 
 
 # ------------------------------------------------------------------ the runtime on a replicated partition
-def runtime_on(tmp_path: Any, replicated: bool = True, timeout_ms: int = 200) -> tuple[GroupCoordinatorRuntime,
-                                                                                        Partition]:
+def runtime_on(tmp_path: Any, replicated: bool = True, timeout_ms: int = 200, rebalance_delay_ms: int = 3000
+               ) -> tuple[GroupCoordinatorRuntime, Partition]:
+    """The runtime over a real leader Partition of __consumer_offsets-0; replicated: a follower (node 2) in its
+    ISR whose fetch position (on_follower_fetch) is what moves the HW. Shared by the commit-wait tests."""
     config = TopicConfig.resolve(BrokerConfig.from_properties({}), {})
     partition = Partition(CONSUMER_OFFSETS, 0, uuid.uuid4(), Log.open(tmp_path / "co-0", log_config(config)),
                           config)
     if replicated:
         partition.become_leader(1, node_id=1, replicas=[1, 2], isr=[1, 2])
     broker = SimpleNamespace(
-        node_id=1, config=SimpleNamespace(offsets_commit_timeout_ms=timeout_ms),
+        node_id=1, authorizer=SimpleNamespace(enabled=False),
+        config=SimpleNamespace(offsets_commit_timeout_ms=timeout_ms,
+                               group_coordinator_rebalance_protocols=["classic", "consumer"]),
         replicas=SimpleNamespace(partitions={(CONSUMER_OFFSETS, 0): partition},
                                  get=lambda topic, index: partition))
     runtime = GroupCoordinatorRuntime(broker)
-    runtime.coordinator = GroupCoordinator(CoordinatorConfig(num_partitions=1), runtime.timer)
+    broker.group_coordinator = runtime
+    runtime.coordinator = GroupCoordinator(
+        CoordinatorConfig(num_partitions=1, initial_rebalance_delay_ms=rebalance_delay_ms), runtime.timer)
     runtime.coordinator.begin_loading(0)
     runtime._load(0)
     return runtime, partition
