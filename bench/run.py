@@ -792,11 +792,7 @@ def latency_while_deleting(b: Broker, w: Workload, client: str, java_cmd, runid:
     segments = len(list(bulk_dir.glob("*.log"))) if bulk_dir is not None and bulk_dir.exists() else -1
     topic = f"{w.key}-{client}-{runid}"
     create_topic(b.bootstrap, topic)
-    outcome: dict = {}
-    worker = threading.Thread(target=lambda: outcome.update(run_client(
-        client, java_cmd, "latency", dict(bootstrap=b.bootstrap, topic=topic, records=w.records, size=w.size,
-                                          acks=w.acks, interval_us=w.interval_us, timeout_ms=60_000),
-        timeout, logdir, tag, b)))
+    worker, outcome = latency_client(b, w, client, java_cmd, topic, timeout, logdir, tag)
     worker.start()
     time.sleep(2.0)
     admin = AdminClient({"bootstrap.servers": b.bootstrap, "log_level": 0})
@@ -809,6 +805,17 @@ def latency_while_deleting(b: Broker, w: Workload, client: str, java_cmd, runid:
     worker.join()
     outcome.update(segments=segments, delete_acked_s=round(acked, 3), delete_removed_s=round(removed, 3))
     return outcome
+
+
+def latency_client(b: Broker, w: Workload, client: str, java_cmd, topic: str, timeout: float, logdir: Path,
+                   tag: str) -> tuple[threading.Thread, dict]:
+    """The latency workload's client on `topic`, in a thread not yet started, and the dict its result fills."""
+    outcome: dict = {}
+    worker = threading.Thread(target=lambda: outcome.update(run_client(
+        client, java_cmd, "latency", dict(bootstrap=b.bootstrap, topic=topic, records=w.records, size=w.size,
+                                          acks=w.acks, interval_us=w.interval_us, timeout_ms=60_000),
+        timeout, logdir, tag, b)))
+    return worker, outcome
 
 
 CLEANER_FILL_RECORDS = 300_000  # 200 B values over 10,000 keys: ~60 MiB in 1 MiB segments, ~97 % of it stale
@@ -831,11 +838,7 @@ def latency_during(b: Broker, w: Workload, client: str, java_cmd, runid: str, ti
         raise ValueError(w.during)
     topic = f"{w.key}-{client}-{runid}"
     create_topic(b.bootstrap, topic)
-    outcome: dict = {}
-    worker = threading.Thread(target=lambda: outcome.update(run_client(
-        client, java_cmd, "latency", dict(bootstrap=b.bootstrap, topic=topic, records=w.records, size=w.size,
-                                          acks=w.acks, interval_us=w.interval_us, timeout_ms=60_000),
-        timeout, logdir, tag, b)))
+    worker, outcome = latency_client(b, w, client, java_cmd, topic, timeout, logdir, tag)
     stop = threading.Event()
     side: dict = {}
 
