@@ -442,6 +442,12 @@ class ConsumerGroups:
         """The group as of its partition's high watermark."""
         return self._at_hw[group_id] if group_id in self._at_hw else self.groups.get(group_id)
 
+    def committed_group(self, group_id: str) -> ConsumerGroup | None:
+        """The group as of its partition's high watermark (None: there was none then), for a read there:
+        OffsetFetch v9 checks the member's epoch against it, as Kafka's validateOffsetFetch at the last
+        committed offset."""
+        return self._committed(group_id)
+
     def _keep_offsets(self, group: ConsumerGroup) -> None:
         """A deleted group's offsets outlive its metadata (Kafka keeps them apart): a classic group holds them."""
         holder = self.owner.groups.get(group.group_id)  # a classic group replacing this one may exist already

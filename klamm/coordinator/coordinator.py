@@ -927,10 +927,12 @@ class GroupCoordinator:
 
         The offsets as of the partition's high watermark, or with `latest` (require_stable, whose answer
         the runtime holds until the HW passes what is written) the latest ones.
-        A consumer-protocol member (OffsetFetch v9) fetches in its current epoch.
+        A consumer-protocol member (OffsetFetch v9) fetches in its current epoch: the one it has as of the HW
+        (Kafka's validateOffsetFetch at the last committed offset; no group there, no check), or with `latest`
+        its latest one.
         """
         self._validate(group_id, allow_empty=True)
-        consumer = self.consumer.groups.get(group_id)
+        consumer = self.consumer.groups.get(group_id) if latest else self.consumer.committed_group(group_id)
         error = None if consumer is None else self.consumer.fetch_error(consumer, member_id, member_epoch)
         if error is not None:
             raise KafkaError(error)

@@ -16,7 +16,8 @@ offsets it got, and runs the operation's after-write actions. Those release
 JoinGroup/SyncGroup responses: on a replicated partition they run once the HW
 passes the records (Kafka 4 completes a write operation when its records are
 committed), at once on RF=1. `apply_committed` answers so too: a
-ConsumerGroupHeartbeat that wrote records. Timer deadlines run on the event
+ConsumerGroupHeartbeat, classic Heartbeat, LeaveGroup, OffsetDelete or
+DeleteGroups that wrote records. Timer deadlines run on the event
 loop, woken early when an earlier deadline is scheduled.
 
 Reads at the high watermark: on a replicated __consumer_offsets a record is
@@ -38,7 +39,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from typing import Any
 
 from klamm.coordinator.consumer_coordinator import ConsumerGroupConfig
@@ -235,12 +236,22 @@ class GroupCoordinatorRuntime:
         return result.response
 
     async def apply_committed(self, result: Result) -> Any:
-        """`apply`, answering once the HW passes the records written (Kafka 4 completes a write operation so,
-        ConsumerGroupHeartbeat among them); an operation that wrote nothing, or whose records the HW has passed
-        already (RF=1), answers at once. KafkaError with the client's error if the HW does not get there:
-        COORDINATOR_NOT_AVAILABLE after offsets.commit.timeout.ms, NOT_COORDINATOR if the leadership goes."""
+        """`apply`, answering once the HW passes the records written (Kafka 4 completes a write operation so:
+        ConsumerGroupHeartbeat, the classic Heartbeat, LeaveGroup, OffsetDelete, DeleteGroups); an operation
+        that wrote nothing, or whose records the HW has passed already (RF=1), answers at once. KafkaError with
+        the client's error if the HW does not get there: COORDINATOR_NOT_AVAILABLE after
+        offsets.commit.timeout.ms, NOT_COORDINATOR if the leadership goes."""
+        return await self.write_committed(result)
+
+    def write_committed(self, result: Result) -> Awaitable[Any]:
+        """`apply_committed` whose records are appended now, before the caller's first await (several writes
+        of one request, in order); the awaitable answers as `apply_committed` does. KafkaError at once if
+        there is no coordinator."""
         error, ends = self._write(result)
         waiting = self._run_after_write(result, error, ends)
+        return self._answer(result, error, waiting)
+
+    async def _answer(self, result: Result, error: ErrorCode, waiting: dict[int, int]) -> Any:
         if waiting:
             error = await self._committed(waiting)
         if error != ErrorCode.none:

@@ -17,7 +17,7 @@ from klamm.broker.partition import Partition
 from klamm.coordinator.consumer_group import TopicMetadata
 from klamm.coordinator.coordinator import OffsetToCommit
 from klamm.coordinator.runtime import GroupCoordinatorRuntime
-from klamm.protocol.errors import ErrorCode
+from klamm.protocol.errors import ErrorCode, KafkaError
 from tests.unit.test_group_coordinator_hw import runtime_on as hw_runtime_on
 
 TOPIC_ID = uuid.UUID(int=7)
@@ -138,3 +138,34 @@ def test_on_rf1_a_heartbeat_that_writes_answers_at_once(tmp_path: Any) -> None:
     response = completes_without_waiting(beat(runtime, "m1"))
     assert response["error_code"] == ErrorCode.none and response["member_epoch"] == 1
     assert partition.high_watermark == partition.log_end_offset > 0
+
+
+def test_offset_fetch_v9_checks_the_member_epoch_as_of_the_hw(tmp_path: Any) -> None:
+    """Kafka's validateOffsetFetch runs at the last committed offset: a member whose leaving is not committed yet
+    still fetches in its epoch; a require_stable fetch (a write in Kafka 4) checks the latest state."""
+    runtime, partition = runtime_on(tmp_path)
+
+    def fetch_error(latest: bool = False) -> ErrorCode:
+        coordinator = runtime.ready() if latest else runtime.committed("g")
+        try:
+            coordinator.fetch_offsets("g", [("t", 0)], "m1", 1, latest=latest)
+        except KafkaError as exc:
+            return exc.code
+        return ErrorCode.none
+
+    async def run() -> tuple[list[ErrorCode], dict[str, Any]]:
+        joined = asyncio.ensure_future(beat(runtime, "m1"))
+        await asyncio.sleep(0.02)
+        partition.on_follower_fetch(2, partition.log_end_offset)
+        assert (await joined)["member_epoch"] == 1
+        leaving = asyncio.ensure_future(beat(runtime, "m1", epoch=-1))
+        await asyncio.sleep(0.02)
+        assert not leaving.done() and partition.high_watermark < partition.log_end_offset
+        errors = [fetch_error(), fetch_error(latest=True)]
+        partition.on_follower_fetch(2, partition.log_end_offset)
+        response = await leaving
+        return errors + [fetch_error()], response
+
+    errors, left = asyncio.run(run())
+    assert left["error_code"] == ErrorCode.none and left["member_epoch"] == -1
+    assert errors == [ErrorCode.none, ErrorCode.unknown_member_id, ErrorCode.unknown_member_id]

@@ -10,7 +10,11 @@ leader's SyncGroup storing the assignment, answering every member; a static
 member rejoining a Stable group) is released once the high watermark passes
 the records, as Kafka 4 completes it, or with COORDINATOR_NOT_AVAILABLE /
 NOT_COORDINATOR if it does not within offsets.commit.timeout.ms or the
-leadership goes.
+leadership goes. So does a LeaveGroup that wrote records (a member leaving
+changes the group's stored metadata; a classic member of a consumer group
+leaving writes its tombstones), and a Heartbeat would (none writes today); a
+LeaveGroup whose write fails answers the group's error with no members, as
+Kafka does.
 
 Authorization (Kafka's KafkaApis): FindCoordinator needs DESCRIBE on the group
 (GROUP_AUTHORIZATION_FAILED) or on the transactional id
@@ -206,7 +210,8 @@ async def heartbeat(broker: BrokerServices, request: Any) -> dict[str, Any]:
         coordinator = broker.group_coordinator.ready()
         result = coordinator.heartbeat(body.group_id, body.member_id, getattr(body, "group_instance_id", None),
                                        body.generation_id)
-        return {"error_code": broker.group_coordinator.apply(result)}
+        # answered once the HW passes what it wrote, as Kafka's write operation (klamm's writes nothing today)
+        return {"error_code": await broker.group_coordinator.apply_committed(result)}
     except KafkaError as exc:
         return {"error_code": exc.code}
 
@@ -222,9 +227,12 @@ async def leave_group(broker: BrokerServices, request: Any) -> dict[str, Any]:
         return {"error_code": ErrorCode.group_authorization_failed, **({"members": []} if version >= 3 else {})}
     try:
         coordinator = broker.group_coordinator.ready()
-        error, errors = broker.group_coordinator.apply(coordinator.leave_group(body.group_id, leaving))
+        # answered once the HW passes the records of the members who left (Kafka 4's write operation)
+        error, errors = await broker.group_coordinator.apply_committed(
+            coordinator.leave_group(body.group_id, leaving))
     except KafkaError as exc:
-        error, errors = exc.code, [exc.code] * len(leaving)
+        # Kafka's answer to a failed write: the group's error alone, no members
+        return {"error_code": exc.code, **({"members": []} if version >= 3 else {})}
     if version < 3:
         return {"error_code": error if error != ErrorCode.none else errors[0]}
     return {"error_code": error,

@@ -9,10 +9,16 @@ Authorization (Kafka's KafkaApis): DescribeGroups needs DESCRIBE on each group
 principal's operations on the group when asked (v3+); ListGroups lists every
 group to a principal with DESCRIBE on the cluster, else only the groups it may
 DESCRIBE; DeleteGroups needs DELETE on each group.
+
+DeleteGroups answers once the HW of each group's __consumer_offsets partition
+passes its tombstones, as Kafka 4 completes a write: a partition whose HW does
+not get there within offsets.commit.timeout.ms fails its groups with
+COORDINATOR_NOT_AVAILABLE (NOT_COORDINATOR if the leadership goes).
 """
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from typing import Any
 
 from klamm.broker.handlers import Api
@@ -85,9 +91,17 @@ async def delete_groups(broker: BrokerServices, request: Any) -> dict[str, Any]:
         by_partition: dict[int, list[str]] = {}
         for name in deletable:
             by_partition.setdefault(coordinator.partition_for(name), []).append(name)
+        # Every partition's records are appended before the first await; each answers once its HW passes them.
+        writes: list[tuple[list[str], Awaitable[dict[str, ErrorCode]]]] = []
         for group_ids in by_partition.values():
             try:
-                errors.update(broker.group_coordinator.apply(coordinator.delete_groups(group_ids)))
+                result = coordinator.delete_groups(group_ids)
+                writes.append((group_ids, broker.group_coordinator.write_committed(result)))
+            except KafkaError as exc:
+                errors.update((name, exc.code) for name in group_ids)
+        for group_ids, written in writes:
+            try:
+                errors.update(await written)
             except KafkaError as exc:
                 errors.update((name, exc.code) for name in group_ids)
     return {"results": [{"group_id": name, "error_code": errors[name]} for name in names]}

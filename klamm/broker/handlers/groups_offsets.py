@@ -15,10 +15,13 @@ OffsetDelete needs DELETE on the group (a group-level error) and READ on each to
 
 OffsetFetch reads the offsets as of the high watermark of the group's
 __consumer_offsets partition: a commit becomes visible once the ISR has it (Kafka
-4's read at the last committed offset). With require_stable it reads the latest
+4's read at the last committed offset), and v9 checks the member's epoch
+against the group as of that HW too. With require_stable it reads the latest
 offsets and answers once the HW passes everything written to that partition
 (Kafka 4 runs such a fetch as a write), NOT_COORDINATOR if that does not happen
-within offsets.commit.timeout.ms.
+within offsets.commit.timeout.ms. OffsetDelete answers once the HW passes its
+tombstones (COORDINATOR_NOT_AVAILABLE after offsets.commit.timeout.ms,
+NOT_COORDINATOR if the leadership goes), as Kafka 4 completes a write.
 """
 
 from __future__ import annotations
@@ -176,7 +179,8 @@ async def offset_delete(broker: BrokerServices, request: Any) -> dict[str, Any]:
     wanted = [(t.name, p.partition_index) for t in body.topics for p in t.partitions]
     try:
         coordinator = broker.group_coordinator.ready()
-        error, errors = broker.group_coordinator.apply(coordinator.delete_offsets(
+        # answered once the HW passes the tombstones (Kafka 4's write operation)
+        error, errors = await broker.group_coordinator.apply_committed(coordinator.delete_offsets(
             body.group_id, [tp for tp in wanted if tp[0] not in hidden] if hidden else wanted))
     except KafkaError as exc:
         error, errors = exc.code, {}
