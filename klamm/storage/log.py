@@ -13,7 +13,8 @@ Invariants:
   * log_start_offset >= first segment base; log_end_offset is the next offset to
     assign, equal to the active segment's next_offset;
   * recovery_point <= log_end_offset and every batch below it has been fsynced,
-    with its segment's indexes and the producer snapshots taken below it;
+    with its segment's indexes and the producer snapshots of the rolls below it
+    (written by the flush job that fsyncs them);
   * producer state and leader epoch cache describe exactly the batches below
     log_end_offset;
   * every abort marker below log_end_offset has its entry in its segment's
@@ -29,13 +30,15 @@ readers see the old or the new segments, never a mix (klamm.storage.cleaner).
 
 Flushing is split so the fsyncs can run in a worker thread: `begin_flush` (owner's
 thread) picks the segments and snapshots holding unflushed offsets into a FlushJob,
-`FlushJob.run` fsyncs them (any thread), `complete_flush` (owner's thread) advances
-the recovery point. Jobs may finish in any order; the recovery point moves only
-over a contiguous run of finished jobs, so it never passes data whose fsync has
-not completed. Appends and rolls never fsync: they report, through `flush_wanted`
-and AppendResult.flush_due, that the flush policy (flush.messages, flush.ms, a
-roll) asks for one, and the owner starts it (klamm.broker.log_flush). `flush()`
-does all three steps at once, for shutdown and the metadata log.
+`FlushJob.run` writes the rolls' producer snapshots and fsyncs it all (any thread),
+`complete_flush` (owner's thread) advances the recovery point. Jobs may finish in
+any order; the recovery point moves only over a contiguous run of finished jobs, so
+it never passes data whose fsync has not completed. Appends and rolls never fsync,
+and a roll creates no file but its new segment's (the producer snapshot is encoded
+at once, its file written by the job): they report, through `flush_wanted` and
+AppendResult.flush_due, that the flush policy (flush.messages, flush.ms, a roll)
+asks for one, and the owner starts it (klamm.broker.log_flush). `flush()` does all
+three steps at once, for shutdown and the metadata log.
 """
 
 from __future__ import annotations
@@ -56,8 +59,8 @@ from klamm.storage.checkpoint import fsync_dir
 from klamm.storage.cleaner import recover_interrupted_swaps, swap_in
 from klamm.storage.config import LogConfig
 from klamm.storage.leader_epoch import LeaderEpochCache
-from klamm.storage.producer_state import CompletedTxn, ProducerStateManager
-from klamm.storage.segment import LOG_SUFFIX, OS_FILE_IO, FileIO, LogSegment, fsync_path
+from klamm.storage.producer_state import CompletedTxn, PendingSnapshot, ProducerStateManager
+from klamm.storage.segment import LOG_SUFFIX, OS_FILE_IO, FileIO, LogSegment
 from klamm.storage.shared_file import SharedFile
 from klamm.storage.txn_index import AbortedTxn, TransactionIndex
 
@@ -105,7 +108,7 @@ class FlushJob:
     start: int
     target: int
     segments: list[LogSegment]
-    snapshots: list[Path]  # producer snapshots written without fsync (on roll)
+    snapshots: list[PendingSnapshot]  # producer snapshots of rolls, to write and fsync
     directory: Path
     new_files: bool  # a segment was created at or after `start`: its directory entry needs an fsync too
     done: bool = False
@@ -120,11 +123,8 @@ class FlushJob:
                 if not segment.closed:
                     raise
                 # Deleted meanwhile (retention, cleaner, topic deletion): nothing of it to recover.
-        for path in self.snapshots:
-            try:
-                fsync_path(path)
-            except FileNotFoundError:
-                pass  # deleted meanwhile with its segment (retention, truncation, topic deletion)
+        for snapshot in self.snapshots:
+            snapshot.write()  # nothing if cancelled meanwhile (retention, truncation, topic deletion)
         if self.snapshots or self.new_files:
             try:
                 fsync_dir(self.directory)
@@ -165,7 +165,7 @@ class Log:
         self._last_flush_ms = time_ms()
         self._flush_jobs: list[FlushJob] = []  # begun, not yet counted in the recovery point
         self._flush_issued_to = 0  # offsets below are covered by a flush job begun (maybe not finished)
-        self._unsynced_snapshots: list[Path] = []  # producer snapshots of rolls, not yet in a job
+        self._unsynced_snapshots: list[PendingSnapshot] = []  # producer snapshots of rolls, not yet in a job
         self._roll_flush_wanted = False  # Kafka flushes a finished segment soon after its roll
         self._closed = False
         self.producer_state = ProducerStateManager(directory)
@@ -225,9 +225,9 @@ class Log:
         self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
         self.producer_state.remove_stray_snapshots(self._bases)
         if not clean_shutdown:
-            # A roll writes its snapshot without fsync; the flush job that moves the recovery point
-            # past the roll fsyncs it. Above the recovery point, a snapshot may describe batches
-            # that power loss took back: rebuild from one below it instead.
+            # A roll's snapshot is written and fsynced by a flush job that may not have finished
+            # (the recovery point moves past it once it has). Above the recovery point, a snapshot
+            # may describe batches that power loss took back: rebuild from one below it instead.
             self.producer_state.delete_snapshots_after(recovery_point)
         self._rebuild_producer_state()
 
@@ -443,9 +443,10 @@ class Log:
         segment = LogSegment.create(self.directory, base, self.config, self._time_ms(), io=self._io)
         self._segments.append(segment)
         self._bases.append(base)
-        # Written now (it must describe the state at `base`), fsynced by the next flush job,
-        # with the finished segment and its indexes, in a worker thread: not inside an append.
-        self._unsynced_snapshots.append(self.producer_state.take_snapshot(durable=False))
+        # Encoded now (it must describe the state at `base`); its file is written and fsynced by
+        # the next flush job, with the finished segment and its indexes, in a worker thread: no
+        # file creation but the segment's, and no fsync, inside an append.
+        self._unsynced_snapshots.append(self.producer_state.snapshot_later())
         self._roll_flush_wanted = True
         return segment
 
@@ -479,6 +480,7 @@ class Log:
         self._roll_flush_wanted = False
         start = self.recovery_point if from_recovery_point else self._flush_issued_to
         target = self.log_end_offset
+        self._unsynced_snapshots = [snapshot for snapshot in self._unsynced_snapshots if not snapshot.cancelled]
         if target <= start and not self._unsynced_snapshots:
             return None
         first = max(bisect.bisect_right(self._bases, start) - 1, 0)
@@ -493,6 +495,8 @@ class Log:
     def complete_flush(self, job: FlushJob) -> None:
         """`job` ran: advance the recovery point over the contiguous run of finished jobs from it."""
         job.done = True
+        for snapshot in job.snapshots:
+            self.producer_state.snapshot_written(snapshot)
         if job not in self._flush_jobs:
             return  # dropped by a truncation or a failed flush: its range is covered again later
         moved = True
@@ -730,6 +734,7 @@ class Log:
     def delete(self) -> None:
         """Close and remove the whole partition directory."""
         self._closed = True
+        self.producer_state.cancel_pending_snapshots()  # a flush job in flight must not write into it
         for segment in self._segments:
             segment.delete()
         self._segments, self._bases = [], []

@@ -51,13 +51,22 @@ Invariants: `map_end_offset` is the offset just past the last batch applied; a
 snapshot at offset S is only taken when map_end_offset == S; snapshots above the
 log end are deleted before loading, so a loaded snapshot never claims batches
 the log does not hold.
+
+A roll's snapshot is a PendingSnapshot: encoded on the owner's thread when the
+segment rolls (so it describes exactly the batches below its offset), its file
+written and fsynced later by a flush job in a worker thread (creating a file can
+wait for the filesystem's journal for milliseconds while other logs fsync). Until
+written it counts for `load` as if it were on disk; deleting snapshots cancels the
+pending ones in the range first, so a write that comes later leaves no file behind.
 """
 
 from __future__ import annotations
 
 import os
 import struct
+import threading
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -153,6 +162,57 @@ def _has_sequence(header: BatchHeader) -> bool:
     return header.base_sequence != NO_SEQUENCE and not header.is_control
 
 
+class PendingSnapshot:
+    """A snapshot's bytes, encoded at a roll, whose file a flush job writes (see module docstring).
+
+    `write` runs in any thread; `cancel` runs on the owner's thread and waits at most for a
+    rename in progress: after it returns no write of this snapshot creates its file any more,
+    so a deletion that lists the directory after cancelling removes whatever one did create.
+    """
+
+    def __init__(self, path: Path, offset: int, data: bytes) -> None:
+        self.path = path
+        self.offset = offset
+        self.data = data
+        self.cancelled = False
+        self.written = False  # its file is in place, fsynced (its directory entry: by the caller)
+        self._writing = threading.Lock()  # one writer at a time (a job retried while the first still runs)
+        self._publishing = threading.Lock()  # the cancelled check and the rename, against cancel()
+
+    def write(self) -> None:
+        """Write the file (temp file, fsync, rename); nothing if cancelled or the directory is gone.
+        The caller fsyncs the directory afterwards."""
+        with self._writing:
+            if self.written or self.cancelled:
+                return
+            # A name of its own: a superseded snapshot of the same offset may still be writing.
+            tmp = self.path.with_name(f"{self.path.name}.{id(self):x}.tmp")
+            try:
+                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            except FileNotFoundError:
+                return  # the log was deleted meanwhile
+            try:
+                view = memoryview(self.data)
+                while view:
+                    view = view[os.write(fd, view):]
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            with self._publishing:
+                if not self.cancelled:
+                    try:
+                        os.replace(tmp, self.path)
+                    except FileNotFoundError:
+                        return  # the log was deleted meanwhile
+                    self.written = True
+                    return
+            tmp.unlink(missing_ok=True)
+
+    def cancel(self) -> None:
+        with self._publishing:
+            self.cancelled = True
+
+
 class ProducerStateManager:
     """Producer state of one partition log plus its snapshot files (see module docstring)."""
 
@@ -160,6 +220,7 @@ class ProducerStateManager:
         self.directory = directory
         self.producers: dict[int, ProducerStateEntry] = {}
         self.map_end_offset = 0
+        self._pending: dict[int, PendingSnapshot] = {}  # offset -> a roll's snapshot not written yet
 
     # -- validation and update -----------------------------------------------------
 
@@ -310,27 +371,42 @@ class ProducerStateManager:
                 offsets.append(int(stem))
         return sorted(offsets)
 
-    def take_snapshot(self, *, durable: bool = True) -> Path:
-        """Write the state as `<map_end_offset>.snapshot` (temp file, fsync, rename).
-
-        durable=False skips both fsyncs (Kafka's roll does the same): the caller fsyncs
-        the file and the directory later, off the event loop, before it counts the
-        snapshot's offset as recoverable. Until then a crash may leave it torn, which
-        `load` detects by its CRC and skips.
-        """
+    def take_snapshot(self) -> Path:
+        """Write the state as `<map_end_offset>.snapshot` durably (temp file, fsync, rename, fsync
+        of the directory), here and now: for a close. A roll uses `snapshot_later`."""
         path = self.directory / snapshot_name(self.map_end_offset)
         tmp = path.with_name(path.name + ".tmp")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
             os.write(fd, self._encode())
-            if durable:
-                os.fsync(fd)
+            os.fsync(fd)
         finally:
             os.close(fd)
         os.replace(tmp, path)
-        if durable:
-            fsync_dir(self.directory)
+        fsync_dir(self.directory)
         return path
+
+    def snapshot_later(self) -> PendingSnapshot:
+        """The state as of now, encoded here, for a flush job to write (a roll's snapshot)."""
+        offset = self.map_end_offset
+        pending = PendingSnapshot(self.directory / snapshot_name(offset), offset, self._encode())
+        previous = self._pending.get(offset)
+        if previous is not None:
+            previous.cancel()  # superseded (an empty segment rolled again at the same offset)
+        self._pending[offset] = pending
+        return pending
+
+    def snapshot_written(self, pending: PendingSnapshot) -> None:
+        """A flush job wrote `pending` (owner's thread): its file now stands for it."""
+        if pending.written and self._pending.get(pending.offset) is pending:
+            del self._pending[pending.offset]
+
+    def pending_snapshot_offsets(self) -> list[int]:
+        return sorted(self._pending)
+
+    def _cancel_pending(self, doomed: Callable[[int], bool]) -> None:
+        for offset in [offset for offset in self._pending if doomed(offset)]:
+            self._pending.pop(offset).cancel()
 
     def _encode(self) -> bytes:
         parts = [_COUNT.pack(len(self.producers))]
@@ -392,10 +468,11 @@ class ProducerStateManager:
         `log_start_offset`.
         """
         self.delete_snapshots_after(log_end_offset)
-        for offset in reversed(self.snapshot_offsets()):
+        for offset in sorted(set(self.snapshot_offsets()) | set(self._pending), reverse=True):
             path = self.directory / snapshot_name(offset)
+            pending = self._pending.get(offset)
             try:
-                self.producers = self._decode(path.read_bytes())
+                self.producers = self._decode(pending.data if pending is not None else path.read_bytes())
             except (ValueError, struct.error, OSError):
                 path.unlink(missing_ok=True)
                 continue
@@ -406,13 +483,15 @@ class ProducerStateManager:
         return log_start_offset
 
     def delete_snapshots_after(self, offset: int) -> None:
-        """Delete snapshots at offsets > `offset`."""
+        """Delete snapshots at offsets > `offset` (pending ones included)."""
+        self._cancel_pending(lambda pending: pending > offset)
         for snapshot in self.snapshot_offsets():
             if snapshot > offset:
                 (self.directory / snapshot_name(snapshot)).unlink(missing_ok=True)
 
     def delete_snapshots_before(self, offset: int) -> None:
-        """Delete snapshots at offsets < `offset` (when segments below it are deleted)."""
+        """Delete snapshots at offsets < `offset` (when segments below it are deleted; pending ones included)."""
+        self._cancel_pending(lambda pending: pending < offset)
         for snapshot in self.snapshot_offsets():
             if snapshot < offset:
                 (self.directory / snapshot_name(snapshot)).unlink(missing_ok=True)
@@ -431,3 +510,7 @@ class ProducerStateManager:
         self.producers = {}
         self.delete_snapshots_after(-1)
         self.map_end_offset = offset
+
+    def cancel_pending_snapshots(self) -> None:
+        """The log is being deleted: no pending snapshot may create its file any more."""
+        self._cancel_pending(lambda _: True)

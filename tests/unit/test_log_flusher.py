@@ -106,10 +106,11 @@ def test_a_roll_inside_an_append_does_not_fsync(tmp_path, monkeypatch):
     assert len(log.segments) == 2 and calls == []
     base = log.segments[-1].base_offset
     snapshot = log.directory / f"{base:020d}.snapshot"
-    assert snapshot.exists()  # written at the roll, so it describes the state at the roll offset
+    assert not snapshot.exists()  # encoded at the roll (the state at the roll offset), written by the job
     job = log.begin_flush()
-    assert snapshot in job.snapshots and log.recovery_point == 0
+    assert [s.path for s in job.snapshots] == [snapshot] and log.recovery_point == 0
     job.run()
+    assert snapshot.exists()
     log.complete_flush(job)
     assert log.recovery_point == rolled.last_offset + 1
     log.close()
