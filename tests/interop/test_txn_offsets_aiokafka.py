@@ -45,7 +45,14 @@ async def _consume_transform_produce(bs: str, source: str, sink: str) -> tuple[i
                         await txn.send(sink, value=record.value.replace(b"in", b"out"), partition=0)
                     await txn.send_offsets_to_transaction({tp: records[-1].offset + 1}, "txn-group")
                 seen += len(records)
+        # The group's offset moves when the commit markers are written and replicated, after EndTxn answers
+        # (as in Kafka: OffsetFetch reads at the high watermark; without require_stable it does not wait).
         position = await consumer.committed(tp)
+        for _ in range(100):
+            if position == 10:
+                break
+            await asyncio.sleep(0.05)
+            position = await consumer.committed(tp)
     finally:
         await txn.stop()
         await consumer.stop()
