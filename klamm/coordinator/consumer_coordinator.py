@@ -438,15 +438,11 @@ class ConsumerGroups:
         if waiting is not None and not waiting:
             del self._past_hw[partition]
 
-    def _committed(self, group_id: str) -> ConsumerGroup | None:
-        """The group as of its partition's high watermark."""
-        return self._at_hw[group_id] if group_id in self._at_hw else self.groups.get(group_id)
-
     def committed_group(self, group_id: str) -> ConsumerGroup | None:
         """The group as of its partition's high watermark (None: there was none then), for a read there:
-        OffsetFetch v9 checks the member's epoch against it, as Kafka's validateOffsetFetch at the last
-        committed offset."""
-        return self._committed(group_id)
+        ConsumerGroupDescribe, ListGroups, and OffsetFetch v9's member-epoch check (Kafka's validateOffsetFetch
+        at the last committed offset)."""
+        return self._at_hw[group_id] if group_id in self._at_hw else self.groups.get(group_id)
 
     def _keep_offsets(self, group: ConsumerGroup) -> None:
         """A deleted group's offsets outlive its metadata (Kafka keeps them apart): a classic group holds them."""
@@ -533,7 +529,7 @@ class ConsumerGroups:
         """One group of ConsumerGroupDescribe, as of the high watermark of its partition."""
         try:
             self.owner.validate_group(group_id, allow_empty=True)
-            group = self._committed(group_id)
+            group = self.committed_group(group_id)
             if group is None:
                 if group_id in self.owner.groups:
                     raise KafkaError(ErrorCode.group_id_not_found, f"Group {group_id} is not a consumer group.")
@@ -559,7 +555,7 @@ class ConsumerGroups:
 
     def listed(self) -> list[dict[str, Any]]:
         """The groups as of the high watermarks of their partitions (ListGroups)."""
-        groups = [self._committed(group_id) for group_id in {**self.groups, **self._at_hw}]
+        groups = [self.committed_group(group_id) for group_id in {**self.groups, **self._at_hw}]
         return [{"group_id": g.group_id, "protocol_type": "consumer", "group_state": g.state.value,
                  "group_type": "consumer"} for g in groups if g is not None]
 
