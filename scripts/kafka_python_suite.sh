@@ -49,89 +49,20 @@ if [ ! -x "$KP_VENV/bin/python" ]; then
     "$KP_VENV/bin/pip" install -q -e "$KP" pytest pytest-mock pytest-timeout crc32c lz4 python-snappy zstandard xxhash
 fi
 
-free_port() {
-    python3 - <<'EOF'
-import random, socket
-first = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
-while True:
-    port = random.randint(20000, first - 1)
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            continue
-    print(port)
-    break
-EOF
-}
-
 COMMON=(num.partitions=4 offsets.topic.num.partitions=2 group.min.session.timeout.ms=1000
         group.initial.rebalance.delay.ms=0 log.cleaner.enable=false
         authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
         allow.everyone.if.no.acl.found=true)
-PIDS=()
-cleanup() {
-    for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
-    for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
-}
-trap cleanup EXIT
-
-wait_ready() {  # log file
-    for _ in $(seq 200); do
-        grep -q "klamm ready" "$1" 2>/dev/null && return 0
-        sleep 0.1
-    done
-    echo "klamm did not start, see $1" >&2
-    tail -20 "$1" >&2
-    exit 1
-}
-
-# start NODE_ID PROPERTIES_FILE
-start() {
-    "$KLAMM" serve --config "$2" >"$WORK/node$1.log" 2>&1 &
-    PIDS+=($!)
-}
-
-# properties NODE_ID FILE KEY=VALUE...
-properties() {
-    local id=$1 file=$2
-    shift 2
-    { printf '%s\n' "node.id=$id" "log.dirs=$WORK/node$id" "${COMMON[@]}" "$@"; } >"$file"
-}
+# shellcheck source=scripts/klamm_nodes.sh
+source "$ROOT/scripts/klamm_nodes.sh"
 
 case "$MODE" in
 single)
-    PORT=$(free_port)
-    properties 0 "$WORK/node0.properties" "listeners=PLAINTEXT://localhost:$PORT" \
-        "advertised.listeners=PLAINTEXT://localhost:$PORT"
-    start 0 "$WORK/node0.properties"
-    wait_ready "$WORK/node0.log"
+    start_nodes single
     ;;
 cluster)
     KP_REPLICAS=${KP_REPLICAS:-3}
-    MIN_ISR=$(( KP_REPLICAS >= 3 ? 2 : 1 ))
-    CONTROLLER=$(free_port)
-    CLUSTER_ID=$("$KLAMM" storage random-uuid)
-    declare -A PORTS
-    for id in 0 1 2; do
-        PORTS[$id]=$(free_port)
-        roles=broker listeners="PLAINTEXT://localhost:${PORTS[$id]}"
-        if [ "$id" = 0 ]; then
-            roles=broker,controller listeners="$listeners,CONTROLLER://localhost:$CONTROLLER"
-        fi
-        properties "$id" "$WORK/node$id.properties" "process.roles=$roles" "listeners=$listeners" \
-            "advertised.listeners=PLAINTEXT://localhost:${PORTS[$id]}" \
-            "controller.quorum.voters=0@localhost:$CONTROLLER" controller.listener.names=CONTROLLER \
-            listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT \
-            default.replication.factor=3 "min.insync.replicas=$MIN_ISR" offsets.topic.replication.factor=3 \
-            transaction.state.log.replication.factor=3 transaction.state.log.min.isr=2
-        "$KLAMM" storage format --cluster-id "$CLUSTER_ID" --config "$WORK/node$id.properties" >/dev/null
-    done
-    for id in 0 1 2; do
-        start "$id" "$WORK/node$id.properties"
-        wait_ready "$WORK/node$id.log"
-    done
-    PORT=${PORTS[1]}
+    start_nodes cluster $(( KP_REPLICAS >= 3 ? 2 : 1 ))
     ;;
 sasl)
     PORT=$(free_port)
