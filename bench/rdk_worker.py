@@ -3,7 +3,7 @@
 Run by bench/run.py in a subprocess so that a hung client can be killed by a
 timeout.  Same modes and arguments as bench/java/KlammBench.java:
 
-    python bench/rdk_worker.py produce bootstrap=H:P topic=T records=N size=B acks=1
+    python bench/rdk_worker.py produce bootstrap=H:P topic=T records=N size=B acks=1 [producers=P partitions=N]
     python bench/rdk_worker.py consume bootstrap=H:P topic=T expect=N
     python bench/rdk_worker.py latency bootstrap=H:P topic=T records=N size=B interval_us=1000 warmup=500
     python bench/rdk_worker.py load bootstrap=H:P topic=T seconds=S rate=R size=B keys=K   (librdkafka only)
@@ -66,9 +66,13 @@ def produce(args: dict) -> dict:
     n = int(args["records"])
     size = int(args.get("size", 100))
     acks = args.get("acks", "1")
-    p = _producer(args, acks=acks)
-    # Fetch metadata before starting the clock.
-    p.list_topics(topic, timeout=30)
+    # producers=P partitions=N: P clients (one connection each) take the records in turn, each spreading its
+    # share over partitions 0..N-1, so the broker sees P times the requests, each of N small batches.
+    clients = int(args.get("producers", 1))
+    partitions = int(args.get("partitions", 1))
+    producers = [_producer(args, acks=acks) for _ in range(clients)]
+    for p in producers:  # fetch metadata before starting the clock
+        p.list_topics(topic, timeout=30)
     value = os.urandom(size)
     errors = [0, None]
 
@@ -78,18 +82,28 @@ def produce(args: dict) -> dict:
             if errors[1] is None:
                 errors[1] = str(err)
 
-    produce_ = p.produce
-    poll = p.poll
     t0 = time.perf_counter()
-    for _ in range(n):
-        while True:
-            try:
-                produce_(topic, value, partition=0, on_delivery=on_delivery)
-                break
-            except BufferError:
-                poll(0.001)
-        poll(0)
-    remaining = p.flush(180)
+    if clients == 1 and partitions == 1:  # the single-producer rows: the tightest loop
+        produce_, poll = producers[0].produce, producers[0].poll
+        for _ in range(n):
+            while True:
+                try:
+                    produce_(topic, value, partition=0, on_delivery=on_delivery)
+                    break
+                except BufferError:
+                    poll(0.001)
+            poll(0)
+    else:
+        for i in range(n):
+            p = producers[i % clients]
+            while True:
+                try:
+                    p.produce(topic, value, partition=(i // clients) % partitions, on_delivery=on_delivery)
+                    break
+                except BufferError:
+                    p.poll(0.001)
+            p.poll(0)
+    remaining = sum(p.flush(180) for p in producers)
     secs = time.perf_counter() - t0
     return {
         "ok": errors[0] == 0 and remaining == 0,

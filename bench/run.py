@@ -85,6 +85,8 @@ class Workload:
     topic_configs: dict[str, str] = dataclasses.field(default_factory=dict)  # set on the topic at creation
     rdk_conf: dict[str, str] = dataclasses.field(default_factory=dict)  # librdkafka properties of the client
     clients: tuple[str, ...] = ()  # only these clients (empty: every one)
+    producers: int = 1  # produce: client instances (connections) in the one client process, taking records in turn
+    partitions: int = 1  # produce: partitions of the topic, each producer spreading its records over all of them
 
 
 def make_workloads(scale: float) -> list[Workload]:
@@ -94,6 +96,9 @@ def make_workloads(scale: float) -> list[Workload]:
     return [
         Workload("produce-100B", "produce 100 B × {n:,}, acks=1", "produce",
                  records=n(1_000_000), size=100, acks="1", base_timeout=900),
+        # Many small requests: each of 10 producers sends one request of 10 small batches per linger.
+        Workload("produce-100B-10x10", "produce 100 B × {n:,}, 10 producers × 10 partitions, acks=1", "produce",
+                 records=n(1_000_000), size=100, acks="1", base_timeout=900, producers=10, partitions=10),
         Workload("produce-1KB", "produce 1 KB × {n:,}, acks=all", "produce",
                  records=n(200_000), size=1000, acks="all", base_timeout=900),
         # The same with fsync before every ack (group-committed), against the row above.
@@ -671,11 +676,12 @@ def run_one(b: Broker, w: Workload, client: str, java_cmd, runid: str, seed_topi
             timeout: float, logdir: Path, tag: str, results: dict) -> dict:
     if w.kind == "produce":
         topic = f"{w.key}-{client}-{runid}"
-        create_topic(b.bootstrap, topic, w.topic_configs, b.replication_factor)
+        create_topic(b.bootstrap, topic, w.topic_configs, b.replication_factor, w.partitions)
         cpu = cpu_seconds(b.pids())
+        many = dict(producers=w.producers, partitions=w.partitions) if w.producers > 1 or w.partitions > 1 else {}
         res = run_client(client, java_cmd, "produce",
                          dict(bootstrap=b.bootstrap, topic=topic, records=w.records,
-                              size=w.size, acks=w.acks), timeout, logdir, tag, b)
+                              size=w.size, acks=w.acks, **many), timeout, logdir, tag, b)
         res["broker_cpu_s"] = round(cpu_seconds(b.pids()) - cpu, 3)  # every broker process's, for the workload
         return res
     if w.kind == "consume":
@@ -1013,8 +1019,19 @@ def build_rows(workloads: list[Workload], clients: list[str], results: dict) -> 
             k_txt, k_val = cell(r.get("klamm"), metric)
             t_txt, t_val = cell(r.get("tansu"), metric)
             ratio = f"{k_val / t_val:.2f}×" if k_val is not None and t_val else "—"
-            rows.append([label, c, k_txt, t_txt, ratio])
+            cpu = [fine_cpu_per_record(r.get(b)) if metric == "thr" else "" for b in ("klamm", "tansu")]
+            rows.append([label, c, k_txt, t_txt, ratio, *cpu])
     return rows
+
+
+MAIN_HEADER = ["workload", "client", "klamm", "tansu", "klamm/tansu", "klamm CPU/record", "tansu CPU/record"]
+
+
+def fine_cpu_per_record(res: dict | None) -> str:
+    """The broker's CPU per record to two decimals (a small-record row costs well under 1 µs)."""
+    if not res or not res.get("ok") or "broker_cpu_s" not in res or not res.get("records"):
+        return "—"
+    return f"{res['broker_cpu_s'] / res['records'] * 1e6:.2f} µs"
 
 
 def cpu_per_record(res: dict | None) -> str:
@@ -1148,10 +1165,14 @@ def write_report(path: Path, info: dict, header: list[str], rows: list[list[str]
                "replication factor 1. MB = 10⁶ bytes of record values. The ratio is "
                "klamm/tansu of records/s (throughput: higher is better for klamm) or of "
                "milliseconds (latency: lower is better for klamm). Brokers listen on 127.0.0.1; "
-               "client and broker share the machine's cores.")
+               "client and broker share the machine's cores. CPU/record = user+system CPU time of the broker "
+               "process during the workload (/proc), over the records produced or consumed.")
     out.append("")
     out.append("Workloads: produce = one producer, tight loop, linger.ms=5, batch.size=1000000, "
                "no compression, idempotence off, timed from first send to flush. "
+               "produce-100B-10x10 = ten producers (ten connections) in one client process taking the records "
+               "in turn, each spreading its share over a 10-partition topic: ten times the requests, each of "
+               "ten small batches. "
                "consume = one consumer, assign() partition 0 from offset 0 (no group "
                "membership), timed until the expected count is read; the 100 B variant reads the "
                "topic its client produced in the first workload, the 100 KB variant a topic seeded "
@@ -1290,7 +1311,7 @@ def main() -> int:
         log("interrupted; writing partial report")
     info["load_end"] = " ".join(f"{x:.2f}" for x in os.getloadavg())
 
-    header = ["workload", "client", "klamm", "tansu", "klamm/tansu"]
+    header = MAIN_HEADER
     rows = build_rows(workloads, clients, results)
     out_path = Path(opts.output)
     cluster_rows = build_cluster_rows(workloads, clients, results) if "klamm-rf3" in brokers else None

@@ -3,7 +3,7 @@
 // Usage: java -cp <jars>:<classes> KlammBench <mode> key=value ...
 //   modes: produce | consume | latency
 //   common keys: bootstrap=HOST:PORT topic=NAME
-//   produce: records=N size=BYTES acks=1|all
+//   produce: records=N size=BYTES acks=1|all [producers=P partitions=N]
 //   consume: expect=N            (reads partition 0 from offset 0 until N records)
 //   latency: records=N size=BYTES interval_us=1000 acks=1 warmup=500 [fetch_wait_ms=N]
 //
@@ -119,20 +119,31 @@ public class KlammBench {
                 firstError.compareAndSet(null, e.toString());
             }
         };
-        try (KafkaProducer<byte[], byte[]> producer =
-                 new KafkaProducer<>(producerProps(acks, (int) argLong("linger_ms", 5)))) {
-            // Fetch metadata before starting the clock.
-            producer.partitionsFor(topic);
+        // producers=P partitions=N: P clients (one connection each) take the records in turn, each spreading
+        // its share over partitions 0..N-1 (the many-small-requests row).
+        int clients = (int) argLong("producers", 1);
+        int partitions = (int) argLong("partitions", 1);
+        List<KafkaProducer<byte[], byte[]>> producers = new ArrayList<>();
+        try {
+            for (int c = 0; c < clients; c++) {
+                KafkaProducer<byte[], byte[]> producer =
+                    new KafkaProducer<>(producerProps(acks, (int) argLong("linger_ms", 5)));
+                producers.add(producer);
+                producer.partitionsFor(topic);  // fetch metadata before starting the clock
+            }
             long t0 = System.nanoTime();
             for (long i = 0; i < n; i++) {
-                producer.send(new ProducerRecord<>(topic, 0, null, value), cb);
+                int partition = (int) ((i / clients) % partitions);
+                producers.get((int) (i % clients)).send(new ProducerRecord<>(topic, partition, null, value), cb);
             }
-            producer.flush();
+            for (KafkaProducer<byte[], byte[]> producer : producers) producer.flush();
             double secs = (System.nanoTime() - t0) / 1e9;
             return String.format(Locale.ROOT,
                 "{\"ok\":%s,\"mode\":\"produce\",\"records\":%d,\"bytes\":%d,\"seconds\":%.6f,\"errors\":%d,\"first_error\":%s}",
                 errors.get() == 0 ? "true" : "false", n, n * size, secs, errors.get(),
                 firstError.get() == null ? "null" : jstr(firstError.get()));
+        } finally {
+            for (KafkaProducer<byte[], byte[]> producer : producers) producer.close();
         }
     }
 
