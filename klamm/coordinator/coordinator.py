@@ -779,7 +779,8 @@ class GroupCoordinator:
         try:
             self._validate(group_id)
         except KafkaError as exc:
-            return exc.code
+            # Kafka answers a heartbeat blindly while the group's partition loads: the member keeps its session
+            return ErrorCode.none if exc.code == ErrorCode.coordinator_load_in_progress else exc.code
         if group_id in self.consumer.groups:
             return self.consumer.classic_heartbeat(group_id, member_id, group_instance_id, generation)
         group = self.groups.get(group_id)

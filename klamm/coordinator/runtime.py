@@ -17,8 +17,11 @@ JoinGroup/SyncGroup responses: on a replicated partition they run once the HW
 passes the records (Kafka 4 completes a write operation when its records are
 committed), at once on RF=1. `apply_committed` answers so too: a
 ConsumerGroupHeartbeat, classic Heartbeat, LeaveGroup, OffsetDelete or
-DeleteGroups that wrote records. Timer deadlines run on the event
-loop, woken early when an earlier deadline is scheduled.
+DeleteGroups. One that wrote nothing answers once the HW passes what is
+already written to its group's partition (Kafka's write that turned out a
+read waits on the partition's last pending write), at once if nothing is
+pending. Timer deadlines run on the event loop, woken early when an earlier
+deadline is scheduled.
 
 Reads at the high watermark: on a replicated __consumer_offsets a record is
 replayed before the ISR has it. The state machine's offsets are then the latest
@@ -235,21 +238,32 @@ class GroupCoordinatorRuntime:
             raise KafkaError(error)
         return result.response
 
-    async def apply_committed(self, result: Result) -> Any:
+    async def apply_committed(self, result: Result, group_id: str) -> Any:
         """`apply`, answering once the HW passes the records written (Kafka 4 completes a write operation so:
-        ConsumerGroupHeartbeat, the classic Heartbeat, LeaveGroup, OffsetDelete, DeleteGroups); an operation
-        that wrote nothing, or whose records the HW has passed already (RF=1), answers at once. KafkaError with
-        the client's error if the HW does not get there: COORDINATOR_NOT_AVAILABLE after
-        offsets.commit.timeout.ms, NOT_COORDINATOR if the leadership goes."""
-        return await self.write_committed(result)
+        ConsumerGroupHeartbeat, the classic Heartbeat, LeaveGroup, OffsetDelete, DeleteGroups). An operation
+        that wrote nothing to `group_id`'s partition answers once the HW passes what is written there already
+        (Kafka's highest pending offset), at once if it has; so does one whose records the HW has passed
+        (RF=1). KafkaError with the client's error if the HW does not get there: COORDINATOR_NOT_AVAILABLE
+        after offsets.commit.timeout.ms, NOT_COORDINATOR if the leadership goes."""
+        return await self.write_committed(result, group_id)
 
-    def write_committed(self, result: Result) -> Awaitable[Any]:
+    def write_committed(self, result: Result, group_id: str) -> Awaitable[Any]:
         """`apply_committed` whose records are appended now, before the caller's first await (several writes
         of one request, in order); the awaitable answers as `apply_committed` does. KafkaError at once if
         there is no coordinator."""
         error, ends = self._write(result)
+        if error == ErrorCode.none:
+            self._add_pending(ends, group_id)
         waiting = self._run_after_write(result, error, ends)
         return self._answer(result, error, waiting)
+
+    def _add_pending(self, ends: dict[int, int], group_id: str) -> None:
+        """An operation that wrote nothing to its group's partition waits for what is written there already:
+        it may have read state whose records the ISR does not have yet."""
+        index = self.ready().partition_for(group_id)
+        partition = self.broker.replicas.partitions.get((CONSUMER_OFFSETS, index))
+        if index not in ends and partition is not None:
+            ends[index] = partition.log_end_offset
 
     async def _answer(self, result: Result, error: ErrorCode, waiting: dict[int, int]) -> Any:
         if waiting:

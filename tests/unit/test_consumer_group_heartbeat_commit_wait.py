@@ -1,5 +1,6 @@
 """A ConsumerGroupHeartbeat that writes records answers once the high watermark passes them (Kafka 4's write
-operation); one that writes nothing, and any on RF=1, answers at once.
+operation); one that writes nothing answers once the HW passes what its group's partition had already (at once
+if it has), and any on RF=1 answers at once.
 
 Through the handler, on the runtime over a real leader Partition with one follower in its ISR, whose fetch
 position (on_follower_fetch) is what moves the HW, as in test_group_coordinator_hw.
@@ -103,7 +104,8 @@ def completes_without_waiting(coroutine: Any) -> Any:
     raise AssertionError("the coroutine suspended")
 
 
-def test_a_heartbeat_that_writes_nothing_answers_at_once_whatever_the_hw(tmp_path: Any) -> None:
+def test_a_heartbeat_that_writes_nothing_answers_at_once_unless_its_partition_has_a_pending_write(
+        tmp_path: Any) -> None:
     runtime, partition = runtime_on(tmp_path)
 
     async def join() -> dict[str, Any]:
@@ -122,14 +124,20 @@ def test_a_heartbeat_that_writes_nothing_answers_at_once_whatever_the_hw(tmp_pat
     assert again["error_code"] == ErrorCode.none and again["member_epoch"] == joined["member_epoch"]
     assert partition.log_end_offset == end == partition.high_watermark  # it wrote nothing
 
-    # another group's commit leaves the HW behind what was written: a heartbeat writing nothing still answers
-    # at once (Kafka would have it wait for the last write; this broker answers what is written at once)
-    async def behind() -> dict[str, Any]:
+    # another group's commit leaves the HW behind what was written: a heartbeat writing nothing waits for it, as
+    # Kafka's write that turned out a read waits on the partition's last pending write
+    async def behind() -> tuple[bool, dict[str, Any]]:
         runtime.apply(runtime.ready().commit_offsets("other", -1, "", None, [OffsetToCommit("t", 0, 5, -1, "")]))
         assert partition.high_watermark < partition.log_end_offset
-        return completes_without_waiting(beat(runtime, "m1", joined["member_epoch"], owned))
+        end = partition.log_end_offset
+        task = asyncio.ensure_future(beat(runtime, "m1", joined["member_epoch"], owned))
+        await asyncio.sleep(0.05)
+        waited = not task.done() and partition.log_end_offset == end
+        partition.on_follower_fetch(2, partition.log_end_offset)
+        return waited, await asyncio.wait_for(task, 1)
 
-    steady = asyncio.run(behind())
+    waited, steady = asyncio.run(behind())
+    assert waited
     assert steady["error_code"] == ErrorCode.none and steady["member_epoch"] == joined["member_epoch"]
 
 

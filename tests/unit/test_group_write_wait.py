@@ -5,7 +5,9 @@ The runtime on a real leader Partition with one follower in its ISR, whose fetch
 position (on_follower_fetch) is what moves the HW, as in test_group_coordinator_commit_wait:
 an answer waits for the HW; if it does not get there within offsets.commit.timeout.ms
 the API's error is COORDINATOR_NOT_AVAILABLE (Kafka's mapping of a timed-out write);
-an operation that wrote nothing, or any on RF=1, answers at once.
+an operation that wrote nothing waits for what its group's partition had already (Kafka's write that turned
+out a read waits on the last pending write) and answers at once if the HW has passed it; any on RF=1 answers at
+once.
 """
 
 from __future__ import annotations
@@ -15,13 +17,15 @@ from collections.abc import Awaitable, Callable
 from types import SimpleNamespace
 from typing import Any
 
+import pytest
+
 from klamm.broker.handlers.groups import heartbeat, leave_group
 from klamm.broker.handlers.groups_admin import delete_groups
 from klamm.broker.handlers.groups_offsets import offset_delete
 from klamm.broker.partition import Partition
 from klamm.coordinator.coordinator import OffsetToCommit
 from klamm.coordinator.runtime import GroupCoordinatorRuntime
-from klamm.protocol.errors import ErrorCode
+from klamm.protocol.errors import ErrorCode, KafkaError
 from tests.unit.test_group_coordinator_commit_wait import leaders_sync, runtime_on
 
 
@@ -103,44 +107,79 @@ def test_leave_group_the_hw_does_not_reach_in_time_is_coordinator_not_available_
 
     v3, v0 = asyncio.run(run())
     assert v3 == {"error_code": ErrorCode.coordinator_not_available, "members": []}  # Kafka: the group's error alone
-    # the member is gone already (the record replayed); v0 hears so at once, having written nothing
-    assert v0 == {"error_code": ErrorCode.unknown_member_id}
+    # the member is gone already (the record replayed): v0 writes nothing, but waits for that record all the same
+    assert v0 == {"error_code": ErrorCode.coordinator_not_available}
 
 
-def test_a_leave_group_that_wrote_nothing_answers_at_once(tmp_path: Any) -> None:
+async def waits_for_pending(partition: Partition, call: Callable[[], Awaitable[dict[str, Any]]]
+                            ) -> tuple[bool, dict[str, Any]]:
+    """Run a handler that writes nothing while the partition has a write the HW has not passed: whether it was
+    still waiting (and wrote nothing) before the follower caught up, its answer."""
+    assert partition.high_watermark < partition.log_end_offset
+    before = partition.log_end_offset
+    task = asyncio.ensure_future(call())
+    await asyncio.sleep(0.05)
+    waited = not task.done() and partition.log_end_offset == before
+    catch_up(partition)
+    return waited, await asyncio.wait_for(task, 1)
+
+
+async def answers_at_once(call: Callable[[], Awaitable[dict[str, Any]]]) -> dict[str, Any]:
+    task = asyncio.ensure_future(call())
+    await settle()
+    assert task.done()
+    return await task
+
+
+def test_a_leave_group_that_wrote_nothing_waits_for_the_partitions_pending_write(tmp_path: Any) -> None:
     runtime, partition = on(tmp_path)
     committed_offset(runtime, partition)
-    runtime.apply(runtime.ready().commit_offsets("g", -1, "", None, [OffsetToCommit("t", 0, 6, -1, "")]))
-    assert partition.high_watermark < partition.log_end_offset  # something of the group's is not committed yet
+    nobody = SimpleNamespace(member_id="nobody", group_instance_id=None)
 
-    async def run() -> tuple[bool, dict[str, Any]]:
-        before = partition.log_end_offset
-        task = asyncio.ensure_future(leave_group(runtime.broker, request(
-            3, group_id="g", members=[SimpleNamespace(member_id="nobody", group_instance_id=None)])))
-        await settle()
-        assert partition.log_end_offset == before
-        return task.done(), await task
+    def leave() -> Awaitable[dict[str, Any]]:
+        return leave_group(runtime.broker, request(3, group_id="g", members=[nobody]))
 
-    done, response = asyncio.run(run())
-    assert done
-    assert response["members"][0]["error_code"] == ErrorCode.unknown_member_id
+    async def run() -> tuple[dict[str, Any], tuple[bool, dict[str, Any]]]:
+        at_once = await answers_at_once(leave)  # the HW has passed everything written
+        runtime.apply(runtime.ready().commit_offsets("g", -1, "", None, [OffsetToCommit("t", 0, 6, -1, "")]))
+        return at_once, await waits_for_pending(partition, leave)
+
+    at_once, (waited, response) = asyncio.run(run())
+    assert waited
+    for answer in (at_once, response):
+        assert answer["members"][0]["error_code"] == ErrorCode.unknown_member_id
 
 
-def test_a_classic_heartbeat_writes_nothing_and_answers_at_once_though_the_hw_is_behind(tmp_path: Any) -> None:
+def test_a_classic_heartbeat_writes_nothing_and_waits_for_the_partitions_pending_write(tmp_path: Any) -> None:
     runtime, partition = on(tmp_path)
 
-    async def run() -> tuple[bool, dict[str, Any]]:
+    async def run() -> tuple[dict[str, Any], tuple[bool, dict[str, Any]]]:
         member_id, generation = await stable_member(runtime, partition)
+
+        def beat() -> Awaitable[dict[str, Any]]:
+            return heartbeat(runtime.broker, request(4, group_id="cg", member_id=member_id, group_instance_id=None,
+                                                     generation_id=generation))
+
+        at_once = await answers_at_once(beat)
         runtime.apply(runtime.ready().commit_offsets("cg", generation, member_id, None,
                                                      [OffsetToCommit("t", 0, 6, -1, "")]))
-        assert partition.high_watermark < partition.log_end_offset
-        task = asyncio.ensure_future(heartbeat(runtime.broker, request(
-            4, group_id="cg", member_id=member_id, group_instance_id=None, generation_id=generation)))
-        await settle()
-        return task.done(), await task
+        return at_once, await waits_for_pending(partition, beat)
 
-    done, response = asyncio.run(run())
-    assert done and response == {"error_code": ErrorCode.none}
+    at_once, (waited, response) = asyncio.run(run())
+    assert waited
+    assert at_once == response == {"error_code": ErrorCode.none}
+
+
+def test_a_classic_heartbeat_while_the_groups_partition_loads_is_answered_none(tmp_path: Any) -> None:
+    runtime, _ = on(tmp_path)
+    coordinator = runtime.ready()
+    coordinator._loading.add(coordinator.partition_for("cg"))  # Kafka answers blindly while it loads
+    response = asyncio.run(heartbeat(runtime.broker, request(4, group_id="cg", member_id="m", group_instance_id=None,
+                                                            generation_id=1)))
+    assert response == {"error_code": ErrorCode.none}
+    with pytest.raises(KafkaError) as raised:  # everything else hears the load
+        coordinator.validate_group("cg")
+    assert raised.value.code == ErrorCode.coordinator_load_in_progress
 
 
 def test_offset_delete_answers_once_the_hw_passes_the_tombstone(tmp_path: Any) -> None:
@@ -183,37 +222,11 @@ def test_delete_groups_the_hw_does_not_reach_in_time_is_coordinator_not_availabl
     assert response == {"results": [{"group_id": "g", "error_code": ErrorCode.coordinator_not_available}]}
 
 
-def test_delete_groups_that_writes_nothing_answers_at_once(tmp_path: Any) -> None:
+def test_delete_groups_that_writes_nothing_waits_for_the_partitions_pending_write(tmp_path: Any) -> None:
     runtime, partition = on(tmp_path)
     committed_offset(runtime, partition)
     runtime.apply(runtime.ready().commit_offsets("g", -1, "", None, [OffsetToCommit("t", 0, 6, -1, "")]))
-    assert partition.high_watermark < partition.log_end_offset
 
-    async def run() -> tuple[bool, dict[str, Any]]:
-        task = asyncio.ensure_future(delete_groups(runtime.broker, request(2, groups_names=["missing"])))
-        await settle()
-        return task.done(), await task
-
-    done, response = asyncio.run(run())
-    assert done and response == {"results": [{"group_id": "missing", "error_code": ErrorCode.group_id_not_found}]}
-
-
-def test_on_rf1_leave_offset_delete_and_delete_groups_answer_at_once(tmp_path: Any) -> None:
-    runtime, partition = on(tmp_path, replicated=False)
-    committed_offset(runtime, partition)
-    body = {"group_id": "g", "topics": [SimpleNamespace(name="t", partitions=[SimpleNamespace(partition_index=0)])]}
-
-    async def run() -> list[tuple[bool, dict[str, Any]]]:
-        answers = []
-        for call in (lambda: offset_delete(runtime.broker, request(0, **body)),
-                     lambda: delete_groups(runtime.broker, request(2, groups_names=["g"]))):
-            before = partition.log_end_offset
-            task = asyncio.ensure_future(call())
-            await settle()
-            assert partition.log_end_offset > before  # it wrote
-            answers.append((task.done(), await task))
-        return answers
-
-    (deleted_done, deleted), (groups_done, groups) = asyncio.run(run())
-    assert deleted_done and deleted["error_code"] == ErrorCode.none
-    assert groups_done and groups == {"results": [{"group_id": "g", "error_code": ErrorCode.none}]}
+    waited, response = asyncio.run(waits_for_pending(
+        partition, lambda: delete_groups(runtime.broker, request(2, groups_names=["missing"]))))
+    assert waited and response == {"results": [{"group_id": "missing", "error_code": ErrorCode.group_id_not_found}]}

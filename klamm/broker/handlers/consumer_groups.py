@@ -79,8 +79,10 @@ async def heartbeat(broker: BrokerServices, request: Any) -> dict[str, Any]:
         if broker.authorizer.enabled else None)
     try:
         coordinator = broker.group_coordinator.ready()
-        # answered once the HW passes what the heartbeat wrote, if it wrote anything (Kafka 4's write operation)
-        response: dict[str, Any] = await broker.group_coordinator.apply_committed(coordinator.consumer.heartbeat(req))
+        # answered once the HW passes what the heartbeat wrote, or else what was written before it (Kafka 4's
+        # write operation)
+        result = coordinator.consumer.heartbeat(req)
+        response: dict[str, Any] = await broker.group_coordinator.apply_committed(result, body.group_id)
     except KafkaError as exc:
         return heartbeat_error(exc)
     return response

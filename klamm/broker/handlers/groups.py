@@ -210,8 +210,9 @@ async def heartbeat(broker: BrokerServices, request: Any) -> dict[str, Any]:
         coordinator = broker.group_coordinator.ready()
         result = coordinator.heartbeat(body.group_id, body.member_id, getattr(body, "group_instance_id", None),
                                        body.generation_id)
-        # answered once the HW passes what it wrote, as Kafka's write operation (klamm's writes nothing today)
-        return {"error_code": await broker.group_coordinator.apply_committed(result)}
+        # writes nothing: answered once the HW passes what the group's partition has already, as Kafka's write
+        # operation that turned out a read
+        return {"error_code": await broker.group_coordinator.apply_committed(result, body.group_id)}
     except KafkaError as exc:
         return {"error_code": exc.code}
 
@@ -229,7 +230,7 @@ async def leave_group(broker: BrokerServices, request: Any) -> dict[str, Any]:
         coordinator = broker.group_coordinator.ready()
         # answered once the HW passes the records of the members who left (Kafka 4's write operation)
         error, errors = await broker.group_coordinator.apply_committed(
-            coordinator.leave_group(body.group_id, leaving))
+            coordinator.leave_group(body.group_id, leaving), body.group_id)
     except KafkaError as exc:
         # Kafka's answer to a failed write: the group's error alone, no members
         return {"error_code": exc.code, **({"members": []} if version >= 3 else {})}

@@ -96,7 +96,7 @@ async def delete_groups(broker: BrokerServices, request: Any) -> dict[str, Any]:
         for group_ids in by_partition.values():
             try:
                 result = coordinator.delete_groups(group_ids)
-                writes.append((group_ids, broker.group_coordinator.write_committed(result)))
+                writes.append((group_ids, broker.group_coordinator.write_committed(result, group_ids[0])))
             except KafkaError as exc:
                 errors.update((name, exc.code) for name in group_ids)
         for group_ids, written in writes:

@@ -181,7 +181,7 @@ async def offset_delete(broker: BrokerServices, request: Any) -> dict[str, Any]:
         coordinator = broker.group_coordinator.ready()
         # answered once the HW passes the tombstones (Kafka 4's write operation)
         error, errors = await broker.group_coordinator.apply_committed(coordinator.delete_offsets(
-            body.group_id, [tp for tp in wanted if tp[0] not in hidden] if hidden else wanted))
+            body.group_id, [tp for tp in wanted if tp[0] not in hidden] if hidden else wanted), body.group_id)
     except KafkaError as exc:
         error, errors = exc.code, {}
     if error != ErrorCode.none:
