@@ -6,6 +6,13 @@ field names, built into kio entities; responses come back as kio entities. A
 connection that fails in any way is closed and raises `BrokerUnavailable`; the
 caller reconnects with backoff.
 
+Responses are received straight into one buffer per connection (an
+`asyncio.BufferedProtocol`): the socket reads into it, and `request` decodes
+from it with kio. `request_views` decodes with the spec codec instead and hands
+the records fields back as slices of that buffer, valid until the next request
+on the connection: a replica fetcher appends the leader's batches from there,
+without the two copies of a stream reader and the one of kio's records decoder.
+
 A connection to a secured listener (klamm.broker.peer_security) starts with TLS
 and/or SASL: SaslHandshake v1, then SaslAuthenticate v2 tokens of the client
 mechanism until it completes. When the server gives the session a lifetime
@@ -37,6 +44,7 @@ from klamm.protocol.api import SASL_AUTHENTICATE_KEY, SASL_HANDSHAKE_KEY, messag
 from klamm.protocol.build import build
 from klamm.protocol.errors import ErrorCode
 from klamm.protocol.sasl import SaslError
+from klamm.protocol.schema import records_view_codec
 
 __all__ = ["BrokerConnection", "BrokerConnections", "BrokerUnavailable"]
 
@@ -45,6 +53,7 @@ log = logging.getLogger(__name__)
 _SIZE = struct.Struct(">i")
 MAX_RESPONSE_BYTES = 256 * 1024 * 1024
 REAUTH_FRACTION = 0.85  # of the session lifetime: reconnect before the server would close the connection
+_FIRST_READ = 64 * 1024  # room offered to a read before the frame's size is known
 
 
 _MILLISECOND = datetime.timedelta(milliseconds=1)
@@ -54,6 +63,102 @@ class BrokerUnavailable(ConnectionError):
     """The other broker cannot be reached, or the connection broke."""
 
 
+class _ResponseReader(asyncio.BufferedProtocol):
+    """Receives size-prefixed response frames into one buffer, reused from frame to frame.
+
+    One request is in flight at a time, so a frame ends what the socket has to
+    say: bytes past it are an error. The buffer grows (a new one: views into the
+    old stay valid) to the largest frame seen.
+    """
+
+    def __init__(self) -> None:
+        self._buffer = bytearray(_FIRST_READ)
+        self._filled = 0
+        self._frame_end = 0  # 4 + the frame's size once its size prefix is in, else 0
+        self._error: BaseException | None = None
+        self._waiter: asyncio.Future[None] | None = None
+        self._writable: asyncio.Future[None] | None = None  # set while the transport's write buffer is full
+        self.transport: asyncio.Transport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return memoryview(self._buffer)[self._filled:self._frame_end or len(self._buffer)]
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self._filled += nbytes
+        if not self._frame_end and self._filled >= 4:
+            (size,) = _SIZE.unpack_from(self._buffer)
+            if not 0 < size <= MAX_RESPONSE_BYTES:
+                self._fail(ValueError(f"response of {size} bytes"))
+                return
+            self._frame_end = 4 + size
+            if self._frame_end > len(self._buffer):
+                grown = bytearray(self._frame_end)
+                grown[:self._filled] = memoryview(self._buffer)[:self._filled]
+                self._buffer = grown
+        if self._frame_end and self._filled >= self._frame_end:
+            if self._filled > self._frame_end:
+                self._fail(ValueError(f"{self._filled - self._frame_end} bytes past the response"))
+                return
+            self._wake()
+
+    def eof_received(self) -> bool:
+        return False  # the transport closes; connection_lost tells the reader
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._fail(exc or ConnectionResetError("connection closed by the other broker"))
+
+    def pause_writing(self) -> None:
+        if self._writable is None:
+            self._writable = asyncio.get_running_loop().create_future()
+
+    def resume_writing(self) -> None:
+        writable, self._writable = self._writable, None
+        if writable is not None and not writable.done():
+            writable.set_result(None)
+
+    async def drain(self) -> None:
+        if self._error is not None:
+            raise self._error
+        if self._writable is not None:
+            await self._writable
+            if self._error is not None:
+                raise self._error
+
+    async def frame(self) -> memoryview:
+        """The next response frame (after its size): a view of the buffer, valid until the next frame is read."""
+        if not self._complete():
+            if self._error is not None:
+                raise self._error
+            self._waiter = asyncio.get_running_loop().create_future()
+            await self._waiter
+            if not self._complete():
+                assert self._error is not None
+                raise self._error
+        frame = memoryview(self._buffer)[4:self._frame_end].toreadonly()  # kio decodes read-only buffers only
+        self._filled = self._frame_end = 0
+        return frame
+
+    def _complete(self) -> bool:
+        return self._frame_end > 0 and self._filled == self._frame_end
+
+    def _fail(self, exc: BaseException) -> None:
+        if self._error is None:
+            self._error = exc
+        if self.transport is not None:
+            self.transport.close()
+        self._wake()
+        self.resume_writing()  # a drain waiting for room raises the error
+
+    def _wake(self) -> None:
+        waiter, self._waiter = self._waiter, None
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+
 class BrokerConnection:
     def __init__(self, host: str, port: int, client_id: str, timeout_s: float = 30.0,
                  security: PeerSecurity = PLAINTEXT_PEER) -> None:
@@ -61,23 +166,32 @@ class BrokerConnection:
         self.timeout_s = timeout_s
         self.security = security
         self._session_ends = float("inf")  # monotonic time to replace the connection (SASL session lifetime)
-        self._reader: asyncio.StreamReader | None = None
-        self._writer: asyncio.StreamWriter | None = None
+        self._reader: _ResponseReader | None = None
         self._correlation = itertools.count(1)
         self._lock = asyncio.Lock()
 
     async def request(self, api_key: int, version: int, body: dict[str, Any], timeout_s: float | None = None) -> Any:
-        """Send one request and return its decoded response; BrokerUnavailable on any failure."""
+        """Send one request and return its decoded response (a kio entity); BrokerUnavailable on any failure."""
+        return await self._request(api_key, version, body, timeout_s, _decode_kio)
+
+    async def request_views(self, api_key: int, version: int, body: dict[str, Any],
+                            timeout_s: float | None = None) -> dict[str, Any]:
+        """As `request`, the response a dict of the spec codec whose records fields are memoryviews of the
+        connection's receive buffer: valid until the next request on this connection."""
+        return await self._request(api_key, version, body, timeout_s, _decode_views)
+
+    async def _request(self, api_key: int, version: int, body: dict[str, Any], timeout_s: float | None,
+                       decode: _Decoder) -> Any:
         async with self._lock:
             try:
                 async with asyncio.timeout(timeout_s or self.timeout_s):
-                    return await self._exchange(api_key, version, body)
+                    return await self._exchange(api_key, version, body, decode)
             except SaslError as exc:
                 self.close()
                 log.warning("authentication to %s:%d with %s failed: %s", self.host, self.port,
                             self.security.mechanism, exc.message)
                 raise BrokerUnavailable(f"{self.host}:{self.port}: {exc.message}") from exc
-            except (OSError, TimeoutError, asyncio.IncompleteReadError, ValueError) as exc:
+            except (OSError, EOFError, TimeoutError, ValueError) as exc:
                 self.close()
                 raise BrokerUnavailable(f"{self.host}:{self.port}: {exc!r}") from exc
             except asyncio.CancelledError:
@@ -85,12 +199,13 @@ class BrokerConnection:
                 self.close()
                 raise
 
-    async def _exchange(self, api_key: int, version: int, body: dict[str, Any]) -> Any:
-        if self._writer is not None and time.monotonic() >= self._session_ends:
+    async def _exchange(self, api_key: int, version: int, body: dict[str, Any], decode: _Decoder) -> Any:
+        if self._reader is not None and time.monotonic() >= self._session_ends:
             self.close()
-        if self._writer is None:
+        if self._reader is None:
             await self._connect()
-        assert self._reader is not None and self._writer is not None
+        reader = self._reader
+        assert reader is not None and reader.transport is not None
         correlation_id = next(self._correlation)
         types = message_types(api_key, version)
         header_type = RequestHeaderV2 if types.request_header_version == 2 else RequestHeaderV1
@@ -99,23 +214,19 @@ class BrokerConnection:
                                                        correlation_id=correlation_id, client_id=self.client_id))
         entity_writer(types.request)(buffer, build(types.request, body))
         payload = buffer.getvalue()
-        self._writer.write(_SIZE.pack(len(payload)) + payload)
-        await self._writer.drain()
-        (size,) = _SIZE.unpack(await self._reader.readexactly(4))
-        if not 0 < size <= MAX_RESPONSE_BYTES:
-            raise ValueError(f"response of {size} bytes")
-        frame = await self._reader.readexactly(size)
+        reader.transport.write(_SIZE.pack(len(payload)) + payload)
+        await reader.drain()
+        frame = await reader.frame()
         header_type = ResponseHeaderV1 if types.response_header_version == 1 else ResponseHeaderV0
         header, position = entity_reader(header_type)(frame, 0)
         if header.correlation_id != correlation_id:
             raise ValueError(f"correlation id {header.correlation_id}, expected {correlation_id}")
-        response, _ = entity_reader(types.response)(frame, position)
-        return response
+        return decode(types.response, version, frame, position)
 
     async def _connect(self) -> None:
         tls = self.security.tls
-        self._reader, self._writer = await asyncio.open_connection(
-            self.host, self.port, ssl=tls, server_hostname=self.host if tls is not None else None)
+        _, self._reader = await asyncio.get_running_loop().create_connection(
+            _ResponseReader, self.host, self.port, ssl=tls, server_hostname=self.host if tls is not None else None)
         self._session_ends = float("inf")
         if self.security.mechanism is not None:
             await self._authenticate()
@@ -123,14 +234,14 @@ class BrokerConnection:
     async def _authenticate(self) -> None:
         """SaslHandshake v1, then SaslAuthenticate v2 until the mechanism completes; SaslError if refused."""
         mechanism = self.security.sasl_client()
-        handshake = await self._exchange(SASL_HANDSHAKE_KEY, 1, {"mechanism": mechanism.mechanism})
+        handshake = await self._exchange(SASL_HANDSHAKE_KEY, 1, {"mechanism": mechanism.mechanism}, _decode_kio)
         if handshake.error_code != ErrorCode.none:
             raise SaslError(ErrorCode(handshake.error_code), f"{mechanism.mechanism} is not enabled on the "
                             f"listener ({ErrorCode(handshake.error_code).name}); it offers "
                             f"{', '.join(handshake.mechanisms) or 'none'}")
         token: bytes | None = mechanism.initial()
         while token is not None:
-            answer = await self._exchange(SASL_AUTHENTICATE_KEY, 2, {"auth_bytes": token})
+            answer = await self._exchange(SASL_AUTHENTICATE_KEY, 2, {"auth_bytes": token}, _decode_kio)
             if answer.error_code != ErrorCode.none:
                 raise SaslError(ErrorCode(answer.error_code), answer.error_message or ErrorCode(answer.error_code).name)
             token = mechanism.evaluate(bytes(answer.auth_bytes))
@@ -139,9 +250,25 @@ class BrokerConnection:
             self._session_ends = time.monotonic() + lifetime_ms * REAUTH_FRACTION / 1000
 
     def close(self) -> None:
-        if self._writer is not None:
-            self._writer.close()
-        self._reader = self._writer = None
+        if self._reader is not None and self._reader.transport is not None:
+            self._reader.transport.close()
+        self._reader = None
+
+
+_Decoder = Callable[[type, int, memoryview, int], Any]
+
+
+def _decode_kio(response_type: type, version: int, frame: memoryview, position: int) -> Any:
+    response, _ = entity_reader(response_type)(frame, position)
+    return response
+
+
+def _decode_views(response_type: type, version: int, frame: memoryview, position: int) -> dict[str, Any]:
+    codec = records_view_codec("clients", response_type.__name__, version)
+    response, end = codec.read(frame, position)
+    if end != len(frame):
+        raise ValueError(f"{len(frame) - end} bytes past {response_type.__name__} v{version}")
+    return response
 
 
 class BrokerConnections:

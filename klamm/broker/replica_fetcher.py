@@ -144,8 +144,9 @@ class ReplicaFetcher:
                 await self._wait_for_change(self.settings.backoff_ms / 1000)
                 continue
             try:
-                response = await connection.request(FETCH, FETCH_VERSION, self._request(ready),
-                                                    (self.settings.max_wait_ms + self.settings.request_timeout_ms) / 1000)
+                response = await connection.request_views(
+                    FETCH, FETCH_VERSION, self._request(ready),
+                    (self.settings.max_wait_ms + self.settings.request_timeout_ms) / 1000)
             except BrokerUnavailable as exc:
                 log.log(logging.DEBUG if self._unreachable else logging.INFO, "replica fetcher for broker %d: %s",
                         self.leader_id, exc)
@@ -155,11 +156,12 @@ class ReplicaFetcher:
             self._unreachable = False
             if self._stopping:
                 return
-            if response.error_code != ErrorCode.none:
-                log.warning("fetch from broker %d failed: %s", self.leader_id, response.error_code.name)
+            if response["error_code"] != ErrorCode.none:
+                log.warning("fetch from broker %d failed: %s", self.leader_id, ErrorCode(response["error_code"]).name)
                 await self._wait_for_change(self.settings.backoff_ms / 1000)
                 continue
             self._handle(ready, response)
+            del response  # its records are views of the connection's buffer, which the next fetch reuses
 
     def _ready(self) -> dict[tuple[str, int], Partition]:
         now = time.monotonic()
@@ -209,10 +211,11 @@ class ReplicaFetcher:
                 "topics": [{"topic": name, "partitions": parts} for name, parts in topics.items()],
                 "forgotten_topics_data": [], "rack_id": ""}
 
-    def _handle(self, sent: dict[tuple[str, int], Partition], response: Any) -> None:
-        for topic in response.responses:
-            for data in topic.partitions:
-                key = (topic.topic, data.partition_index)
+    def _handle(self, sent: dict[tuple[str, int], Partition], response: dict[str, Any]) -> None:
+        """Apply a Fetch response decoded by `BrokerConnection.request_views` (records are memoryviews)."""
+        for topic in response["responses"]:
+            for data in topic["partitions"]:
+                key = (topic["topic"], data["partition_index"])
                 partition = sent.get(key)
                 if partition is None or self.partitions.get(key) is not partition:
                     continue  # no longer fetched from here (a new image moved it)
@@ -222,27 +225,28 @@ class ReplicaFetcher:
                     log.exception("replicating %s-%d from broker %d failed", key[0], key[1], self.leader_id)
                     self._delay(key)
 
-    def _apply(self, key: tuple[str, int], partition: Partition, data: Any) -> None:
-        error = data.error_code
+    def _apply(self, key: tuple[str, int], partition: Partition, data: dict[str, Any]) -> None:
+        error = ErrorCode(data["error_code"])
         if error == ErrorCode.none:
-            diverging = data.diverging_epoch
-            if diverging is not None and diverging.epoch >= 0:
-                local = partition.log.leader_epoch_cache.end_offset_for(diverging.epoch)
-                offset = truncation_offset((diverging.epoch, diverging.end_offset), local, partition.log_end_offset)
+            diverging = data["diverging_epoch"]
+            if diverging is not None and diverging["epoch"] >= 0:
+                epoch = diverging["epoch"]
+                local = partition.log.leader_epoch_cache.end_offset_for(epoch)
+                offset = truncation_offset((epoch, diverging["end_offset"]), local, partition.log_end_offset)
                 log.info("%s-%d diverges from broker %d's log at epoch %d: truncating %d -> %d", key[0], key[1],
-                         self.leader_id, diverging.epoch, partition.log_end_offset, offset)
+                         self.leader_id, epoch, partition.log_end_offset, offset)
                 partition.truncate_to(offset)
                 return
-            records = data.records or b""  # the decoded response's own bytes: appended without a copy
+            records = data["records"]  # a view of the receive buffer: appended without a copy
             headers = batches.split_batches(records) if records else []
             if headers and headers[0].base_offset != partition.log_end_offset:
                 return  # not where this log ends (it changed meanwhile): ask again
-            partition.append_as_follower(records, headers, data.high_watermark)
+            partition.append_as_follower(records if headers else b"", headers, data["high_watermark"])
         elif error == ErrorCode.offset_out_of_range:
-            if partition.log_end_offset < data.log_start_offset:
-                partition.truncate_fully_and_start_at(data.log_start_offset)
+            if partition.log_end_offset < data["log_start_offset"]:
+                partition.truncate_fully_and_start_at(data["log_start_offset"])
             else:
-                partition.truncate_to(max(0, data.high_watermark))
+                partition.truncate_to(max(0, data["high_watermark"]))
         elif error in _RETRY_LATER:
             self._delay(key)
         else:

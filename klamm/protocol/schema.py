@@ -11,6 +11,10 @@ Values are plain dicts keyed by the snake_case of the JSON field names
 partial dicts (missing keys take the field default); decoding returns every
 field, absent-in-this-version fields set to their default. uuid fields are
 `uuid.UUID`, bytes/records are `bytes`, arrays are lists, structs nested dicts.
+A codec compiled with `records_views` (`records_view_codec`) returns each records
+field as a slice of the buffer it reads instead: a memoryview that shares its
+bytes when decoding a memoryview (a follower's fetched batches are appended from
+the receive buffer as they are).
 
 Encoding rules followed (Kafka's MessageDataGenerator):
 - flexible versions use compact strings/bytes/arrays (uvarint length + 1, 0 for
@@ -46,6 +50,7 @@ __all__ = [
     "packaged_specs",
     "parse_spec",
     "read_uvarint",
+    "records_view_codec",
     "snake_case",
     "strip_comments",
     "write_uvarint",
@@ -152,11 +157,11 @@ class MessageSpec:
 class MessageCodec:
     """The compiled reader/writer of one spec at one version."""
 
-    def __init__(self, spec: MessageSpec, version: int) -> None:
+    def __init__(self, spec: MessageSpec, version: int, records_views: bool = False) -> None:
         self.spec = spec
         self.version = version
         self.flexible = version in spec.flexible_versions
-        compiled = _StructCompiler(spec.common_structs, version, self.flexible).struct(spec.fields)
+        compiled = _StructCompiler(spec.common_structs, version, self.flexible, records_views).struct(spec.fields)
         self._read, self._write, self._default = compiled
 
     def write(self, out: bytearray, value: Mapping[str, Any]) -> None:
@@ -277,6 +282,15 @@ def packaged_spec(group: str, name: str) -> MessageSpec:
     return load_spec(SPECS_DIR / group / f"{name}.json")
 
 
+@functools.cache
+def records_view_codec(group: str, name: str, version: int) -> MessageCodec:
+    """A vendored spec's codec at `version` whose records fields are slices of the decoded buffer, not copies."""
+    spec = packaged_spec(group, name)
+    if version not in spec.valid_versions:
+        raise SchemaError(f"{spec.name} has no version {version}")
+    return MessageCodec(spec, version, records_views=True)
+
+
 def packaged_specs(group: str) -> dict[str, MessageSpec]:
     """Every vendored spec of a group ("metadata", "group-coordinator", ...) by name."""
     return {path.stem: packaged_spec(group, path.stem) for path in sorted((SPECS_DIR / group).glob("*.json"))}
@@ -376,8 +390,9 @@ def _length_codec(compact: bool, wide: bool) -> tuple[Reader, Writer]:
     return _fixed(">i" if wide else ">h")
 
 
-def _sized_codec(compact: bool, nullable: bool, wide: bool, is_text: bool, what: str) -> tuple[Reader, Writer]:
-    """Strings (int16 length) and bytes/records (int32 length)."""
+def _sized_codec(compact: bool, nullable: bool, wide: bool, is_text: bool, what: str,
+                 view: bool = False) -> tuple[Reader, Writer]:
+    """Strings (int16 length) and bytes/records (int32 length); `view`: the value is a slice of the buffer."""
     read_len, write_len = _length_codec(compact, wide)
 
     def read(buf: Any, pos: int) -> tuple[Any, int]:
@@ -389,6 +404,8 @@ def _sized_codec(compact: bool, nullable: bool, wide: bool, is_text: bool, what:
         end = pos + n
         if end > len(buf):
             raise IndexError(f"truncated {what}")
+        if view:
+            return buf[pos:end], end
         data = bytes(buf[pos:end])
         return (data.decode("utf-8") if is_text else data), end
 
@@ -440,10 +457,12 @@ def _constant(value: Any) -> Callable[[], Any]:
 class _StructCompiler:
     """Compiles fields at one version into (reader, writer, default factory) closures."""
 
-    def __init__(self, common_structs: Mapping[str, tuple[FieldSpec, ...]], version: int, flexible: bool) -> None:
+    def __init__(self, common_structs: Mapping[str, tuple[FieldSpec, ...]], version: int, flexible: bool,
+                 records_views: bool = False) -> None:
         self.common_structs = common_structs
         self.version = version
         self.flexible = flexible
+        self.records_views = records_views
 
     def struct(self, fields: tuple[FieldSpec, ...]) -> tuple[Reader, Writer, Callable[[], dict]]:
         version = self.version
@@ -534,7 +553,8 @@ class _StructCompiler:
             return _SCALARS[type_name]
         if type_name == "string":
             return _sized_codec(compact, nullable, wide=False, is_text=True, what="string")
-        return _sized_codec(compact, nullable, wide=True, is_text=False, what=type_name)
+        view = self.records_views and type_name == "records"
+        return _sized_codec(compact, nullable, wide=True, is_text=False, what=type_name, view=view)
 
     def _struct_fields(self, spec: FieldSpec, type_name: str) -> tuple[FieldSpec, ...]:
         if spec.fields:
