@@ -1,0 +1,112 @@
+"""Online migration with cooperative classic members (librdkafka's cooperative-sticky), under load.
+
+Upgrade: three classic members using cooperative-sticky consume while a
+producer writes; one at a time each is replaced by a `group.protocol=consumer`
+member. The first replacement converts the group; the remaining classic members
+then get their revocations as Kafka 4 gives them to a classic member of a
+consumer group: REBALANCE_IN_PROGRESS on their heartbeat, a rejoin, a SyncGroup
+assignment without the revoked partitions while they keep the others, and a
+rejoin to report them gone. Downgrade: the consumer-protocol members are
+replaced by cooperative classic ones (policy bidirectional); when the last one
+leaves, the group is classic again and rebalances cooperatively.
+
+Each member commits synchronously, in its revoke callback, what it consumed of
+the partitions it gives up (ownership.py), so what must hold is strict: no
+partition ever assigned to a member while another holds it, every partition
+owned at the end of each step, and each record consumed exactly once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from tests.conftest import BrokerFactory
+
+from .helpers import admin, create_topic
+from .ownership import Ledger, Load, Member, all_consumed, committed, poll_until, shared
+
+pytestmark = [pytest.mark.timeout(180)]
+
+PARTITIONS = 6
+OVERRIDES = {"offsets.topic.num.partitions": 3, "group.initial.rebalance.delay.ms": 0,
+             "group.consumer.migration.policy": "bidirectional",
+             "group.consumer.session.timeout.ms": 6000, "group.consumer.min.session.timeout.ms": 6000,
+             "group.consumer.heartbeat.interval.ms": 300, "group.consumer.min.heartbeat.interval.ms": 300}
+
+
+@pytest.fixture(scope="module")
+def migration_broker(tmp_path_factory):
+    factory = BrokerFactory(tmp_path_factory.mktemp("groups-migration-cooperative"))
+    yield factory(overrides=OVERRIDES)
+    factory.close()
+
+
+def group_type(bootstrap: str, group: str) -> str:
+    client = admin(bootstrap)  # kept alive until the answer is in
+    listed = client.list_consumer_groups().result(30)
+    types = {g.group_id: g.type.name for g in listed.valid}
+    assert group in types, (listed.valid, listed.errors)
+    return types[group]
+
+
+def roll(members: list[Member], step: int, make: Callable[[], Member]) -> None:
+    """Add a member to replace member `step`, let it take its share (the others give partitions up), then
+    close member `step` (its partitions go to the others); each time wait until every member consumes."""
+    old = members[step]
+    members.append(make())
+    settle(members, f"a {members[-1].protocol} member to join next to member {step}")
+    old.close()
+    members[step] = members.pop()
+    settle(members, f"member {step} to leave")
+
+
+def settle(members: list[Member], what: str) -> None:
+    poll_until(members, lambda: shared(members, PARTITIONS), what=f"the partitions to be shared after {what}")
+    before = [m.consumed for m in members]
+    poll_until(members, lambda: shared(members, PARTITIONS) and all(m.consumed >= n + 5 for m, n in
+                                                                   zip(members, before) if m.assigned),
+               what=f"every member to consume after {what}")
+
+
+def finish(bootstrap: str, group: str, topic: str, members: list[Member], load: Load, ledger: Ledger) -> None:
+    """Stop the load, consume everything, close the members (their last commits), check it all."""
+    produced = load.stop()
+    poll_until(members, all_consumed(ledger, produced), what="every record to be consumed")
+    for m in members:
+        m.close()
+    assert sorted(ledger.owner) == [], ledger.owner  # every member closed gave its partitions back
+    ledger.check(produced)
+    assert committed(bootstrap, group, topic, PARTITIONS) == produced
+    print(f"\n{sum(produced)} records consumed once each")
+
+
+def run_roll(bootstrap: str, group: str, topic: str, first: str, then: str, expect_types: tuple[str, ...]) -> None:
+    create_topic(bootstrap, topic, PARTITIONS)
+    ledger = Ledger(PARTITIONS)
+    load = Load(bootstrap, topic, PARTITIONS)
+    members: list[Member] = []
+    try:
+        members = [Member(bootstrap, group, topic, ledger, first) for _ in range(3)]
+        poll_until(members, lambda: shared(members, PARTITIONS) and all(m.consumed for m in members),
+                   what=f"a group of {first} members")
+        assert group_type(bootstrap, group) == expect_types[0]
+        for step in range(3):
+            roll(members, step, lambda: Member(bootstrap, group, topic, ledger, then))
+            assert group_type(bootstrap, group) == expect_types[step + 1], step
+        finish(bootstrap, group, topic, members, load, ledger)
+    finally:
+        load.halt()
+        for m in members:
+            m.close()
+
+
+def test_rolling_upgrade_of_cooperative_classic_members(migration_broker, topic):
+    run_roll(migration_broker.bootstrap, "coop-upgrade", topic, "classic", "consumer",
+             ("CLASSIC", "CONSUMER", "CONSUMER", "CONSUMER"))
+
+
+def test_rolling_downgrade_to_cooperative_classic_members(migration_broker, topic):
+    run_roll(migration_broker.bootstrap, "coop-downgrade", topic, "consumer", "classic",
+             ("CONSUMER", "CONSUMER", "CONSUMER", "CLASSIC"))
