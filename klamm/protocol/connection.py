@@ -68,10 +68,14 @@ class ServerConnection:
         self._position = 0
 
     def receive_data(self, data: bytes) -> None:
-        if self._position:
-            del self._buffer[: self._position]
+        try:
+            if self._position:
+                del self._buffer[: self._position]
+                self._position = 0
+            self._buffer += data
+        except BufferError:  # something decoded from the last frame kept a view of the buffer: leave it that one
+            self._buffer = self._buffer[self._position:] + data
             self._position = 0
-        self._buffer += data
 
     def next_request(self) -> Request | _NeedData:
         available = len(self._buffer) - self._position
@@ -86,9 +90,10 @@ class ServerConnection:
             return NEED_DATA
         start = self._position + 4
         self._position = start + size
-        # kio decodes from read-only buffers, and a view would pin our bytearray.
-        frame = bytes(memoryview(self._buffer)[start : start + size])
-        return self._decode(frame, size)
+        # Decoded from a read-only view (kio's only kind), not a copy: kio's values are copies of their own,
+        # so the view is released once decoded and the buffer may grow again.
+        with memoryview(self._buffer)[start : start + size].toreadonly() as frame:
+            return self._decode(frame, size)
 
     def _raw_token(self, size: int, available: int) -> Request | _NeedData:
         if not 0 <= size <= self.max_request_size:
@@ -101,7 +106,7 @@ class ServerConnection:
         body = types.request(auth_bytes=bytes(memoryview(self._buffer)[start : start + size]))
         return Request(SASL_AUTHENTICATE_KEY, 0, 0, None, types, body, size, raw=True)
 
-    def _decode(self, frame: bytes, size: int) -> Request:
+    def _decode(self, frame: bytes | memoryview, size: int) -> Request:
         api_key, version, correlation_id = _KEY_VERSION_CORRELATION.unpack_from(frame, 0)
         versions = self._supported.get(api_key)
         if versions is None or not versions[0] <= version <= versions[1]:

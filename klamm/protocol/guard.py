@@ -55,7 +55,7 @@ def _uvarint(buf: bytes, position: int, end: int) -> tuple[int, int]:
             raise LengthError("varint too long")
 
 
-def read_request_header(frame: bytes, flexible: bool) -> tuple[str | None, int]:
+def read_request_header(frame: bytes | memoryview, flexible: bool) -> tuple[str | None, int]:
     """(client id, header size) of a request header v1, or v2 when `flexible`.
 
     v2 keeps v1's int16-length client id and adds tagged fields; none is defined, so every
@@ -70,7 +70,7 @@ def read_request_header(frame: bytes, flexible: bool) -> tuple[str | None, int]:
     if length >= 0:
         if position + length > end:
             raise LengthError("client id exceeds the frame")
-        client_id = frame[position:position + length].decode()
+        client_id = str(frame[position:position + length], "utf-8")  # bytes or a memoryview
         position += length
     elif length != -1:
         raise LengthError(f"client id length {length}")
@@ -185,7 +185,7 @@ def struct_check(entity_type: type) -> Check:
     return check
 
 
-def check_lengths(entity_type: type, frame: bytes, position: int) -> bytes:
+def check_lengths(entity_type: type, frame: bytes | memoryview, position: int) -> bytes | memoryview:
     """The frame, with tagged fields unknown here cut out; LengthError if a declared length overruns it."""
     if not entity_type.__flexible__:  # type: ignore[attr-defined]
         return frame
