@@ -7,7 +7,10 @@
 #   start_nodes cluster [MIN_ISR] # node 0 broker+controller, nodes 1 and 2 brokers, RF 3 defaults
 #   echo "$PORT"                  # the node to bootstrap from (node 1 in a cluster: broker only)
 #
-# Extra node settings go in the array EXTRA (KEY=VALUE, appended to every node's properties).
+# Extra node settings go in the array EXTRA (KEY=VALUE, appended to every node's properties; a key
+# given again there wins). Extra listeners: define a function node_listeners NODE_ID printing
+# ",NAME://host:port..." (ports free_port gave beforehand); they join the node's listeners and
+# advertised.listeners.
 # Every node started is killed when the sourcing script exits (an EXIT trap). Logs, properties and
 # log dirs are in WORK (nodeN.log, nodeN.properties, nodeN/).
 
@@ -41,6 +44,10 @@ while True:
 EOF
 }
 
+more_listeners() {  # node id
+    if declare -F node_listeners >/dev/null; then node_listeners "$1"; fi
+}
+
 wait_ready() {  # log file
     for _ in $(seq 200); do
         grep -q "klamm ready" "$1" 2>/dev/null && return 0
@@ -65,26 +72,28 @@ properties() {
 }
 
 start_single() {
+    local listeners
     PORT=$(free_port)
-    properties 0 "$WORK/node0.properties" "listeners=PLAINTEXT://localhost:$PORT" \
-        "advertised.listeners=PLAINTEXT://localhost:$PORT"
+    listeners="PLAINTEXT://localhost:$PORT$(more_listeners 0)"
+    properties 0 "$WORK/node0.properties" "listeners=$listeners" "advertised.listeners=$listeners"
     start 0 "$WORK/node0.properties"
     wait_ready "$WORK/node0.log"
 }
 
 # start_cluster MIN_ISR: three processes sharing one cluster id, every default replication factor 3.
 start_cluster() {
-    local min_isr=$1 controller cluster_id id roles listeners
+    local min_isr=$1 controller cluster_id id roles listeners advertised
     controller=$(free_port)
     cluster_id=$("$KLAMM" storage random-uuid)
     for id in 0 1 2; do
         PORTS[$id]=$(free_port)
-        roles=broker listeners="PLAINTEXT://localhost:${PORTS[$id]}"
+        advertised="PLAINTEXT://localhost:${PORTS[$id]}$(more_listeners "$id")"
+        roles=broker listeners=$advertised
         if [ "$id" = 0 ]; then
             roles=broker,controller listeners="$listeners,CONTROLLER://localhost:$controller"
         fi
         properties "$id" "$WORK/node$id.properties" "process.roles=$roles" "listeners=$listeners" \
-            "advertised.listeners=PLAINTEXT://localhost:${PORTS[$id]}" \
+            "advertised.listeners=$advertised" \
             "controller.quorum.voters=0@localhost:$controller" controller.listener.names=CONTROLLER \
             listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT \
             default.replication.factor=3 "min.insync.replicas=$min_isr" offsets.topic.replication.factor=3 \
