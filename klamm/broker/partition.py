@@ -455,8 +455,10 @@ class Partition:
         if result.flush_due and self.flusher is not None:
             await self.flusher.wait_durable(self.log, result.last_offset + 1)
 
-    def _validate(self, records: bytes | bytearray | memoryview) -> tuple[bytearray, list[BatchHeader]]:
-        buf = bytearray(records)
+    def _validate(self, records: bytes | bytearray | memoryview) -> tuple[bytearray | memoryview, list[BatchHeader]]:
+        # A writable view is a large produce request's records in the request's own frame
+        # (klamm.protocol.frame_views): its offsets are patched there. Anything else is copied first.
+        buf = records if isinstance(records, memoryview) and not records.readonly else bytearray(records)
         try:
             headers = batches.split_batches(buf)
         except TruncatedBatch:
