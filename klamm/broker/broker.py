@@ -82,6 +82,10 @@ from klamm.protocol.sasl import ScramCredential
 from klamm.storage.log_manager import LogManager
 
 CONSUMER_GROUP_APIS = (68, 69)  # ConsumerGroupHeartbeat, ConsumerGroupDescribe (KIP-848)
+# Produce and Fetch run in the connection's read up to their first wait, a task made only if they wait
+# (klamm.broker.network._run_at_once): most produce requests never wait. Their handlers (and Broker.handle)
+# ask nothing of their task before they first wait (no asyncio.timeout, no current_task) -- keep it so.
+RUN_AT_ONCE = frozenset({0, 1})
 log = logging.getLogger("klamm.broker")
 
 
@@ -226,7 +230,7 @@ class Broker:
         budget = RequestBudget(config.queued_max_requests, config.queued_max_request_bytes)
         self._processors = [
             Processor(i, self.handle, self.supported_versions, config.socket_request_max_bytes,
-                      config.connections_max_idle_ms, native, budget)
+                      config.connections_max_idle_ms, native, budget, RUN_AT_ONCE)
             for i in range(max(1, config.num_network_threads))
         ]
         for processor in self._processors:

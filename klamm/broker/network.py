@@ -1,13 +1,18 @@
 """The network edge: an acceptor, N processors, and one protocol object per connection.
 
-A connection decodes requests with the sans-io `ServerConnection`, starts one
-handler task per request (in arrival order, so appends from pipelined produce
-requests happen in order: handlers do their synchronous work before their
-first await), and writes responses strictly in request order from a single
-writer task. File regions in a response go out with the loop's native
-`sendfile` when it has one (the stock selector loop) and with `os.pread` into
-memory otherwise (uvloop); each region's file lease is released once it is
-sent or its response dropped. Socket errors end the connection at this one edge.
+A connection decodes requests with the sans-io `ServerConnection` and starts
+their handlers in arrival order (so appends from pipelined produce requests
+happen in order: handlers do their synchronous work before their first await).
+The APIs of `Processor.run_at_once` (Produce, Fetch) run in the read itself, up
+to their first wait, and get a task only if they wait: most produce requests
+never do, and a task per request was the largest cost the request path added of
+its own. Responses go out strictly in request order: those ready after a read
+(or when a handler's task ends) are written together, one send for a burst of
+pipelined requests. File regions in a response go to `os.sendfile` at once when
+the socket takes them, else to the loop's native `sendfile` in a task (the stock
+selector loop), and through `os.pread` into memory where there is none (uvloop,
+TLS); each region's file lease is released once it is sent or its response
+dropped. Socket errors end the connection at this one edge.
 
 A request that fails (its handler raises, or its response cannot be encoded)
 closes its connection after one log line: the client sees EOF and retries,
@@ -35,8 +40,9 @@ import logging
 import os
 import socket
 import ssl
+import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine, Generator
 from dataclasses import dataclass
 from typing import Any
 
@@ -82,6 +88,7 @@ class RequestBudget:
         self.requests = 0
         self.bytes = 0
         self._waiting: dict[ClientConnection, None] = {}  # ordered: the longest waiting first
+        self._waking = False  # in give_back's loop
 
     @property
     def full(self) -> bool:
@@ -94,10 +101,16 @@ class RequestBudget:
     def give_back(self, size: int) -> None:
         self.requests -= 1
         self.bytes -= size
-        while self._waiting and not self.full:
-            connection = next(iter(self._waiting))
-            del self._waiting[connection]
-            connection.read_requests()
+        if self._waking:
+            return  # a request a connection read below ran at once and is done: the loop below wakes the next
+        self._waking = True
+        try:
+            while self._waiting and not self.full:
+                connection = next(iter(self._waiting))
+                del self._waiting[connection]
+                connection.read_requests()
+        finally:
+            self._waking = False
 
     def wait(self, connection: ClientConnection) -> None:
         self._waiting[connection] = None
@@ -134,10 +147,47 @@ class ListenerSecurity:
 PLAINTEXT = ListenerSecurity()
 
 
+class _Answer:
+    """A request in flight, and what its handler gave: a response or an error, or the task still running it."""
+
+    __slots__ = ("request", "connection", "task", "response", "error", "_counted")
+
+    def __init__(self, request: Request, connection: ClientConnection) -> None:
+        self.request = request
+        self.connection = connection
+        self.task: asyncio.Task[Any] | None = None  # only for a handler that waits
+        self.response: Any = None
+        self.error: BaseException | None = None
+        self._counted = True  # in the processor's RequestBudget
+
+    def done(self) -> bool:
+        return self.task is None or self.task.done()
+
+    def outcome(self) -> tuple[Any, BaseException | None]:
+        """(response, error) of a done answer."""
+        task = self.task
+        if task is None:
+            return self.response, self.error
+        if task.cancelled():
+            return None, asyncio.CancelledError()
+        error = task.exception()
+        return (None, error) if error is not None else (task.result(), None)
+
+    def leave_queue(self) -> None:
+        """Once: when the handler parks (request.leave_queue) or when it is done."""
+        if self._counted:
+            self._counted = False
+            self.connection.processor.budget.give_back(self.request.size)
+
+    def finished(self, _task: asyncio.Task[Any]) -> None:
+        self.leave_queue()
+        self.connection.answer_ready()
+
+
 class ClientConnection(asyncio.Protocol):
     # Slots and futures made only while waiting: an idle connection costs little (bench/idle_connections.py).
     __slots__ = ("processor", "peer", "client_host", "last_active", "session", "_on_lost", "_sans_io", "_transport",
-                 "_pending", "_wakeup", "_drained", "_reading_paused", "_closed", "_writer_task", "_sendfile",
+                 "_pending", "_drained", "_reading_paused", "_closed", "_reading", "_sending", "_sendfile",
                  "_security", "_muted")
 
     def __init__(self, processor: Processor, on_lost: Callable[[], None] | None = None,
@@ -155,14 +205,13 @@ class ClientConnection(asyncio.Protocol):
         self._sans_io = ServerConnection(processor.max_request_size if sasl is None else sasl.max_receive_size,
                                          processor.supported())
         self._transport: asyncio.Transport | None = None
-        # the requests in flight, in arrival order: (future of the handler's response, request)
-        self._pending: collections.deque[tuple[asyncio.Future[Any], Request]] = collections.deque()
-        self._wakeup: asyncio.Future[None] | None = None  # the writer waits on it for the next request
+        self._pending: collections.deque[_Answer] = collections.deque()  # the requests in flight, in arrival order
         self._drained: asyncio.Future[None] | None = None  # set while the transport's buffer is too full
         self._reading_paused = False
         self._muted = 0.0  # throttled by a client quota: no request is read before this loop time
         self._closed = False
-        self._writer_task: asyncio.Task[None] | None = None
+        self._reading = False  # in read_requests
+        self._sending: asyncio.Task[None] | None = None  # a response the socket could not take at once
 
     # asyncio.Protocol callbacks
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -179,7 +228,6 @@ class ClientConnection(asyncio.Protocol):
                 return
         self.processor.connections.add(self)
         self.processor.connections_accepted += 1
-        self._writer_task = asyncio.ensure_future(self._write_responses())
 
     def data_received(self, data: bytes) -> None:
         self.last_active = time.monotonic()
@@ -191,11 +239,13 @@ class ClientConnection(asyncio.Protocol):
         self.processor.connections.discard(self)
         self.processor.budget.forget(self)
         pending, self._pending = self._pending, collections.deque()
-        for future, _ in pending:
-            future.cancel()
-            future.add_done_callback(_release_result)  # a response already made holds file leases
-        self._wake()
-        self._writable()
+        for answer in pending:
+            if answer.task is None:
+                release_regions(answer.response)  # a response already made holds file leases
+            else:
+                answer.task.cancel()
+                answer.task.add_done_callback(_release_result)
+        self._writable()  # a send waiting for the socket ends
         if self._on_lost is not None:
             on_lost, self._on_lost = self._on_lost, None
             on_lost()
@@ -206,28 +256,40 @@ class ClientConnection(asyncio.Protocol):
 
     def resume_writing(self) -> None:
         self._writable()
+        self.answer_ready()
 
     def _writable(self) -> None:
         drained, self._drained = self._drained, None
         if drained is not None and not drained.done():
             drained.set_result(None)
 
-    def _wake(self) -> None:
-        wakeup, self._wakeup = self._wakeup, None
-        if wakeup is not None and not wakeup.done():
-            wakeup.set_result(None)
-
     # request flow
     def read_requests(self) -> None:
+        """Dispatch the buffered requests while there is room, then send the answers ready."""
+        if self._reading:
+            return  # called again from a handler run at once below (budget.give_back): that loop reads on
+        self._reading = True
+        try:
+            while True:
+                self._read_buffered()
+                if not (self._send_ready() and self._reading_paused and len(self._pending) < MAX_IN_FLIGHT // 2):
+                    return
+        finally:
+            self._reading = False
+
+    def answer_ready(self) -> None:
+        """A handler's task is done, a slow send ended or the socket drained: send what is ready, read on."""
+        if self._send_ready() and self._reading_paused and len(self._pending) < MAX_IN_FLIGHT // 2:
+            self.read_requests()
+
+    def _read_buffered(self) -> None:
         """Dispatch the buffered requests while there is room; stop reading the socket when there is none."""
         budget = self.processor.budget
-        if self._muted:
-            self._pause_reading()
-            return
+        pending = self._pending
         try:
             while not self._closed:
-                if len(self._pending) >= MAX_IN_FLIGHT:
-                    self._pause_reading()  # the writer reads on when responses go out
+                if self._muted or len(pending) >= MAX_IN_FLIGHT:
+                    self._pause_reading()  # _unmute, or the answers going out, read on
                     return
                 if budget.full:
                     budget.wait(self)  # give_back reads on
@@ -278,69 +340,119 @@ class ClientConnection(asyncio.Protocol):
         request.client_host = self.client_host
         request.listener = self._security.listener
         request.session = session
-        budget = self.processor.budget
-        budget.take(request.size)
-        counted = True
+        processor = self.processor
+        processor.budget.take(request.size)
+        answer = _Answer(request, self)
+        request.leave_queue = answer.leave_queue
+        self._pending.append(answer)  # before the handler runs: what it sets off comes after it
+        coroutine = processor.handler(request, self)
+        if request.api_key in processor.run_at_once:
+            _run_at_once(answer, coroutine)
+        else:
+            answer.task = asyncio.ensure_future(coroutine)
+            answer.task.add_done_callback(answer.finished)
 
-        def leave_queue() -> None:  # once: when the handler parks, or when it is done
-            nonlocal counted
-            if counted:
-                counted = False
-                budget.give_back(request.size)
+    def _send_ready(self) -> int:
+        """Send the answers ready at the head of the queue, in order, their bytes in one write; how many went.
 
-        request.leave_queue = leave_queue
-        future = asyncio.ensure_future(self.processor.handler(request, self))
-        future.add_done_callback(lambda _: leave_queue())
-        self._pending.append((future, request))
-        self._wake()
+        Stops at a handler still running (its task comes back here when done) and while the socket's buffer
+        is full (resume_writing comes back); a file region the socket cannot take at once goes, with the
+        rest of its response, in a task of its own (which comes back here when done).
+        """
+        if self._closed or self._sending is not None or self._drained is not None:
+            return 0
+        pending = self._pending
+        chunks: list[bytes] = []
+        count = 0
+        while pending and pending[0].done() and self._drained is None:
+            answer = pending.popleft()
+            count += 1
+            request = answer.request
+            response, error = answer.outcome()
+            if error is not None:
+                self._write(chunks)
+                self._fail_with(request, error)
+                return count
+            if self.session.gated:
+                self._follow_authentication()
+            if response is not None and not self._encode_into(chunks, request, response):
+                return count
+            if self.session.failed:  # a failed SASL authentication: its answer is sent, then the connection ends
+                self._write(chunks)
+                self.close()
+                return count
+        self._write(chunks)
+        return count
 
-    async def _write_responses(self) -> None:
+    def _encode_into(self, chunks: list[bytes], request: Request, response: Any) -> bool:
+        """Add the response's bytes to `chunks` (its file regions sent at once, or handed to a task); False
+        when the connection goes on no further (closed, or a task sends the rest)."""
         try:
-            while not self._closed:
-                if not self._pending:
-                    self._wakeup = asyncio.get_running_loop().create_future()
-                    await self._wakeup
-                    continue
-                future, request = self._pending[0]
-                try:
-                    response = await future
-                except asyncio.CancelledError:
-                    if self._closed:
-                        return
-                    task = asyncio.current_task()
-                    if task is not None and task.cancelling():
-                        self.close()
-                        raise  # the writer itself is being cancelled (shutdown)
-                    self._fail(request, "handler cancelled", asyncio.CancelledError())
-                    return
-                except CloseConnection:
-                    self.close()
-                    return
-                except Exception as exc:
-                    self._fail(request, "handler failed", exc)
-                    return
-                if self._closed:
-                    return  # connection_lost took the pending responses (and releases this one)
-                self._pending.popleft()
-                if self._reading_paused and len(self._pending) < MAX_IN_FLIGHT // 2:
-                    self.read_requests()
-                if self.session.gated:
-                    self._follow_authentication()
-                if response is not None:
-                    await self._respond(request, response)
-                if self.session.failed:  # a failed SASL authentication: its answer is sent, then the connection ends
-                    self.close()
-                    return
-                future = request = response = None  # an idle connection keeps nothing of its last exchange
+            parts = self._sans_io.encode_response(request, response)
+        except Exception as exc:
+            release_regions(response)
+            self._write(chunks)
+            self._fail(request, "response could not be encoded", exc)
+            return False
+        if len(parts) == 1 and not isinstance(parts[0], FileRegion):  # no records from files: the usual case
+            chunks.append(parts[0])  # type: ignore[arg-type]
+            return True
+        for index, part in enumerate(parts):
+            if not isinstance(part, FileRegion):
+                chunks.append(part)
+                continue
+            self._write(chunks)  # what comes before the region goes first
+            rest = self._send_region_now(part)
+            if rest is not None:
+                self._sending = asyncio.ensure_future(self._send_later([rest, *parts[index + 1:]], parts))
+                return False
+        release_regions(parts)
+        return True
+
+    def _write(self, chunks: list[bytes]) -> None:
+        if chunks:
+            data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+            chunks.clear()
+            self._transport.write(data)  # type: ignore[union-attr]
+            self.processor.bytes_sent += len(data)
+
+    def _send_region_now(self, region: FileRegion) -> FileRegion | None:
+        """Hand the region to the kernel now if the socket takes it all; else what is left of it."""
+        fd = region.file.fileno()
+        transport = self._transport
+        assert transport is not None
+        if not self._sendfile:  # uvloop (no loop.sendfile) or TLS (encrypted in user space): through memory
+            transport.write(os.pread(fd, region.length, region.position))
+            self.processor.bytes_sent += region.length
+            return None
+        if transport.get_write_buffer_size():
+            return region  # bytes queued ahead of it: loop.sendfile waits for them to go first
+        try:
+            sent = os.sendfile(transport.get_extra_info("socket").fileno(), fd, region.position, region.length)
+        except OSError:  # a full socket, or a peer gone: loop.sendfile goes on, or reports it
+            sent = 0
+        self.processor.bytes_sent += sent
+        if sent == region.length:
+            return None
+        return FileRegion(region.file, region.position + sent, region.length - sent)
+
+    async def _send_later(self, rest: list[Part], parts: list[Part]) -> None:
+        """Send `rest`, what the socket could not take at once of a response (`parts`), then what follows it."""
+        try:
+            await self._send(rest)
         except (ConnectionError, OSError, asyncio.exceptions.SendfileNotAvailableError, RuntimeError) as exc:
             # The peer went away mid-response (sendfile reports it as "not available",
             # a closed transport as RuntimeError): this connection ends, nothing else.
             log.debug("connection %s lost while writing: %s", self.peer, exc)
             self.close()
-        except Exception as exc:  # a bug in this loop: never leave the connection open and silent
+        except Exception as exc:  # a bug here: never leave the connection open and silent
             log.error("closing connection from %s: writer failed: %r", self.peer, exc,
                       exc_info=log.isEnabledFor(logging.DEBUG))
             self.close()
+        finally:
+            release_regions(parts)
+            self._sending = None
+        self.answer_ready()
 
     def _follow_authentication(self) -> None:
         """Requests as large as socket.request.max.bytes once a SASL client has authenticated; bare token
@@ -350,17 +462,13 @@ class ClientConnection(asyncio.Protocol):
             self._sans_io.max_request_size = self.processor.max_request_size
         self._sans_io.raw_tokens = getattr(self.session, "raw_tokens", False)
 
-    async def _respond(self, request: Request, response: Any) -> None:
-        try:
-            parts = self._sans_io.encode_response(request, response)
-        except Exception as exc:
-            release_regions(response)
-            self._fail(request, "response could not be encoded", exc)
-            return
-        try:
-            await self._send(parts)
-        finally:
-            release_regions(parts)
+    def _fail_with(self, request: Request, error: BaseException) -> None:
+        if isinstance(error, CloseConnection):
+            self.close()
+        elif isinstance(error, asyncio.CancelledError):
+            self._fail(request, "handler cancelled", error)
+        else:
+            self._fail(request, "handler failed", error)
 
     def _fail(self, request: Request, what: str, exc: BaseException) -> None:
         """One log line, then close: the client sees EOF instead of a connection that never answers."""
@@ -379,35 +487,87 @@ class ClientConnection(asyncio.Protocol):
                 await self._send_file(transport, part)
             else:
                 transport.write(part)
+                self.processor.bytes_sent += len(part)
             if self._drained is not None:
                 await self._drained
-        self.processor.bytes_sent += sum(len(p) for p in parts)
 
     async def _send_file(self, transport: asyncio.Transport, region: FileRegion) -> None:
-        fd = region.file.fileno()
-        if not self._sendfile:
-            transport.write(os.pread(fd, region.length, region.position))
-            return
-        position, length = region.position, region.length
-        if transport.get_write_buffer_size() == 0:
-            # Nothing queued ahead of the file bytes: hand them to the kernel now. Only
-            # what the socket buffer cannot take goes through loop.sendfile, which costs
-            # several loop turns (pause reading, wait for an empty buffer, writability).
-            try:
-                sent = os.sendfile(transport.get_extra_info("socket").fileno(), fd, position, length)
-            except BlockingIOError:
-                sent = 0
-            position, length = position + sent, length - sent
-        if length:
+        rest = self._send_region_now(region)
+        if rest is not None:
+            # Only what the socket buffer cannot take goes through loop.sendfile, which costs several loop
+            # turns (pause reading, wait for an empty buffer, writability).
             loop = asyncio.get_running_loop()
-            await loop.sendfile(transport, _FileShim(fd), position, length, fallback=False)  # type: ignore[arg-type]
+            await loop.sendfile(transport, _FileShim(rest.file.fileno()), rest.position,  # type: ignore[arg-type]
+                                rest.length, fallback=False)
+            self.processor.bytes_sent += rest.length
 
     def close(self) -> None:
         if not self._closed:
             self._closed = True
             if self._transport is not None:
                 self._transport.close()
-            self._wake()
+
+
+def _run_at_once(answer: _Answer, coroutine: Coroutine[Any, Any, Any]) -> None:
+    """Run a handler up to its first wait, in the caller; only one that waits gets a task, to finish in.
+
+    Python 3.11 has no eager tasks: the coroutine is stepped here, and if it waits, a task goes on from
+    that point (_Resumed). Until then it runs outside any task (asyncio.current_task() is not its own), so
+    only handlers that ask nothing of their task before their first wait may run this way
+    (Processor.run_at_once). 3.12 starts an eager task instead.
+    """
+    try:
+        step = coroutine.send(None)
+    except StopIteration as done:
+        answer.response = done.value
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException as exc:  # noqa: BLE001  # kept as a task keeps it: the connection fails in order
+        answer.error = exc
+    else:
+        answer.task = asyncio.ensure_future(_resume(coroutine, step))
+        answer.task.add_done_callback(answer.finished)
+        return
+    answer.leave_queue()
+
+
+if sys.version_info >= (3, 12):
+    def _run_at_once(answer: _Answer, coroutine: Coroutine[Any, Any, Any]) -> None:
+        """Run a handler as an eager task: up to its first wait in the caller (with the task current)."""
+        answer.task = task = asyncio.Task(coroutine, loop=asyncio.get_running_loop(), eager_start=True)
+        if task.done():
+            answer.leave_queue()
+        else:
+            task.add_done_callback(answer.finished)
+
+
+async def _resume(coroutine: Coroutine[Any, Any, Any], step: Any) -> Any:
+    return await _Resumed(coroutine, step)
+
+
+class _Resumed:
+    """The rest of a coroutine stepped up to a wait, where it yielded `step` (what its task is to wait on)."""
+
+    __slots__ = ("_coroutine", "_step")
+
+    def __init__(self, coroutine: Coroutine[Any, Any, Any], step: Any) -> None:
+        self._coroutine, self._step = coroutine, step
+
+    def __await__(self) -> Generator[Any, Any, Any]:
+        coroutine, step = self._coroutine, self._step
+        while True:
+            try:
+                sent = yield step
+            except BaseException as exc:  # noqa: BLE001  # thrown in by the task (cancellation): to the coroutine
+                try:
+                    step = coroutine.throw(exc)
+                except StopIteration as done:
+                    return done.value
+            else:
+                try:
+                    step = coroutine.send(sent)
+                except StopIteration as done:
+                    return done.value
 
 
 def _release_result(future: asyncio.Future[Any]) -> None:
@@ -421,9 +581,11 @@ class Processor:
 
     def __init__(self, index: int, handler: Handler, supported: Callable[[], dict[int, tuple[int, int]]],
                  max_request_size: int, idle_ms: int, native_sendfile: bool,
-                 budget: RequestBudget | None = None) -> None:
+                 budget: RequestBudget | None = None, run_at_once: frozenset[int] = frozenset()) -> None:
         self.index = index
         self.handler = handler
+        # api keys whose handler runs in the connection's read up to its first wait (see _run_at_once)
+        self.run_at_once = run_at_once
         self.supported = supported
         self.max_request_size = max_request_size
         self.idle_seconds = idle_ms / 1000

@@ -44,7 +44,7 @@ def _answered_behind(broker: BrokerThread) -> bool:
     def check() -> bool:
         for processor in broker.broker._processors:
             for connection in processor.connections:
-                pending = [future for future, _ in connection._pending]
+                pending = list(connection._pending)
                 if len(pending) == 2 and not pending[0].done() and pending[1].done():
                     return True
         return False

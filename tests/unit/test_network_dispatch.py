@@ -1,0 +1,379 @@
+"""How a connection runs its requests' handlers and answers them (klamm.broker.network.ClientConnection).
+
+A handler of a run-at-once API runs inside the read (no task) up to its first wait; the answers ready after a
+read go out in one write, always in request order, whatever order the handlers finish in. Driven through a
+transport double, so each write the connection makes is seen.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+import sys
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import pytest
+
+from klamm.broker.network import (
+    MAX_IN_FLIGHT,
+    ClientConnection,
+    CloseConnection,
+    Processor,
+    RequestBudget,
+)
+from klamm.protocol.connection import Request
+from tests.unit.test_connection import SUPPORTED, api_versions
+
+pytestmark = pytest.mark.timeout(60)
+
+API_VERSIONS = 18
+
+
+class Transport:
+    """What ClientConnection uses of an asyncio transport; records every write."""
+
+    def __init__(self, connection: ClientConnection) -> None:
+        self.connection = connection
+        self.writes: list[bytes] = []
+        self.reading = True
+        self.closed = False
+
+    def get_extra_info(self, name: str) -> Any:
+        return ("127.0.0.1", 40000) if name == "peername" else None
+
+    def write(self, data: bytes) -> None:
+        assert not self.closed
+        self.writes.append(bytes(data))
+
+    def get_write_buffer_size(self) -> int:
+        return 0
+
+    def pause_reading(self) -> None:
+        self.reading = False
+
+    def resume_reading(self) -> None:
+        self.reading = True
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            asyncio.get_running_loop().call_soon(self.connection.connection_lost, None)
+
+    def answered(self) -> list[int]:
+        """The correlation ids of the responses written so far, in order."""
+        data, ids = b"".join(self.writes), []
+        while data:
+            (size,) = struct.unpack_from(">i", data)
+            ids.append(struct.unpack_from(">i", data, 4)[0])
+            data = data[4 + size:]
+        return ids
+
+
+Handler = Callable[[Request, ClientConnection], Awaitable[Any]]
+
+
+def connect(handler: Handler, run_at_once: frozenset[int] = frozenset({API_VERSIONS}),
+            budget: RequestBudget | None = None) -> tuple[ClientConnection, Transport]:
+    processor = Processor(0, handler, lambda: SUPPORTED, 1 << 20, 600_000, False, budget, run_at_once)
+    connection = ClientConnection(processor)
+    transport = Transport(connection)
+    connection.connection_made(transport)  # type: ignore[arg-type]
+    return connection, transport
+
+
+def requests(*ids: int) -> bytes:
+    return b"".join(api_versions(i) for i in ids)
+
+
+async def turns(n: int = 5) -> None:
+    for _ in range(n):
+        await asyncio.sleep(0)
+
+
+ANSWER = {"error_code": 0}
+
+
+def test_a_handler_done_at_once_is_answered_in_the_read_without_a_task() -> None:
+    async def main() -> None:
+        seen: list[Any] = []
+
+        async def handler(request: Request, _connection: ClientConnection) -> Any:
+            seen.append(asyncio.current_task())
+            return ANSWER
+
+        connection, transport = connect(handler)
+        connection.data_received(requests(1, 2, 3))
+        # answered before any loop turn, all three in one write
+        assert transport.writes and len(transport.writes) == 1
+        assert transport.answered() == [1, 2, 3]
+        if sys.version_info < (3, 12):  # in the caller (data_received), not in tasks of their own
+            assert seen == [asyncio.current_task()] * 3
+        else:  # eager tasks, each done before data_received returned
+            assert all(task is not asyncio.current_task() and task.done() for task in seen)
+        assert not connection._pending and connection.processor.budget.requests == 0
+    asyncio.run(main())
+
+
+def test_other_apis_still_run_in_a_task() -> None:
+    async def main() -> None:
+        seen: list[Any] = []
+
+        async def handler(request: Request, _connection: ClientConnection) -> Any:
+            seen.append(asyncio.current_task())
+            return ANSWER
+
+        connection, transport = connect(handler, run_at_once=frozenset())
+        connection.data_received(requests(1, 2))
+        assert transport.writes == []
+        await turns()
+        assert transport.answered() == [1, 2]
+        assert all(task is not None for task in seen)
+    asyncio.run(main())
+
+
+def test_a_handler_that_waits_finishes_in_a_task_and_answers_in_order() -> None:
+    async def main() -> None:
+        release = asyncio.get_running_loop().create_future()
+        tasks: dict[int, Any] = {}
+
+        async def handler(request: Request, _connection: ClientConnection) -> Any:
+            if request.correlation_id == 2:
+                value = await release  # suspends: the rest runs in a task made for it
+                tasks[2] = asyncio.current_task()
+                return {"error_code": value}
+            return ANSWER
+
+        connection, transport = connect(handler)
+        connection.data_received(requests(1, 2, 3, 4))
+        assert transport.answered() == [1]  # 3 and 4 are done but wait behind 2
+        assert [answer.request.correlation_id for answer in connection._pending] == [2, 3, 4]
+        assert connection.processor.budget.requests == 1  # only the one still running holds a place
+        await turns()
+        assert transport.answered() == [1]
+        release.set_result(0)
+        await turns()
+        assert transport.answered() == [1, 2, 3, 4]
+        assert len(transport.writes) == 2  # 2, 3 and 4 together
+        assert tasks[2] is not None
+        assert connection.processor.budget.requests == 0
+    asyncio.run(main())
+
+
+def test_pipelined_requests_are_answered_in_order_whatever_order_their_handlers_finish() -> None:
+    async def main() -> None:
+        async def handler(request: Request, _connection: ClientConnection) -> Any:
+            for _ in range((request.correlation_id * 7) % 5):  # some at once, some after a few loop turns
+                await asyncio.sleep(0)
+            return ANSWER
+
+        connection, transport = connect(handler)
+        ids = list(range(1, 41))
+        connection.data_received(requests(*ids[:25]))
+        connection.data_received(requests(*ids[25:]))
+        await turns(20)
+        assert transport.answered() == ids
+        assert len(transport.writes) < len(ids)
+    asyncio.run(main())
+
+
+def test_a_handler_that_raises_at_once_closes_the_connection_after_the_answers_before_it(
+        caplog: pytest.LogCaptureFixture) -> None:
+    async def main() -> None:
+        async def handler(request: Request, _connection: ClientConnection) -> Any:
+            if request.correlation_id == 3:
+                raise ValueError("boom")
+            return ANSWER
+
+        connection, transport = connect(handler)
+        connection.data_received(requests(1, 2, 3, 4))
+        assert transport.answered() == [1, 2]
+        assert transport.closed
+        await turns()
+        assert connection.processor.budget.requests == 0
+    asyncio.run(main())
+    assert "handler failed for api_key=18 v3 correlation_id=3: ValueError('boom')" in caplog.text
+
+
+def test_a_handler_that_raises_after_waiting_closes_the_connection_in_its_turn(
+        caplog: pytest.LogCaptureFixture) -> None:
+    async def main() -> None:
+        async def handler(request: Request, _connection: ClientConnection) -> Any:
+            if request.correlation_id == 2:
+                await asyncio.sleep(0)
+                raise ValueError("late")
+            return ANSWER
+
+        connection, transport = connect(handler)
+        connection.data_received(requests(1, 2, 3))
+        await turns()
+        assert transport.answered() == [1]
+        assert transport.closed
+    asyncio.run(main())
+    assert "correlation_id=2: ValueError('late')" in caplog.text
+
+
+def test_close_connection_at_once_closes_without_a_log_line(caplog: pytest.LogCaptureFixture) -> None:
+    async def main() -> None:
+        async def handler(request: Request, _connection: ClientConnection) -> Any:
+            if request.correlation_id == 2:
+                raise CloseConnection()
+            return ANSWER
+
+        connection, transport = connect(handler)
+        connection.data_received(requests(1, 2, 3))
+        assert transport.answered() == [1] and transport.closed
+    asyncio.run(main())
+    assert "closing connection" not in caplog.text
+
+
+def test_a_cancelled_handler_closes_the_connection(caplog: pytest.LogCaptureFixture) -> None:
+    async def main() -> None:
+        async def handler(request: Request, _connection: ClientConnection) -> Any:
+            await asyncio.get_running_loop().create_future()  # forever
+
+        connection, transport = connect(handler)
+        connection.data_received(requests(1))
+        [answer] = connection._pending
+        await turns()
+        assert answer.task is not None
+        answer.task.cancel()
+        await turns()
+        assert transport.closed
+    asyncio.run(main())
+    assert "handler cancelled for api_key=18" in caplog.text
+
+
+def test_cancellation_reaches_the_handler_where_it_waits() -> None:
+    async def main() -> None:
+        cleaned = []
+
+        async def handler(request: Request, _connection: ClientConnection) -> Any:
+            try:
+                await asyncio.get_running_loop().create_future()
+            finally:
+                cleaned.append(request.correlation_id)
+
+        connection, transport = connect(handler)
+        connection.data_received(requests(1))
+        await turns()
+        transport.close()  # the peer goes: pending handlers are cancelled
+        await turns()
+        assert cleaned == [1]
+        assert connection.processor.budget.requests == 0
+    asyncio.run(main())
+
+
+def test_a_handler_parked_with_leave_queue_gives_its_place_back_at_once() -> None:
+    async def main() -> None:
+        release = asyncio.get_running_loop().create_future()
+
+        async def handler(request: Request, _connection: ClientConnection) -> Any:
+            if request.correlation_id == 1:
+                request.leave_queue()  # a long poll: out of the request queue while it waits
+                await release
+            return ANSWER
+
+        budget = RequestBudget(1)
+        connection, transport = connect(handler, budget=budget)
+        connection.data_received(requests(1, 2, 3))
+        assert budget.requests == 0
+        assert [answer.request.correlation_id for answer in connection._pending] == [1, 2, 3]
+        release.set_result(None)
+        await turns()
+        assert transport.answered() == [1, 2, 3]
+    asyncio.run(main())
+
+
+def test_a_full_budget_stops_reading_until_a_handler_ends() -> None:
+    async def main() -> None:
+        release = asyncio.get_running_loop().create_future()
+
+        async def handler(request: Request, _connection: ClientConnection) -> Any:
+            if request.correlation_id == 1:
+                await release
+            return ANSWER
+
+        budget = RequestBudget(1)
+        connection, transport = connect(handler, budget=budget)
+        connection.data_received(requests(1, 2, 3))
+        assert [answer.request.correlation_id for answer in connection._pending] == [1]
+        assert not transport.reading
+        release.set_result(None)
+        await turns()
+        assert transport.answered() == [1, 2, 3]
+        assert transport.reading
+    asyncio.run(main())
+
+
+def test_many_connections_waiting_on_the_budget_are_woken_without_recursion() -> None:
+    async def main() -> None:
+        release = asyncio.get_running_loop().create_future()
+
+        async def handler(request: Request, _connection: ClientConnection) -> Any:
+            if request.correlation_id == 0:
+                await release
+            return ANSWER
+
+        budget = RequestBudget(1)
+        holder, _ = connect(handler, budget=budget)
+        holder.data_received(requests(0))
+        waiting = [connect(handler, budget=budget) for _ in range(3000)]
+        for connection, _ in waiting:
+            connection.data_received(requests(1))
+        assert budget.full and all(not connection._pending for connection, _ in waiting)
+        release.set_result(None)  # each woken connection's request runs at once and gives its place back
+        await turns()
+        assert all(transport.answered() == [1] for _, transport in waiting)
+        assert budget.requests == 0
+    asyncio.run(main())
+
+
+def test_responses_wait_while_the_socket_is_full_then_go_together() -> None:
+    async def main() -> None:
+        async def handler(request: Request, _connection: ClientConnection) -> Any:
+            return ANSWER
+
+        connection, transport = connect(handler)
+        connection.data_received(requests(1))
+        connection.pause_writing()
+        connection.data_received(requests(2, 3))
+        assert transport.answered() == [1]
+        connection.resume_writing()
+        assert transport.answered() == [1, 2, 3]
+        assert len(transport.writes) == 2
+    asyncio.run(main())
+
+
+def test_in_flight_limit_pauses_reading_and_answers_resume_it() -> None:
+    async def main() -> None:
+        release = asyncio.get_running_loop().create_future()
+
+        async def handler(request: Request, _connection: ClientConnection) -> Any:
+            if request.correlation_id == 0:
+                await release
+            return ANSWER
+
+        connection, transport = connect(handler)
+        ids = list(range(MAX_IN_FLIGHT + 20))
+        connection.data_received(requests(*ids))
+        assert len(connection._pending) == MAX_IN_FLIGHT and not transport.reading
+        release.set_result(None)
+        await turns()
+        assert transport.answered() == ids and transport.reading
+    asyncio.run(main())
+
+
+def test_a_throttled_request_stops_the_reading_of_those_after_it() -> None:
+    async def main() -> None:
+        async def handler(request: Request, connection: ClientConnection) -> Any:
+            if request.correlation_id == 1:
+                connection.mute(0.05)  # what Broker._throttle does for a client over its quota
+            return ANSWER
+
+        connection, transport = connect(handler)
+        connection.data_received(requests(1, 2))
+        assert transport.answered() == [1]
+        await asyncio.sleep(0.1)
+        assert transport.answered() == [1, 2]
+    asyncio.run(main())
