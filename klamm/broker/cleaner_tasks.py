@@ -2,11 +2,15 @@
 
 Each worker loops: on the event loop it picks the dirtiest compacted log nobody
 else is cleaning (klamm.storage.cleaner.grab_filthiest) and snapshots it; the
-cleaning itself runs in a thread of the cleaner executor; back on the loop the
+cleaning itself runs in the worker's cleaner process (klamm.storage.cleaner.Cleaner:
+out of the broker's interpreter lock), waited for by a thread of the cleaner
+executor; back on the loop the
 cleaned segments are swapped in, the replaced ones are deleted after
 file.delete.delay.ms (fetches may still be sending from them), and the
 cleaner-offset-checkpoint is updated. With nothing to clean a worker sleeps
-log.cleaner.backoff.ms. The workers share one log.cleaner.io.max.bytes.per.second budget. `__cluster_metadata` is never cleaned.
+log.cleaner.backoff.ms, as after a failed cleaning (the process crashed, a segment went
+meanwhile): the log is tried again then. The workers share one
+log.cleaner.io.max.bytes.per.second budget. `__cluster_metadata` is never cleaned.
 """
 
 from __future__ import annotations
@@ -21,13 +25,16 @@ from klamm.config.topic import TopicConfig
 from klamm.protocol.topics import METADATA_TOPIC
 from klamm.storage.cleaner import (
     Cleaner,
+    PROCESS_CONTEXT,
     CleanerCheckpoints,
+    CleanerCrashed,
     CleaningAborted,
     CompactionConfig,
     LogToClean,
     commit_clean,
     grab_filthiest,
     log_to_clean,
+    SegmentChanged,
     prepare_clean,
 )
 from klamm.storage.throttler import Throttler
@@ -59,7 +66,7 @@ class LogCleanerService:
         threads = max(config.log_cleaner_threads, 1)
         per_thread = config.log_cleaner_dedupe_buffer_size // threads
         # one I/O budget shared by every cleaner thread, as Kafka's LogCleaner has
-        self.throttler = Throttler(config.log_cleaner_io_max_bytes_per_second)
+        self.throttler = Throttler(config.log_cleaner_io_max_bytes_per_second, context=PROCESS_CONTEXT)
         self.cleaners = [Cleaner(per_thread, config.log_cleaner_io_buffer_load_factor, self.throttler)
                          for _ in range(config.log_cleaner_threads)]
         self.checkpoints: CleanerCheckpoints | None = None
@@ -90,6 +97,12 @@ class LogCleanerService:
                 cleaned = await self.clean_once(cleaner)
             except CleaningAborted:
                 return
+            except SegmentChanged as e:
+                log.info("log cleaning skipped, tried again later: %s", e)
+                cleaned = False
+            except CleanerCrashed as e:
+                log.error("log cleaning failed, tried again later: %s", e)
+                cleaned = False
             except Exception:  # one bad log must not stop compaction of the others
                 log.exception("log cleaning failed")
                 cleaned = False
@@ -151,5 +164,8 @@ class LogCleanerService:
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        loop = asyncio.get_running_loop()
+        # Each process ends at once if idle, aborts at its next batch if cleaning, is killed if stuck.
+        await asyncio.gather(*(loop.run_in_executor(None, cleaner.close) for cleaner in self.cleaners))
         if self._executor is not None:
-            await asyncio.get_running_loop().run_in_executor(None, self._executor.shutdown)
+            await loop.run_in_executor(None, self._executor.shutdown)

@@ -20,16 +20,21 @@ with a delete horizon like a tombstone and dropped by a cleaning after that hori
 The cleaned segment's `.txnindex` keeps only the aborted transactions whose marker and
 data both remain.
 
-Threads: choosing a log and preparing a CleanPlan (segment snapshot, duplicated
-descriptors) happen on the thread that owns the log (the event loop); the
-expensive part, Cleaner.clean, runs in a worker thread and touches only the
-plan's inactive segments (through its own descriptors) and its new `.cleaned`
-files; the swap (Log.replace_segments -> swap_in) runs on the owner thread again,
-so readers never see a half-swapped log.
+Threads and processes: choosing a log and preparing a CleanPlan happen on the
+thread that owns the log (the event loop). The plan's CleanJob (paths, sizes,
+mtimes, offsets, configs: plain values) goes to the Cleaner's own process, which
+does the expensive part out of the broker's interpreter lock: it opens the plan's
+inactive segments by path (a segment renamed, deleted or rewritten since the plan
+stops the cleaning: SegmentChanged), maps and rewrites them into new `.cleaned`
+files, fsyncs them, and answers with a CleanOutcome (offsets, counters, each new
+segment's SegmentSummary). A worker thread waits for that answer and opens the
+`.cleaned` segments; the swap (Log.replace_segments -> swap_in) runs on the owner
+thread again, so readers never see a half-swapped log. A process that dies only
+fails its cleaning (CleanerCrashed: its `.cleaned` files are removed).
 
 On-disk protocol of a swap (files named as in klamm.storage.segment, plus a suffix):
 
-    1. worker:  write <B>.log.cleaned (+ .index.cleaned, .timeindex.cleaned), fsync
+    1. worker:  write <B>.log.cleaned (+ .index.cleaned, .timeindex.cleaned), fsync (the cleaner process)
     2. owner:   rename the replaced segments except the first to *.deleted
     3. owner:   rename the cleaned files to *.swap (the .log last), fsync the directory
     4. owner:   rename the first replaced segment (base B) to *.deleted
@@ -51,13 +56,20 @@ the offset below which it is clean (the first dirty offset of the next cleaning)
 
 from __future__ import annotations
 
+import ctypes
 import logging
+import multiprocessing
 import os
+import pickle
 import re
+import signal
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from functools import partial
 from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
+from multiprocessing.process import BaseProcess
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -81,7 +93,15 @@ from klamm.protocol.records import (
 from klamm.storage.checkpoint import CorruptCheckpoint, fsync_dir, read_offset_checkpoint, write_offset_checkpoint
 from klamm.storage.config import LogConfig
 from klamm.storage.offset_map import OffsetMap
-from klamm.storage.segment import INDEX_SUFFIX, INT32_MAX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment, file_name
+from klamm.storage.segment import (
+    INDEX_SUFFIX,
+    INT32_MAX,
+    LOG_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    LogSegment,
+    SegmentSummary,
+    file_name,
+)
 from klamm.storage.throttler import Throttler
 from klamm.storage.txn_index import AbortedTxn
 
@@ -90,13 +110,18 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CLEANER_OFFSET_CHECKPOINT",
+    "PROCESS_CONTEXT",
+    "CleanJob",
+    "CleanOutcome",
     "CleanPlan",
     "CleanResult",
     "Cleaner",
     "CleanerCheckpoints",
+    "CleanerCrashed",
     "CleaningAborted",
     "CompactionConfig",
     "LogToClean",
+    "SegmentChanged",
     "commit_clean",
     "grab_filthiest",
     "log_to_clean",
@@ -115,11 +140,25 @@ DELETE_HORIZON_FLAG = 0x40  # batch attribute: base_timestamp holds the delete h
 MAX_LONG = 2**63 - 1
 _READ_CHUNK = 1 << 20
 _WRITE_CHUNK = 1 << 20
+_STOP_POLL_S = 0.05  # how soon a throttled cleaner process sees the stop flag
 _LEFTOVER = re.compile(r"^(\d{20})\.log(\.cleaned|\.swap|\.deleted)?$")
+# Cleaner processes start as fresh interpreters: forking a process that runs an event loop
+# and threads would copy locks held by other threads.
+PROCESS_CONTEXT = multiprocessing.get_context("spawn")
 
 
 class CleaningAborted(Exception):
     """The cleaning was stopped (broker shutdown); its `.cleaned` files are gone."""
+
+
+class SegmentChanged(Exception):
+    """A segment to clean was renamed, deleted or rewritten after the plan was made (retention,
+    truncation); nothing was written. The log is cleaned again later from a new plan."""
+
+
+class CleanerCrashed(Exception):
+    """The cleaner process died during a cleaning; its `.cleaned` files are gone, a new process
+    is started for the next cleaning."""
 
 
 @dataclass(frozen=True)
@@ -231,57 +270,63 @@ def grab_filthiest(candidates: Iterable[LogToClean]) -> LogToClean | None:
     return max(cleanable, key=lambda ltc: ltc.cleanable_ratio, default=None)
 
 
-# -- the plan handed to a worker thread ----------------------------------------------------------
+# -- the plan: what the cleaner process is sent (picklable), and what stays on the owner side ---------
 
 
-@dataclass
-class _Source:
-    """One inactive segment to read in a worker thread, through a descriptor of its own."""
+@dataclass(frozen=True)
+class SourceFile:
+    """One inactive segment to clean, as the cleaner process finds it: by path, checked by size and mtime."""
 
-    segment: LogSegment
+    path: Path
     base_offset: int
     next_base: int  # base offset of the following segment
     size: int
-    fd: int
     mtime_ns: int
     index_bytes: int
     time_index_bytes: int
 
 
-@dataclass
-class CleanPlan:
-    log: Log
+@dataclass(frozen=True)
+class CleanJob:
+    """Everything a cleaning reads besides the files: plain values only, sent to the cleaner process."""
+
     directory: Path
     log_config: LogConfig
     config: CompactionConfig
     first_dirty_offset: int
     first_uncleanable_offset: int
     now_ms: int
-    sources: list[_Source]
+    sources: tuple[SourceFile, ...]
     active_producers: dict[int, tuple[int | None, int]]  # producer id -> (last data offset, epoch)
-    aborted_txns: list[AbortedTxn] = field(default_factory=list)  # of the whole cleanable range
+    aborted_txns: tuple[AbortedTxn, ...] = ()  # of the whole cleanable range
 
-    def close(self) -> None:
-        for source in self.sources:
-            try:
-                os.close(source.fd)
-            except OSError:
-                pass
-        self.sources = []
+
+@dataclass
+class CleanPlan:
+    """A job and, on the owner side, the segments it names (by base offset) for the swap."""
+
+    log: Log
+    job: CleanJob
+    segments: dict[int, LogSegment]
+
+    @property
+    def directory(self) -> Path:
+        return self.job.directory
 
 
 def prepare_clean(ltc: LogToClean, now_ms: int) -> CleanPlan:
-    """Snapshot what the worker needs (owner thread): the inactive segments below the first
-    uncleanable offset, each with a duplicated descriptor so that retention closing the
-    segment meanwhile cannot pull the file from under the worker."""
+    """Snapshot what the cleaner process needs (owner thread): the inactive segments below the
+    first uncleanable offset, each with the size and mtime it must still have when opened
+    there (retention may rename or delete it meanwhile: the cleaning then stops, see
+    SegmentChanged)."""
     log = ltc.log
     segments = log.segments
     sources = []
     for i, segment in enumerate(segments[:-1]):
         if segment.base_offset >= ltc.first_uncleanable_offset:
             break
-        sources.append(_Source(
-            segment, segment.base_offset, segments[i + 1].base_offset, segment.size, os.dup(segment.fd),
+        sources.append(SourceFile(
+            segment.log_path, segment.base_offset, segments[i + 1].base_offset, segment.size,
             os.stat(segment.log_path).st_mtime_ns, segment.offset_index.entries * 8,
             segment.time_index.entries * 12,
         ))
@@ -290,11 +335,35 @@ def prepare_clean(ltc: LogToClean, now_ms: int) -> CleanPlan:
         last_data = entry.batches[-1].last_offset if entry.batches else None
         producers[producer_id] = (last_data, entry.epoch)
     aborted = log.collect_aborted_txns(segments[0].base_offset, ltc.first_uncleanable_offset) if sources else []
-    return CleanPlan(log, log.directory, log.config, ltc.config, ltc.first_dirty_offset,
-                     ltc.first_uncleanable_offset, now_ms, sources, producers, aborted)
+    job = CleanJob(log.directory, log.config, ltc.config, ltc.first_dirty_offset, ltc.first_uncleanable_offset,
+                   now_ms, tuple(sources), producers, tuple(aborted))
+    return CleanPlan(log, job, {s.base_offset: s for s in segments[:len(sources)]})
 
 
-# -- cleaning (worker thread) ---------------------------------------------------------------------
+# -- results --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CleanedFiles:
+    """One group's `.cleaned` files as the cleaner process left them (written and fsynced)."""
+
+    base_offset: int
+    replaced: tuple[int, ...]  # base offsets of the segments it replaces
+    aborted_txns: tuple[AbortedTxn, ...]  # the new segment's .txnindex
+    summary: SegmentSummary
+
+
+@dataclass(frozen=True)
+class CleanOutcome:
+    """What the cleaner process answers for one CleanJob."""
+
+    end_offset: int
+    groups: tuple[CleanedFiles, ...]
+    bytes_read: int
+    bytes_written: int
+    records_read: int
+    records_retained: int
+    duration_ms: float
 
 
 @dataclass
@@ -316,14 +385,53 @@ class CleanResult:
         self.groups = []
 
 
+def _result_of(plan: CleanPlan, outcome: CleanOutcome) -> CleanResult:
+    """Open the outcome's `.cleaned` segments on the owner side (all of them, or none: the files go)."""
+    result = CleanResult(outcome.end_offset)
+    try:
+        for files in outcome.groups:
+            new = LogSegment.reopen(plan.directory, files.base_offset, plan.job.log_config, files.summary,
+                                    suffix=CLEANED_SUFFIX)
+            old = [plan.segments[base] for base in files.replaced]
+            result.groups.append(CleanedGroup(new, old, list(files.aborted_txns)))
+    except BaseException:
+        result.discard()
+        _discard_cleaned_files(plan.job)
+        raise
+    return result
+
+
+def _discard_cleaned_files(job: CleanJob) -> None:
+    """Remove whatever `.cleaned` files a cleaning of `job` may have left (a group starts at a source)."""
+    for source in job.sources:
+        _unlink_segment_files(job.directory, source.base_offset, CLEANED_SUFFIX)
+
+
+# -- the cleaner (owner side) and its process ------------------------------------------------------
+
+
 class Cleaner:
-    """One cleaner thread's state: its offset map and counters (read by metrics)."""
+    """One cleaner: a long-lived process that does the cleanings, and the counters read by metrics.
+
+    The expensive part of a cleaning (mapping keys, decoding, filtering and rewriting
+    batches) is pure Python; in a thread it would hold the interpreter lock for
+    milliseconds at a time and delay the event loop. The process holds the offset map
+    (log.cleaner.dedupe.buffer.size) and is started on the first cleaning; a process that
+    dies fails that cleaning only (CleanerCrashed) and is started again for the next.
+    `clean` blocks until the process answers: call it from a worker thread.
+    """
 
     def __init__(self, dedupe_buffer_bytes: int, load_factor: float = 0.9, throttler: Throttler | None = None) -> None:
+        # The map's capacity; its entries live in the process (this copy stays empty).
         self.offset_map = OffsetMap(dedupe_buffer_bytes, load_factor)
         # log.cleaner.io.max.bytes.per.second: reads and writes count, as in Kafka's cleaner
-        self.throttler = throttler or Throttler(float("inf"))
-        self._stop = threading.Event()
+        self.throttler = throttler or Throttler(float("inf"), context=PROCESS_CONTEXT)
+        # Set once, read by the process before each batch and while it throttles. A plain shared
+        # byte, not an Event: a process killed (or stopped) inside Event.is_set would keep its lock.
+        self._stop = PROCESS_CONTEXT.RawValue("b", 0)
+        self._busy = threading.Lock()  # one cleaning at a time; held while the process works
+        self._process: BaseProcess | None = None
+        self._conn: Connection | None = None
         # Counters since start, for a metrics module.
         self.runs = 0
         self.bytes_read = 0
@@ -336,60 +444,190 @@ class Cleaner:
     def bytes_cleaned(self) -> int:
         return self.bytes_read
 
+    @property
+    def pid(self) -> int | None:
+        """The cleaner process's id while it runs (tests kill it)."""
+        return self._process.pid if self._process is not None and self._process.is_alive() else None
+
     def stop(self) -> None:
-        """Ask a running clean to stop at the next batch (any thread)."""
-        self._stop.set()
+        """Ask a running clean to stop at the next batch, and every later one not to start (any thread)."""
+        self._stop.value = 1
 
     def clean(self, plan: CleanPlan) -> CleanResult:
-        """Build the offset map and write the cleaned segments (`*.cleaned`); closes the plan's descriptors.
+        """Have the process write the cleaned segments (`*.cleaned`); open them here for the swap.
 
-        Nothing visible changes until commit_clean swaps the result in.
+        Nothing visible changes until commit_clean swaps the result in. Raises CleaningAborted
+        once stopped, SegmentChanged if a source segment went meanwhile, CleanerCrashed if the
+        process died; none of them leaves a `.cleaned` file behind.
         """
-        started = time.monotonic()
-        try:
-            end_offset = self._build_offset_map(plan)
-            sources = [s for s in plan.sources if s.base_offset < end_offset]
-            result = CleanResult(end_offset)
-            txns = _TxnTracker(plan.aborted_txns)
+        with self._busy:
+            if self._stop.value:
+                raise CleaningAborted()
+            conn = self._start()
             try:
-                for group in group_by_size(sources, plan.log_config.segment_bytes,
-                                           plan.log_config.segment_index_bytes, plan.first_uncleanable_offset):
-                    cleaned = self._clean_group(plan, group, txns)
-                    result.groups.append(CleanedGroup(cleaned, [s.segment for s in group], txns.take_kept()))
-            except BaseException:
-                result.discard()
-                raise
-        finally:
-            plan.close()
+                conn.send(plan.job)
+                reply = conn.recv()
+            except (EOFError, OSError) as e:
+                exitcode = self._reap()
+                _discard_cleaned_files(plan.job)
+                if self._stop.value:
+                    raise CleaningAborted() from e
+                raise CleanerCrashed(f"the cleaner process died (exit code {exitcode})") from e
+        if isinstance(reply, BaseException):
+            raise reply
         self.runs += 1
-        self.last_duration_ms = (time.monotonic() - started) * 1000
-        return result
+        self.bytes_read += reply.bytes_read
+        self.bytes_written += reply.bytes_written
+        self.records_read += reply.records_read
+        self.records_retained += reply.records_retained
+        self.last_duration_ms = reply.duration_ms
+        return _result_of(plan, reply)
+
+    def close(self, timeout_s: float = 5.0) -> None:
+        """Stop, and end the process: a cleaning still running after `timeout_s` is killed (its
+        waiting `clean` then raises CleaningAborted and removes the `.cleaned` files)."""
+        self.stop()
+        if self._busy.acquire(timeout=timeout_s):
+            try:
+                self._end_process()
+            finally:
+                self._busy.release()
+        else:
+            process = self._process
+            if process is not None:
+                process.kill()
+
+    def _start(self) -> Connection:
+        if self._process is not None and self._conn is not None:
+            return self._conn
+        ours, theirs = PROCESS_CONTEXT.Pipe()
+        process = PROCESS_CONTEXT.Process(target=_process_main, name="klamm-cleaner",
+                                   args=(theirs, self.offset_map, self.throttler, self._stop), daemon=True)
+        process.start()
+        theirs.close()  # the process's end: once it exits, recv here sees EOF
+        self._process, self._conn = process, ours
+        return ours
+
+    def _reap(self) -> int | None:
+        process, conn = self._process, self._conn
+        self._process = self._conn = None
+        if conn is not None:
+            conn.close()
+        if process is None:
+            return None
+        process.join(1.0)
+        if process.is_alive():
+            process.kill()
+            process.join()
+        return process.exitcode
+
+    def _end_process(self) -> None:
+        if self._conn is not None:
+            try:
+                self._conn.send(None)
+            except OSError:
+                pass
+        self._reap()
+
+
+def _process_main(conn: Connection, offset_map: OffsetMap, throttler: Throttler, stop: ctypes.c_byte) -> None:
+    """The cleaner process: answer each CleanJob with a CleanOutcome or the exception it raised."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the broker decides when its cleaner stops
+    work = _Cleaning(offset_map, throttler.with_sleep(partial(_sleep_unless, stop)), lambda: bool(stop.value))
+    while True:
+        try:
+            job = conn.recv()
+        except (EOFError, OSError):
+            return  # the broker is gone
+        if job is None:
+            return
+        reply: CleanOutcome | BaseException
+        try:
+            reply = work.run(job)
+        except Exception as e:  # noqa: BLE001 (anything: the broker decides what a failed cleaning means)
+            reply = e
+        try:
+            conn.send(reply)
+        except (TypeError, AttributeError, pickle.PicklingError):
+            conn.send(RuntimeError(f"log cleaning failed: {reply!r}"))
+        except OSError:
+            return
+
+
+def _sleep_unless(stop: ctypes.c_byte, seconds: float) -> None:
+    """Sleep `seconds`, or less once `stop` is set."""
+    deadline = time.monotonic() + seconds
+    while not stop.value:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return
+        time.sleep(min(remaining, _STOP_POLL_S))
+
+
+# -- cleaning (the cleaner process) -----------------------------------------------------------------
+
+
+class _Cleaning:
+    """The work of one cleaning, in the cleaner process; the offset map is reused from one to the next."""
+
+    def __init__(self, offset_map: OffsetMap, throttler: Throttler, stopped: Callable[[], bool]) -> None:
+        self.offset_map = offset_map
+        self.throttler = throttler
+        self._stopped = stopped
+        self.bytes_read = self.bytes_written = self.records_read = self.records_retained = 0
+
+    def run(self, job: CleanJob) -> CleanOutcome:
+        """Build the offset map and write the cleaned segments (`*.cleaned`, fsynced)."""
+        started = time.monotonic()
+        self.bytes_read = self.bytes_written = self.records_read = self.records_retained = 0
+        fds: dict[int, int] = {}
+        groups: list[CleanedFiles] = []
+        try:
+            for source in job.sources:
+                fds[source.base_offset] = _open_source(source)
+            end_offset = self._build_offset_map(job, fds)
+            sources = [s for s in job.sources if s.base_offset < end_offset]
+            txns = _TxnTracker(list(job.aborted_txns))
+            for group in group_by_size(sources, job.log_config.segment_bytes,
+                                       job.log_config.segment_index_bytes, job.first_uncleanable_offset):
+                summary = self._clean_group(job, group, fds, txns)
+                groups.append(CleanedFiles(group[0].base_offset, tuple(s.base_offset for s in group),
+                                           tuple(txns.take_kept()), summary))
+        except BaseException:
+            for files in groups:
+                _unlink_segment_files(job.directory, files.base_offset, CLEANED_SUFFIX)
+            raise
+        finally:
+            for fd in fds.values():
+                os.close(fd)
+        return CleanOutcome(end_offset, tuple(groups), self.bytes_read, self.bytes_written, self.records_read,
+                            self.records_retained, (time.monotonic() - started) * 1000)
 
     def _check_stop(self) -> None:
-        if self._stop.is_set():
+        if self._stopped():
             raise CleaningAborted()
 
     # building the map
 
-    def _build_offset_map(self, plan: CleanPlan) -> int:
+    def _build_offset_map(self, job: CleanJob, fds: dict[int, int]) -> int:
         """Map the dirty section, as far as the map holds; return the offset cleaning stops before."""
         offset_map = self.offset_map
         offset_map.clear()
-        start, end = plan.first_dirty_offset, plan.first_uncleanable_offset
-        txns = _TxnTracker([txn for txn in plan.aborted_txns if txn.last_offset >= start])
-        for source in plan.sources:
+        start, end = job.first_dirty_offset, job.first_uncleanable_offset
+        txns = _TxnTracker([txn for txn in job.aborted_txns if txn.last_offset >= start])
+        for source in job.sources:
             if source.next_base <= start or source.base_offset >= end:
                 continue
-            if self._map_segment(source, start, txns):
+            if self._map_segment(source, fds[source.base_offset], start, txns):
                 break
             # Offsets may have gaps: the segment maps everything up to the next one.
             offset_map.update_latest_offset(min(source.next_base, end) - 1)
         return offset_map.latest_offset + 1
 
-    def _map_segment(self, source: _Source, start: int, txns: _TxnTracker) -> bool:
+    def _map_segment(self, source: SourceFile, fd: int, start: int, txns: _TxnTracker) -> bool:
         """Add the segment's keyed records at offsets >= start, except aborted ones; True when the map filled up."""
         offset_map = self.offset_map
-        for data in _batches(source.fd, source.size):
+        for data in _batches(fd, source.size):
             self._check_stop()
             self.throttler.maybe_throttle(len(data))
             header = read_batch_header(data)
@@ -411,19 +649,20 @@ class Cleaner:
 
     # rewriting
 
-    def _clean_group(self, plan: CleanPlan, group: list[_Source], txns: _TxnTracker) -> LogSegment:
+    def _clean_group(self, job: CleanJob, group: list[SourceFile], fds: dict[int, int],
+                     txns: _TxnTracker) -> SegmentSummary:
         base = group[0].base_offset
-        _unlink_segment_files(plan.directory, base, CLEANED_SUFFIX)  # from an earlier aborted attempt
-        cleaned = LogSegment.create(plan.directory, base, plan.log_config, plan.now_ms, suffix=CLEANED_SUFFIX)
+        _unlink_segment_files(job.directory, base, CLEANED_SUFFIX)  # from an earlier aborted attempt
+        cleaned = LogSegment.create(job.directory, base, job.log_config, job.now_ms, suffix=CLEANED_SUFFIX)
         try:
             out = bytearray()
             headers: list[BatchHeader] = []
             for source in group:
-                for data in _batches(source.fd, source.size):
+                for data in _batches(fds[source.base_offset], source.size):
                     self._check_stop()
                     self.throttler.maybe_throttle(len(data))
                     self.bytes_read += len(data)
-                    kept = self._filter_batch(plan, data, txns)
+                    kept = self._filter_batch(job, data, txns)
                     if kept is None:
                         continue
                     headers.append(read_batch_header(kept))
@@ -441,12 +680,14 @@ class Cleaner:
             cleaned.flush()
             # Keep the replaced files' age, as Kafka does (mtime-based retention looks at it).
             os.utime(cleaned.log_path, ns=(group[-1].mtime_ns, group[-1].mtime_ns))
+            summary = cleaned.summary()
+            cleaned.close()
         except BaseException:
             cleaned.delete()
             raise
-        return cleaned
+        return summary
 
-    def _filter_batch(self, plan: CleanPlan, data: bytes, txns: _TxnTracker) -> bytes | None:
+    def _filter_batch(self, job: CleanJob, data: bytes, txns: _TxnTracker) -> bytes | None:
         """The batch as it survives cleaning: unchanged, rebuilt with fewer records, empty, or None
         (Kafka's cleanInto filter: checkBatchRetention, then shouldRetainRecord)."""
         header = read_batch_header(data)
@@ -454,19 +695,19 @@ class Cleaner:
         if header.is_control:
             discardable = txns.on_control(header, data)
             # A marker whose transaction has no batch left waits out delete.retention.ms like a tombstone.
-            if discardable and has_horizon and header.base_timestamp <= plan.now_ms:
-                return _empty_batch(header) if _keep_empty(plan, header) else None
+            if discardable and has_horizon and header.base_timestamp <= job.now_ms:
+                return _empty_batch(header) if _keep_empty(job, header) else None
             if discardable and not has_horizon and header.records_count:
-                return _rebuild_batch(header, decode_batch(data)[1], plan.now_ms + plan.config.delete_retention_ms)
-            if header.records_count or _keep_empty(plan, header):
+                return _rebuild_batch(header, decode_batch(data)[1], job.now_ms + job.config.delete_retention_ms)
+            if header.records_count or _keep_empty(job, header):
                 return data
             return None
         if txns.on_batch(header):  # aborted: the records go whatever their keys
             self.records_read += header.records_count
-            return _empty_batch(header) if _keep_empty(plan, header) else None
+            return _empty_batch(header) if _keep_empty(job, header) else None
         _, records = decode_batch(data)
         self.records_read += len(records)
-        retained = [r for r in records if self._retain(r, header, has_horizon, plan.now_ms)]
+        retained = [r for r in records if self._retain(r, header, has_horizon, job.now_ms)]
         self.records_retained += len(retained)
         tombstones = any(r.value is None for r in retained)
         if retained and len(retained) == len(records) and (has_horizon or not tombstones):
@@ -475,11 +716,11 @@ class Cleaner:
             if has_horizon:
                 horizon = header.base_timestamp
             elif tombstones:
-                horizon = plan.now_ms + plan.config.delete_retention_ms
+                horizon = job.now_ms + job.config.delete_retention_ms
             else:
                 horizon = None
             return _rebuild_batch(header, retained, horizon)
-        if _keep_empty(plan, header):
+        if _keep_empty(job, header):
             return _empty_batch(header)
         return None
 
@@ -494,6 +735,19 @@ class Cleaner:
         if record.value is not None:
             return True
         return not has_horizon or now_ms < header.base_timestamp
+
+
+def _open_source(source: SourceFile) -> int:
+    """A descriptor of the source segment, if it is still the file the plan saw; else SegmentChanged."""
+    try:
+        fd = os.open(source.path, os.O_RDONLY)
+    except FileNotFoundError:
+        raise SegmentChanged(f"{source.path} is gone (retention or truncation got there first)") from None
+    stat = os.fstat(fd)
+    if stat.st_size != source.size or stat.st_mtime_ns != source.mtime_ns:
+        os.close(fd)
+        raise SegmentChanged(f"{source.path} changed since the cleaning was planned")
+    return fd
 
 
 class _TxnTracker:
@@ -555,14 +809,14 @@ class _TxnTracker:
         return False
 
 
-def _keep_empty(plan: CleanPlan, header: BatchHeader) -> bool:
+def _keep_empty(job: CleanJob, header: BatchHeader) -> bool:
     """Kafka keeps an emptied batch when it is an active producer's last one (its sequence
     numbers and epoch are needed after a restart) or the last batch of the cleaned range."""
-    if header.next_offset == plan.first_uncleanable_offset:
+    if header.next_offset == job.first_uncleanable_offset:
         return True
     if header.producer_id < 0:
         return False
-    last = plan.active_producers.get(header.producer_id)
+    last = job.active_producers.get(header.producer_id)
     if last is None:
         return False
     last_data_offset, epoch = last
@@ -637,11 +891,11 @@ def _batches(fd: int, size: int) -> Iterator[bytes]:
         position += relative
 
 
-def group_by_size(sources: list[_Source], max_size: int, max_index_size: int,
-                  first_uncleanable_offset: int) -> list[list[_Source]]:
+def group_by_size(sources: list[SourceFile], max_size: int, max_index_size: int,
+                  first_uncleanable_offset: int) -> list[list[SourceFile]]:
     """Kafka's groupSegmentsBySize: consecutive segments whose sizes (log and both indexes) fit
     one segment and whose offsets stay within an int32 of the group's base."""
-    groups: list[list[_Source]] = []
+    groups: list[list[SourceFile]] = []
     i = 0
     while i < len(sources):
         group = [sources[i]]

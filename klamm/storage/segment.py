@@ -36,6 +36,7 @@ from __future__ import annotations
 import os
 import struct
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 from klamm.protocol.batch import (
@@ -132,6 +133,19 @@ def scan_batches(
         position += header.size
 
 
+@dataclass(frozen=True)
+class SegmentSummary:
+    """What a segment knows of its contents beyond its files: handed from the process that
+    wrote a segment (the log cleaner's) to the one that opens it (LogSegment.reopen)."""
+
+    size: int
+    next_offset: int
+    max_timestamp: int
+    offset_of_max_timestamp: int
+    first_batch_timestamp: int | None
+    created_ms: int
+
+
 class LogSegment:
     """A `.log` file with its indexes; see the module docstring for format and invariants."""
 
@@ -188,6 +202,31 @@ class LogSegment:
         segment = cls(directory, base_offset, config, now_ms, io=io)
         segment.size = os.fstat(segment.fd).st_size
         return segment
+
+    @classmethod
+    def reopen(cls, directory: Path, base_offset: int, config: LogConfig, summary: SegmentSummary,
+               suffix: str = "") -> LogSegment:
+        """A sealed segment another process wrote (and fsynced), as that process's `summary` describes
+        it; the indexes are taken as written. FileNotFoundError if its `.log` file is gone."""
+        if not (directory / (file_name(base_offset, LOG_SUFFIX) + suffix)).exists():
+            raise FileNotFoundError(directory / (file_name(base_offset, LOG_SUFFIX) + suffix))
+        segment = cls(directory, base_offset, config, summary.created_ms, suffix)
+        segment.size = summary.size
+        segment.next_offset = summary.next_offset
+        segment.max_timestamp = summary.max_timestamp
+        segment.offset_of_max_timestamp = summary.offset_of_max_timestamp
+        segment.first_batch_timestamp = summary.first_batch_timestamp
+        try:
+            segment.offset_index.load()
+            segment.time_index.load()
+        except BaseException:
+            segment.close()
+            raise
+        return segment
+
+    def summary(self) -> SegmentSummary:
+        return SegmentSummary(self.size, self.next_offset, self.max_timestamp, self.offset_of_max_timestamp,
+                              self.first_batch_timestamp, self.created_ms)
 
     def load_indexes(self, next_offset_bound: int) -> bool:
         """Load both indexes; False if either is missing or fails its sanity check (rebuild it)."""

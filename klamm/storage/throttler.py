@@ -2,35 +2,54 @@
 
 Callers report the bytes they read or wrote; once per check interval, if the rate
 observed over that interval is above the desired rate, the caller sleeps long
-enough for the interval's bytes to fit the rate. Shared by every cleaner thread
-(one budget for the broker), hence the lock. Clock and sleep are injectable.
+enough for the interval's bytes to fit the rate. Shared by every cleaner (one
+budget for the broker), hence the lock; given a multiprocessing context, the lock
+and the state live in shared memory, so the cleaner processes it is handed to
+(when they start) share the one budget. Clock and sleep are injectable.
 """
 
 from __future__ import annotations
 
+import copy
 import math
 import threading
 import time
 from collections.abc import Callable
+from multiprocessing.context import BaseContext
+from typing import Any
 
 __all__ = ["Throttler"]
 
 _NS_PER_S = 1_000_000_000
 _NS_PER_MS = 1_000_000
+# A process killed while holding the shared lock must not stop the others forever: past
+# this wait they go on unthrottled for that interval.
+_LOCK_TIMEOUT_S = 60.0
 
 
 class Throttler:
     def __init__(self, rate_per_sec: float, *, check_interval_ms: int = 300,
                  clock_ns: Callable[[], int] = time.monotonic_ns,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
+                 sleep: Callable[[float], None] = time.sleep, context: BaseContext | None = None) -> None:
         self.rate_per_sec = rate_per_sec
         self._check_interval_ns = check_interval_ms * _NS_PER_MS
         self._clock_ns = clock_ns
         self._sleep = sleep
-        self._lock = threading.Lock()
-        self._period_start_ns = clock_ns()
-        self._observed = 0.0
-        self.slept_ms = 0  # total, for metrics and tests
+        # _state: [start of the current period (ns), bytes observed in it]
+        self._lock: Any
+        self._state: Any
+        if context is None:
+            self._lock, self._state = threading.Lock(), [clock_ns(), 0]
+        else:
+            self._lock, self._state = context.Lock(), context.RawArray("q", [clock_ns(), 0])
+        self.slept_ms = 0  # total of this object (not of the other processes), for tests
+
+    def with_sleep(self, sleep: Callable[[float], None]) -> Throttler:
+        """The same budget (lock and state shared) sleeping with `sleep`, e.g. an Event's wait, to stop early."""
+        other = copy.copy(self)
+        other._sleep = sleep
+        other.slept_ms = 0
+        return other
 
     @property
     def unlimited(self) -> bool:
@@ -40,17 +59,22 @@ class Throttler:
         """Account `observed` bytes; sleep if the rate over the last interval is above the limit."""
         if self.unlimited or observed <= 0:
             return
-        with self._lock:
-            self._observed += observed
-            elapsed_ns = self._clock_ns() - self._period_start_ns
+        if not self._lock.acquire(timeout=_LOCK_TIMEOUT_S):
+            return
+        try:
+            state = self._state
+            state[1] += int(observed)
+            elapsed_ns = self._clock_ns() - state[0]
             if elapsed_ns <= self._check_interval_ns:
                 return
-            rate = self._observed * _NS_PER_S / elapsed_ns
+            rate = state[1] * _NS_PER_S / elapsed_ns
             if rate > self.rate_per_sec:
                 # the time these bytes should have taken at the desired rate, minus the time they took
-                sleep_ms = round(self._observed / (self.rate_per_sec / 1000) - elapsed_ns // _NS_PER_MS)
+                sleep_ms = round(state[1] / (self.rate_per_sec / 1000) - elapsed_ns // _NS_PER_MS)
                 if sleep_ms > 0:
                     self._sleep(sleep_ms / 1000)
                     self.slept_ms += sleep_ms
-            self._period_start_ns = self._clock_ns()
-            self._observed = 0.0
+            state[0] = self._clock_ns()
+            state[1] = 0
+        finally:
+            self._lock.release()

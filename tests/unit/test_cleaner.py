@@ -37,11 +37,22 @@ def append(log: Log, records, *, codec: int = 0, ts: int = NOW - 1000, producer_
     log.append(buf, split_batches(buf), leader_epoch=0)
 
 
+_SHARED: list[Cleaner] = []
+
+
+def shared_cleaner() -> Cleaner:
+    """One cleaner for the tests' cleanings: each Cleaner starts a process (a fresh interpreter) on its
+    first cleaning. It ends with the test run (its process reads EOF once this one exits)."""
+    if not _SHARED:
+        _SHARED.append(Cleaner(1 << 20))
+    return _SHARED[0]
+
+
 def clean(log: Log, config: CompactionConfig = EAGER, *, checkpoint: int | None = None, now: int = NOW,
           cleaner: Cleaner | None = None) -> int:
     """One synchronous cleaning pass; returns the new checkpoint."""
     ltc = log_to_clean(log, config, checkpoint, now, log.log_end_offset)
-    result = (cleaner or Cleaner(1 << 20)).clean(prepare_clean(ltc, now))
+    result = (cleaner or shared_cleaner()).clean(prepare_clean(ltc, now))
     complete, replaced = commit_clean(log, result)
     assert complete
     for segment in replaced:
@@ -409,7 +420,7 @@ def test_appends_and_reads_while_a_worker_cleans(tmp_path):
     ltc = log_to_clean(log, EAGER, None, NOW, log.log_end_offset)
     plan = prepare_clean(ltc, NOW)
     with ThreadPoolExecutor(1) as pool:
-        future = pool.submit(Cleaner(1 << 20).clean, plan)
+        future = pool.submit(shared_cleaner().clean, plan)
         n = 200
         while not future.done() or n < 260:
             append(log, [(k(n % 10), f"v{n}".encode())])

@@ -8,7 +8,7 @@ import os
 from collections.abc import Callable
 
 import pytest
-from test_cleaner import EAGER, NOW, append, dump, k
+from test_cleaner import EAGER, NOW, append, dump, k, shared_cleaner
 
 from klamm.storage import cleaner as cleaner_module
 from klamm.storage.cleaner import Cleaner, commit_clean, log_to_clean, prepare_clean
@@ -69,7 +69,7 @@ def run_with_crash(tmp_path, monkeypatch, segment_bytes: int, count: int, *, fsy
     log = build(tmp_path, segment_bytes)
     old = dump(log)
     ltc = log_to_clean(log, EAGER, None, NOW, log.log_end_offset)
-    result = Cleaner(1 << 20).clean(prepare_clean(ltc, NOW))
+    result = shared_cleaner().clean(prepare_clean(ltc, NOW))
     new_segments = [group.new for group in result.groups]
     if fsync:
         monkeypatch.setattr(cleaner_module, "fsync_dir", _failing_after(count))
@@ -101,7 +101,7 @@ def _failing_after(count: int):
 def expected_new(tmp_path, segment_bytes: int) -> list:
     log = build(tmp_path / "reference", segment_bytes)
     ltc = log_to_clean(log, EAGER, None, NOW, log.log_end_offset)
-    result = Cleaner(1 << 20).clean(prepare_clean(ltc, NOW))
+    result = shared_cleaner().clean(prepare_clean(ltc, NOW))
     _, replaced = commit_clean(log, result)
     for segment in replaced:
         segment.delete()
@@ -173,7 +173,7 @@ def test_crash_while_writing_cleaned_files(tmp_path):
     log = build(tmp_path, 1 << 20)
     old = dump(log)
     ltc = log_to_clean(log, EAGER, None, NOW, log.log_end_offset)
-    result = Cleaner(1 << 20).clean(prepare_clean(ltc, NOW))
+    result = shared_cleaner().clean(prepare_clean(ltc, NOW))
     [group] = result.groups
     with open(group.new.log_path, "r+b") as f:
         f.truncate(group.new.size // 2)  # torn
