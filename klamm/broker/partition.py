@@ -22,7 +22,7 @@ partition keeps a `LeaderState`, and its high watermark moves as the ISR's
 fetch positions show the followers have the records (on the append itself when
 the ISR is this broker alone). acks=all appends wait in `wait_for_replication`
 until the high watermark passes them. As follower (`become_follower`) it takes
-no produce and no consumer fetch; the replica fetcher appends the leader's
+no produce, and consumer fetches only from Fetch v11 (KIP-392); the replica fetcher appends the leader's
 batches as they are and sets the high watermark. A Partition built on its own
 (tools, storage tests) has neither role: its high watermark follows its log.
 
@@ -483,9 +483,12 @@ class Partition:
                 raise KafkaError(ErrorCode.invalid_record, "clients may not write control batches")
         return buf, headers
 
-    def read(self, offset: int, max_bytes: int, *, read_committed: bool, min_one: bool) -> ReadResult:
-        """A consumer's read: up to the HW (or the LSO), from the leader only."""
-        self.check_leader()
+    def read(self, offset: int, max_bytes: int, *, read_committed: bool, min_one: bool,
+             leader_only: bool = True) -> ReadResult:
+        """A consumer's read: up to the HW (or the LSO). With `leader_only` False a follower serves it too,
+        up to its own HW and LSO (KIP-392: Kafka's consumer fetch from v11)."""
+        if leader_only:
+            self.check_leader()
         limit = self.last_stable_offset if read_committed else self.high_watermark
         return self.log.read(offset, max_bytes, max_offset=limit, min_one=min_one)
 

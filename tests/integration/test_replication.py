@@ -20,7 +20,7 @@ from klamm.protocol.errors import ErrorCode
 from klamm.protocol.records import build_batch
 from klamm.testing import EmbeddedCluster, run_cluster
 
-from tests.integration.conftest import CREATE_TOPICS, FETCH, PRODUCE, RawClient
+from tests.integration.conftest import CREATE_TOPICS, FETCH, PRODUCE, RawClient, fetch, fetch_body
 
 pytestmark = [pytest.mark.timeout(120)]
 
@@ -124,15 +124,30 @@ def test_a_follower_answers_not_leader_and_names_the_leader(cluster: EmbeddedClu
     assert (answer.current_leader.leader_id, answer.current_leader.leader_epoch) == (leader.leader, leader.leader_epoch)
     [endpoint] = response.node_endpoints
     assert (endpoint.node_id, endpoint.port) == (leader.leader, cluster.brokers[leader.leader].port)
-    fetched = client.request(FETCH, 12, {"replica_id": -1, "max_wait": 0, "min_bytes": 0, "max_bytes": 1 << 20,
-                                         "isolation_level": 0, "session_id": 0, "session_epoch": -1,
-                                         "topics": [{"topic": "r", "partitions": [
-                                             {"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20,
-                                              "current_leader_epoch": -1, "last_fetched_epoch": -1,
-                                              "log_start_offset": -1}]}],
-                                         "forgotten_topics_data": [], "rack_id": ""})
-    assert fetched.responses[0].partitions[0].error_code == ErrorCode.not_leader_or_follower
-    assert fetched.responses[0].partitions[0].current_leader.leader_id == leader.leader
+    # a consumer's fetch before v11 is the leader's only (from v11 a follower serves it: KIP-392)
+    assert fetch(client, "r", 0, version=10).error_code == ErrorCode.not_leader_or_follower
+
+
+def test_a_consumer_fetches_from_a_follower_from_v11(cluster: EmbeddedCluster) -> None:
+    # Kafka's FetchParams.fetchOnlyLeader: a consumer's fetch from v11 reads a follower's log, up to
+    # that follower's high watermark, and a long poll there is answered when that HW moves.
+    create(cluster, "r")
+    assert len(produce(cluster, "r", 4)) == 4
+    follower = next(n for n in cluster.brokers if n != cluster.partition("r").leader)
+    eventually(lambda: replica(cluster, follower, "r").high_watermark == 4)
+    client = RawClient(cluster.brokers[follower].port)
+    answer = fetch(client, "r", 0, version=11)
+    assert (answer.error_code, answer.high_watermark) == (ErrorCode.none, 4)
+    read = split_batches(bytearray(answer.records))
+    assert read[0].base_offset == 0 and sum(h.records_count for h in read) == 4
+    client.send(FETCH, 12, fetch_body("r", 4, max_wait_ms=30_000))  # parked at the follower's HW
+    time.sleep(0.2)
+    started = time.monotonic()
+    produce(cluster, "r", 1, prefix="late")
+    _, fetched = client.receive()
+    late = fetched.responses[0].partitions[0]
+    assert late.error_code == ErrorCode.none and split_batches(bytearray(late.records))[0].base_offset == 4
+    assert time.monotonic() - started < 10
 
 
 def test_acks_all_waits_for_the_isr_and_min_insync_replicas_refuses(cluster: EmbeddedCluster) -> None:

@@ -29,6 +29,11 @@ is answered instead of records, and that fetch does not count as progress), and
 its fetch offset tells the partition's LeaderState what the follower has, which
 moves the high watermark and the ISR (klamm.broker.replication).
 
+A consumer's fetch from v11 (KIP-392, which added rack_id) is served by a follower
+too, up to the follower's own high watermark (or LSO), as Kafka's does
+(FetchParams.fetchOnlyLeader: a follower's fetch, or a consumer's before v11).
+No preferred read replica is named (Kafka's default, no replica.selector.class).
+
 With an authorizer (Kafka's KafkaApis.handleFetchRequest): a follower's fetch
 needs CLUSTER_ACTION on the cluster, else every partition answers
 TOPIC_AUTHORIZATION_FAILED; a consumer needs READ on each topic, else its
@@ -87,7 +92,8 @@ async def handle(broker: BrokerServices, request: Any) -> dict[str, Any]:
         if denied:
             wanted = [(item[0], item[1], None, ErrorCode.topic_authorization_failed) if item[0] in denied else item
                       for item in wanted]
-        entries, total, errors = _read_all(wanted, max_bytes, read_committed, replica_id)
+        entries, total, errors = _read_all(wanted, max_bytes, read_committed, replica_id,
+                                           leader_only=request.api_version < 11)
         remaining = deadline - time.monotonic()
         if total >= min_bytes or errors or remaining <= 0:
             break
@@ -222,8 +228,8 @@ def _check_epoch(partition: Any, epoch: int) -> None:
     raise KafkaError(ErrorCode.fenced_leader_epoch if epoch < partition.leader_epoch else ErrorCode.unknown_leader_epoch)
 
 
-def _read_all(wanted: list[Wanted], max_bytes: int, read_committed: bool,
-              replica_id: int) -> tuple[list, int, bool]:
+def _read_all(wanted: list[Wanted], max_bytes: int, read_committed: bool, replica_id: int, *,
+              leader_only: bool) -> tuple[list, int, bool]:
     """(wanted, partition response) pairs, total record bytes, and whether to answer now (an error)."""
     entries = []
     total = 0
@@ -247,7 +253,7 @@ def _read_all(wanted: list[Wanted], max_bytes: int, read_committed: bool,
                 partition.on_follower_fetch(replica_id, position.fetch_offset)
             else:
                 read = partition.read(position.fetch_offset, max(limit, 0), read_committed=read_committed,
-                                      min_one=total == 0)
+                                      min_one=total == 0, leader_only=leader_only)
         except KafkaError as exc:
             errors = True
             entries.append((item, _error(position.partition, exc.code, partition)))
