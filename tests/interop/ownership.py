@@ -4,7 +4,8 @@ Every member is a confluent-kafka consumer polled from one thread (the test's),
 so its assign and revoke callbacks (which librdkafka runs only inside poll and
 close) land in the shared Ledger in the order they happened. A member commits
 synchronously, in its revoke callback, the position of every partition it
-gives up; it never commits otherwise. So, with no member fenced:
+gives up (with `commit_interval`, also every so often, to have commits acknowledged
+at any time). So, with no member fenced:
 - no partition is assigned to a member while another one holds it;
 - a member taking a partition over starts exactly where the last owner stopped:
   per partition, the consumed offsets over time are 0, 1, 2, ... without a gap
@@ -71,6 +72,8 @@ class Ledger:
     lost: list[str] = field(default_factory=list)
     failed_commits: list[str] = field(default_factory=list)
     consumed: dict[int, list[tuple[int, int]]] = field(default_factory=dict)  # partition -> [(member, offset)]
+    acked: dict[int, int] = field(default_factory=dict)  # partition -> highest commit acknowledged
+    changes: int = 0  # assignments and revocations so far
     history: list[str] = field(default_factory=list)
     start: float = field(default_factory=time.monotonic)
 
@@ -78,6 +81,7 @@ class Ledger:
         self.history.append(f"{time.monotonic() - self.start:7.3f}s {text}")
 
     def assigned(self, member: int, partitions: list[int]) -> None:
+        self.changes += bool(partitions)
         self._note(f"member {member} assigned {sorted(partitions)}")
         for p in partitions:
             holder = self.owner.get(p)
@@ -87,12 +91,17 @@ class Ledger:
             self.owner[p] = member
 
     def revoked(self, member: int, partitions: list[int], lost: bool) -> None:
+        self.changes += bool(partitions)
         self._note(f"member {member} {'lost' if lost else 'revoked'} {sorted(partitions)}")
         if lost:
             self.lost.append(f"member {member} lost {sorted(partitions)}")
         for p in partitions:
             if self.owner.get(p) == member:
                 del self.owner[p]
+
+    def committed(self, offsets: list[TopicPartition]) -> None:
+        for tp in offsets:
+            self.acked[tp.partition] = max(self.acked.get(tp.partition, 0), tp.offset)
 
     def record(self, member: int, partition: int, offset: int) -> None:
         self.consumed.setdefault(partition, []).append((member, offset))
@@ -125,7 +134,7 @@ class Member:
     ids = itertools.count()
 
     def __init__(self, bootstrap: str, group: str, topic: str, ledger: Ledger, protocol: str,
-                 extra: dict | None = None) -> None:
+                 extra: dict | None = None, commit_interval: float | None = None) -> None:
         self.index = next(Member.ids)
         self.protocol = protocol
         self.topic = topic
@@ -142,6 +151,10 @@ class Member:
         self.positions: dict[int, int] = {}  # partition -> next offset, for what was consumed since assigned
         self.consumed = 0
         self.closed = False
+        self.commit_interval = commit_interval
+        self.next_commit = time.monotonic()
+        self.failed_periodic_commits = 0
+        self.last_commit = 0.0  # when a commit of this member was last acknowledged (monotonic)
         self.consumer.subscribe([topic], on_assign=self._on_assign, on_revoke=self._on_revoke,
                                 on_lost=self._on_lost)
 
@@ -152,15 +165,25 @@ class Member:
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         gone = [p.partition for p in partitions]
-        offsets = [TopicPartition(self.topic, p, self.positions[p]) for p in gone if p in self.positions]
-        if offsets:
-            try:
-                for tp in consumer.commit(offsets=offsets, asynchronous=False) or []:
-                    if tp.error is not None:
-                        self.ledger.failed_commits.append(f"member {self.index} {tp}")
-            except KafkaException as exc:
-                self.ledger.failed_commits.append(f"member {self.index} {offsets}: {exc}")
+        failure = self._commit([p for p in gone if p in self.positions])
+        if failure:
+            self.ledger.failed_commits.append(failure)
         self._drop(gone, lost=False)
+
+    def _commit(self, partitions: list[int]) -> str | None:
+        """Commit the positions of `partitions` synchronously; what failed, if anything."""
+        offsets = [TopicPartition(self.topic, p, self.positions[p]) for p in partitions]
+        if not offsets:
+            return None
+        try:
+            result = self.consumer.commit(offsets=offsets, asynchronous=False) or []
+        except KafkaException as exc:
+            return f"member {self.index} {offsets}: {exc}"
+        failed = [tp for tp in result if tp.error is not None]
+        self.ledger.committed([tp for tp in result if tp.error is None])
+        if not failed:
+            self.last_commit = time.monotonic()
+        return f"member {self.index} {failed}" if failed else None
 
     def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         self._drop([p.partition for p in partitions], lost=True)
@@ -178,6 +201,10 @@ class Member:
         self.consumed += 1
         self.ledger.record(self.index, msg.partition(), msg.offset())
         self.positions[msg.partition()] = msg.offset() + 1
+        if self.commit_interval is not None and time.monotonic() >= self.next_commit:
+            self.next_commit = time.monotonic() + self.commit_interval
+            if self._commit(sorted(self.positions)):  # a coordinator moving: the revoke callback's commit counts
+                self.failed_periodic_commits += 1
 
     def close(self) -> None:
         if not self.closed:
