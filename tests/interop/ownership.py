@@ -155,6 +155,8 @@ class Member:
         self.next_commit = time.monotonic()
         self.failed_periodic_commits = 0
         self.last_commit = 0.0  # when a commit of this member was last acknowledged (monotonic)
+        # revocations of part of what it held, and of all of it (an eager-style revocation) before closing
+        self.partial_revocations = self.full_revocations = 0
         self.consumer.subscribe([topic], on_assign=self._on_assign, on_revoke=self._on_revoke,
                                 on_lost=self._on_lost)
 
@@ -165,6 +167,11 @@ class Member:
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         gone = [p.partition for p in partitions]
+        if gone and not self.closed:
+            if set(gone) == self.assigned:
+                self.full_revocations += 1
+            else:
+                self.partial_revocations += 1
         failure = self._commit([p for p in gone if p in self.positions])
         if failure:
             self.ledger.failed_commits.append(failure)

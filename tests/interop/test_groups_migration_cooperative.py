@@ -13,7 +13,9 @@ leaves, the group is classic again and rebalances cooperatively.
 Each member commits synchronously, in its revoke callback, what it consumed of
 the partitions it gives up (ownership.py), so what must hold is strict: no
 partition ever assigned to a member while another holds it, every partition
-owned at the end of each step, and each record consumed exactly once.
+owned at the end of each step, and each record consumed exactly once. And the
+classic members never revoke all they hold (eager-style) before closing; in the
+upgrade, they revoke part of it for the new members.
 """
 
 from __future__ import annotations
@@ -82,31 +84,52 @@ def finish(bootstrap: str, group: str, topic: str, members: list[Member], load: 
     print(f"\n{sum(produced)} records consumed once each")
 
 
-def run_roll(bootstrap: str, group: str, topic: str, first: str, then: str, expect_types: tuple[str, ...]) -> None:
+def run_roll(bootstrap: str, group: str, topic: str, first: str, then: str,
+             expect_types: tuple[str, ...]) -> list[Member]:
+    """Roll three `first` members to `then` ones under load; every member that took part."""
     create_topic(bootstrap, topic, PARTITIONS)
     ledger = Ledger(PARTITIONS)
     load = Load(bootstrap, topic, PARTITIONS)
     members: list[Member] = []
+    everyone: list[Member] = []
+
+    def make(protocol: str) -> Member:
+        everyone.append(Member(bootstrap, group, topic, ledger, protocol))
+        return everyone[-1]
     try:
-        members = [Member(bootstrap, group, topic, ledger, first) for _ in range(3)]
+        members = [make(first) for _ in range(3)]
         poll_until(members, lambda: shared(members, PARTITIONS) and all(m.consumed for m in members),
                    what=f"a group of {first} members")
         assert group_type(bootstrap, group) == expect_types[0]
+        for m in members:  # from here on, revocations for the migration's rebalances
+            m.partial_revocations = 0
         for step in range(3):
-            roll(members, step, lambda: Member(bootstrap, group, topic, ledger, then))
+            roll(members, step, lambda: make(then))
             assert group_type(bootstrap, group) == expect_types[step + 1], step
         finish(bootstrap, group, topic, members, load, ledger)
     finally:
         load.halt()
         for m in members:
             m.close()
+    return everyone
+
+
+def revocations(members: list[Member]) -> tuple[int, int]:
+    """The classic members' revocations of part of what they held, and of all of it (before closing)."""
+    classic = [m for m in members if m.protocol == "classic"]
+    return sum(m.partial_revocations for m in classic), sum(m.full_revocations for m in classic)
 
 
 def test_rolling_upgrade_of_cooperative_classic_members(migration_broker, topic):
-    run_roll(migration_broker.bootstrap, "coop-upgrade", topic, "classic", "consumer",
-             ("CLASSIC", "CONSUMER", "CONSUMER", "CONSUMER"))
+    everyone = run_roll(migration_broker.bootstrap, "coop-upgrade", topic, "classic", "consumer",
+                        ("CLASSIC", "CONSUMER", "CONSUMER", "CONSUMER"))
+    # in the consumer group, the classic members gave partitions up to the new members and kept the others
+    partial, full = revocations(everyone)
+    assert partial >= 1 and full == 0, (partial, full)
 
 
 def test_rolling_downgrade_to_cooperative_classic_members(migration_broker, topic):
-    run_roll(migration_broker.bootstrap, "coop-downgrade", topic, "consumer", "classic",
-             ("CONSUMER", "CONSUMER", "CONSUMER", "CLASSIC"))
+    everyone = run_roll(migration_broker.bootstrap, "coop-downgrade", topic, "consumer", "classic",
+                        ("CONSUMER", "CONSUMER", "CONSUMER", "CLASSIC"))
+    partial, full = revocations(everyone)
+    assert full == 0, (partial, full)
