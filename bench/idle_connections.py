@@ -1,14 +1,19 @@
 """Broker memory per idle connection: RSS of a `klamm serve` process before and after N clients connect,
 each having sent one ApiVersions request (a client's first), then holding the connection open.
 
-    .venv/bin/python bench/idle_connections.py [--connections 5000] [--rounds 3]
+    .venv/bin/python bench/idle_connections.py [--connections 5000] [--rounds 3] [--producer-records N]
 
-Prints one line per round and the median KiB per connection.
+Prints one line per round and the median KiB per connection. With --producer-records, each round also
+measures a librdkafka producer (bench/rdk_worker.py: N records of 100 B, acks=1, on its own connection)
+while the idle connections are held and again once they are closed: issue 14 asks its throughput to stay
+within 10 %.
+The holder of the idle connections needs a file-descriptor limit above N (`ulimit -n`), as does the broker.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import socket
 import statistics
 import struct
@@ -49,7 +54,19 @@ def settle(pid: int) -> int:
     return last
 
 
-def one_round(connections: int) -> float:
+def produce_rate(port: int, records: int) -> float:
+    """Records per second of one librdkafka producer run (bench/rdk_worker.py) against the broker."""
+    out = subprocess.run([sys.executable, str(ROOT / "bench" / "rdk_worker.py"), "produce",
+                          f"bootstrap=127.0.0.1:{port}", "topic=idle-bench", f"records={records}", "size=100",
+                          "acks=1"], capture_output=True, text=True, timeout=600, check=True)
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    if not result.get("ok"):
+        raise RuntimeError(f"producer failed: {result}")
+    return records / result["seconds"]
+
+
+def one_round(connections: int, producer_records: int = 0) -> tuple[float, float | None, float | None]:
+    """KiB of RSS per idle connection; the producer's records/s alone and while they are held (or None)."""
     port = free_port()
     with tempfile.TemporaryDirectory() as data:
         broker = subprocess.Popen([str(KLAMM), "serve", "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}",
@@ -71,9 +88,16 @@ def one_round(connections: int) -> float:
             before = settle(broker.pid)
             held = [_open(port) for _ in range(connections)]
             after = settle(broker.pid)
+            alone = during = None
+            if producer_records:  # after the RSS readings: a producer's buffers would blur them
+                produce_rate(port, max(producer_records // 10, 1000))  # creates the topic, warms both sides
+                during = produce_rate(port, producer_records)
             for s in held:
                 s.close()
-            return (after - before) / connections
+            if producer_records:
+                time.sleep(1)  # the broker has seen the closes
+                alone = produce_rate(port, producer_records)
+            return (after - before) / connections, alone, during
         finally:
             broker.terminate()
             broker.wait(20)
@@ -101,13 +125,21 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--connections", type=int, default=5000)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--producer-records", type=int, default=0,
+                        help="also time a producer of this many records before and while the connections are held")
     args = parser.parse_args()
-    results = []
+    results, ratios = [], []
     for n in range(args.rounds):
-        per = one_round(args.connections)
+        per, alone, during = one_round(args.connections, args.producer_records)
         results.append(per)
-        print(f"round {n + 1}: {per:.1f} KiB per idle connection ({args.connections} connections)", flush=True)
-    print(f"median: {statistics.median(results):.1f} KiB per idle connection")
+        line = f"round {n + 1}: {per:.1f} KiB per idle connection ({args.connections} connections)"
+        if alone and during:
+            ratios.append(during / alone)
+            line += (f"; producer {alone:,.0f} rec/s alone, {during:,.0f} rec/s with them held"
+                     f" ({during / alone:.2f}x)")
+        print(line, flush=True)
+    print(f"median: {statistics.median(results):.1f} KiB per idle connection"
+          + (f"; producer with them held {statistics.median(ratios):.2f}x its rate alone" if ratios else ""))
     return 0
 
 
