@@ -50,6 +50,7 @@ class ReplicaManager:
         # The image's topics as last applied (None: walk all of the next image) and its fenced or
         # shutting-down brokers: what `apply_image` compares the next image with.
         self._applied: Mapping[str, TopicImage] | None = None
+        self._cluster_topics: Mapping[str, TopicImage] = {}  # the latest image's topics, hosted here or not
         self._ineligible: set[int] = set()
         self.flusher = LogFlusher(lambda: [partition.log for partition in self.partitions.values()])
         # AlterReplicaLogDirs: replicas moving to another log dir
@@ -75,9 +76,14 @@ class ReplicaManager:
         self._applied = None
 
     def get(self, topic: str, index: int) -> Partition:
+        """The hosted partition, or Kafka's error for it (ReplicaManager.getPartitionOrError): a partition of
+        the cluster this broker holds no replica of is NOT_LEADER_OR_FOLLOWER, which sends the client back to
+        its metadata; one the cluster lacks is UNKNOWN_TOPIC_OR_PARTITION."""
         partition = self.partitions.get((topic, index))
         if partition is None:
-            raise KafkaError(ErrorCode.unknown_topic_or_partition)
+            image = self._cluster_topics.get(topic)
+            exists = image is not None and index in image.partitions
+            raise KafkaError(ErrorCode.not_leader_or_follower if exists else ErrorCode.unknown_topic_or_partition)
         return partition
 
     def apply_image(self, image: MetadataImage) -> None:
@@ -89,7 +95,7 @@ class ReplicaManager:
         defaults (`reconfigure`), or an image that failed part-way, walks every partition again."""
         ineligible = {b.node_id for b in image.brokers.values() if b.fenced or b.in_controlled_shutdown}
         previous, self._applied = self._applied, None  # an error part-way leaves the next image a full walk
-        topics = image.topics_by_name
+        topics = self._cluster_topics = image.topics_by_name
         full = previous is None or ineligible != self._ineligible
         changed = list(topics.values()) if full else [t for name, t in topics.items() if previous.get(name) is not t]
         fetching_changed = full

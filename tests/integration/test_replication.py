@@ -20,7 +20,8 @@ from klamm.protocol.errors import ErrorCode
 from klamm.protocol.records import build_batch
 from klamm.testing import EmbeddedCluster, run_cluster
 
-from tests.integration.conftest import CREATE_TOPICS, FETCH, PRODUCE, RawClient, fetch, fetch_body
+from tests.integration.conftest import CREATE_TOPICS, FETCH, LIST_OFFSETS, PRODUCE, RawClient, fetch, fetch_body
+from tests.integration.conftest import produce as produce_raw
 
 pytestmark = [pytest.mark.timeout(120)]
 
@@ -126,6 +127,29 @@ def test_a_follower_answers_not_leader_and_names_the_leader(cluster: EmbeddedClu
     assert (endpoint.node_id, endpoint.port) == (leader.leader, cluster.brokers[leader.leader].port)
     # a consumer's fetch before v11 is the leader's only (from v11 a follower serves it: KIP-392)
     assert fetch(client, "r", 0, version=10).error_code == ErrorCode.not_leader_or_follower
+
+
+def produce_one(client: RawClient, topic: str, partition: int = 0) -> Any:
+    return produce_raw(client, topic, build_batch([(None, b"x")]), partition=partition)
+
+
+def test_a_broker_without_a_replica_answers_not_leader_for_a_partition_of_the_cluster(cluster: EmbeddedCluster) -> None:
+    # Kafka's ReplicaManager.getPartitionOrError: a partition the cluster has but this broker does not
+    # host is NOT_LEADER_OR_FOLLOWER (the client refreshes its metadata), not UNKNOWN_TOPIC_OR_PARTITION.
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    admin.create_topics([NewTopic("one", 1, 1)])["one"].result(15)
+    leader = cluster.partition("one").leader
+    other = next(n for n in cluster.brokers if n != leader)
+    eventually(lambda: ("one", 0) in cluster.brokers[leader].replicas.partitions)
+    client = RawClient(cluster.brokers[other].port)
+    assert fetch(client, "one", 0, version=12).error_code == ErrorCode.not_leader_or_follower
+    assert produce_one(client, "one").error_code == ErrorCode.not_leader_or_follower
+    listed = client.request(LIST_OFFSETS, 7, {"replica_id": -1, "isolation_level": 0, "topics": [
+        {"name": "one", "partitions": [{"partition_index": 0, "current_leader_epoch": -1, "timestamp": -1}]}]})
+    assert listed.topics[0].partitions[0].error_code == ErrorCode.not_leader_or_follower
+    # a partition the cluster lacks stays unknown
+    assert fetch(client, "one", 0, partition=1, version=12).error_code == ErrorCode.unknown_topic_or_partition
+    assert produce_one(client, "one", partition=1).error_code == ErrorCode.unknown_topic_or_partition
 
 
 def test_a_consumer_fetches_from_a_follower_from_v11(cluster: EmbeddedCluster) -> None:
