@@ -2,8 +2,9 @@
 
 Three `klamm serve` processes, all broker and controller (a Raft quorum, so
 any of them can die), __consumer_offsets and the topic replicated three times.
-Three confluent-kafka consumers (KIP-848 `group.protocol=consumer`, and classic
-cooperative-sticky ones for comparison) consume while a producer writes, each
+Three confluent-kafka consumers (KIP-848 `group.protocol=consumer`; classic
+cooperative-sticky ones for comparison; and a consumer group with classic
+members, as in a migration) consume while a producer writes, each
 committing synchronously every 200 ms and in its revoke callback
 (ownership.py). Then the broker leading the group's __consumer_offsets
 partition is killed with SIGKILL (or stopped: a controlled shutdown). What must hold:
@@ -101,8 +102,10 @@ class Scene:
         self.load = Load(cluster.bootstrap, topic, PARTITIONS)
         self.members: list[Member] = []
 
-    def member(self) -> Member:
-        return Member(self.cluster.bootstrap, GROUP, self.topic, self.ledger, self.protocol, commit_interval=0.2)
+    def member(self, index: int = 0) -> Member:
+        """A member using the scene's protocol ("mixed": the first uses the consumer protocol, others classic)."""
+        protocol = self.protocol if self.protocol != "mixed" else "consumer" if index == 0 else "classic"
+        return Member(self.cluster.bootstrap, GROUP, self.topic, self.ledger, protocol, commit_interval=0.2)
 
     def coordinator(self) -> BrokerProcess:
         node_id = coordinator(self.cluster.nodes[0])
@@ -148,17 +151,19 @@ class Scene:
             m.close()
 
 
-@pytest.mark.parametrize("protocol,how", [("consumer", "kill"), ("consumer", "stop"), ("classic", "kill")])
+@pytest.mark.parametrize("protocol,how", [("consumer", "kill"), ("consumer", "stop"), ("classic", "kill"),
+                                          ("mixed", "kill")])
 def test_group_coordinator_lost_under_load(cluster: ClusterProcess, topic: str, protocol: str, how: str) -> None:
-    """A stable group: reloaded as it was, no rebalance, no acknowledged commit lost."""
+    """A stable group: reloaded as it was, no rebalance, no acknowledged commit lost. "mixed": a consumer group
+    with classic (cooperative) members too, as in a migration."""
     scene = Scene(cluster, topic, protocol)
     members = scene.members
     try:
-        members.extend(scene.member() for _ in range(3))
+        members.extend(scene.member(i) for i in range(3))
         poll_until(members, lambda: shared(members, PARTITIONS) and all(m.consumed >= 20 for m in members),
                    what="three consuming members")
         victim = scene.coordinator()
-        if protocol == "consumer":
+        if protocol != "classic":
             poll_until(members, lambda: settled(victim), what="the group to settle")
             before = consumer_group(victim)
         assert scene.ledger.acked, "no commit acknowledged before the kill"
@@ -167,7 +172,7 @@ def test_group_coordinator_lost_under_load(cluster: ClusterProcess, topic: str, 
         now = scene.fail_over(victim, how)
         assert scene.ledger.changes == changes, \
             "a rebalance after the coordinator moved:\n" + "\n".join(scene.ledger.history[-20:])
-        if protocol == "consumer":
+        if protocol != "classic":
             assert consumer_group(now) == before
         after = committed(cluster.bootstrap, GROUP, topic, PARTITIONS)
         lost = {p: (o, after[p]) for p, o in acked.items() if after[p] < o}
@@ -175,7 +180,7 @@ def test_group_coordinator_lost_under_load(cluster: ClusterProcess, topic: str, 
 
         # partitions handed over through the new coordinator: the leaving member's commits, the others' fetches
         members[0].close()
-        members[0] = scene.member()
+        members[0] = scene.member(0)
         poll_until(members, lambda: shared(members, PARTITIONS) and members[0].consumed >= 20,
                    what="the replaced member to consume")
         scene.finish()
@@ -192,7 +197,7 @@ def revocation_pending(bootstrap: str, members: list[Member]) -> bool:
                for d in described.members)
 
 
-@pytest.mark.parametrize("protocol", ["consumer", "classic"])
+@pytest.mark.parametrize("protocol", ["consumer", "classic", "mixed"])
 def test_group_coordinator_killed_during_a_rebalance(cluster: ClusterProcess, topic: str, protocol: str) -> None:
     """A fourth member joins; the others are not polled, so they cannot revoke what the coordinator takes from
     them for it; then the coordinator dies. The group reloaded with those revocations pending finishes the
@@ -200,12 +205,12 @@ def test_group_coordinator_killed_during_a_rebalance(cluster: ClusterProcess, to
     scene = Scene(cluster, topic, protocol)
     members = scene.members
     try:
-        members.extend(scene.member() for _ in range(3))
+        members.extend(scene.member(i) for i in range(3))
         poll_until(members, lambda: shared(members, PARTITIONS) and all(m.consumed >= 20 for m in members),
                    what="three consuming members")
         victim = scene.coordinator()
         old = list(members)
-        members.append(scene.member())
+        members.append(scene.member(3))
         poll_until(members[3:], lambda: revocation_pending(cluster.bootstrap, old), what="a pending revocation")
         assert not members[3].assigned
         scene.fail_over(victim, "kill")
