@@ -15,6 +15,9 @@ at any time). So, with no member fenced:
 from __future__ import annotations
 
 import itertools
+import json
+import queue
+import subprocess
 import threading
 import time
 from collections.abc import Callable
@@ -64,47 +67,63 @@ class Load:
 
 @dataclass
 class Ledger:
-    """What every member consumed, and who owned which partition when, in the order it happened."""
+    """What every member consumed, and who owned which partition when, each stamped with the wall clock when it
+    happened (a member in another process reports its events late: the checks sort by time)."""
 
     partitions: int
-    owner: dict[int, int] = field(default_factory=dict)  # partition -> member index
-    double_owned: list[str] = field(default_factory=list)
+    # (wall time, arrival, member, partitions, assigned?) of every assignment and revocation
+    changes_seen: list[tuple[float, int, int, tuple[int, ...], bool]] = field(default_factory=list)
     lost: list[str] = field(default_factory=list)
     failed_commits: list[str] = field(default_factory=list)
-    consumed: dict[int, list[tuple[int, int]]] = field(default_factory=dict)  # partition -> [(member, offset)]
+    # partition -> [(wall time, arrival, member, offset)]
+    consumed: dict[int, list[tuple[float, int, int, int]]] = field(default_factory=dict)
     acked: dict[int, int] = field(default_factory=dict)  # partition -> highest commit acknowledged
     changes: int = 0  # assignments and revocations so far
     history: list[str] = field(default_factory=list)
-    start: float = field(default_factory=time.monotonic)
+    start: float = field(default_factory=time.time)
+    _arrivals: itertools.count = field(default_factory=itertools.count)
 
-    def _note(self, text: str) -> None:
-        self.history.append(f"{time.monotonic() - self.start:7.3f}s {text}")
+    def _note(self, t: float, text: str) -> None:
+        self.history.append(f"{t - self.start:7.3f}s {text}")
 
-    def assigned(self, member: int, partitions: list[int]) -> None:
+    def assigned(self, member: int, partitions: list[int], t: float | None = None) -> None:
+        t = time.time() if t is None else t
         self.changes += bool(partitions)
-        self._note(f"member {member} assigned {sorted(partitions)}")
-        for p in partitions:
-            holder = self.owner.get(p)
-            if holder is not None and holder != member:
-                self.double_owned.append(f"{time.monotonic() - self.start:.3f}s partition {p} assigned to member "
-                                         f"{member} while member {holder} holds it")
-            self.owner[p] = member
+        self._note(t, f"member {member} assigned {sorted(partitions)}")
+        self.changes_seen.append((t, next(self._arrivals), member, tuple(partitions), True))
 
-    def revoked(self, member: int, partitions: list[int], lost: bool) -> None:
+    def revoked(self, member: int, partitions: list[int], lost: bool, t: float | None = None) -> None:
+        t = time.time() if t is None else t
         self.changes += bool(partitions)
-        self._note(f"member {member} {'lost' if lost else 'revoked'} {sorted(partitions)}")
+        self._note(t, f"member {member} {'lost' if lost else 'revoked'} {sorted(partitions)}")
         if lost:
             self.lost.append(f"member {member} lost {sorted(partitions)}")
-        for p in partitions:
-            if self.owner.get(p) == member:
-                del self.owner[p]
+        self.changes_seen.append((t, next(self._arrivals), member, tuple(partitions), False))
+
+    def owners(self) -> tuple[dict[int, int], list[str]]:
+        """Who holds each partition after all that happened, and every assignment of a partition held by
+        another member at that time."""
+        owner: dict[int, int] = {}
+        double: list[str] = []
+        for t, _, member, partitions, assigned in sorted(self.changes_seen):
+            for p in partitions:
+                holder = owner.get(p)
+                if assigned:
+                    if holder is not None and holder != member:
+                        double.append(f"{t - self.start:.3f}s partition {p} assigned to member {member} while "
+                                      f"member {holder} holds it")
+                    owner[p] = member
+                elif holder == member:
+                    del owner[p]
+        return owner, double
 
     def committed(self, offsets: list[TopicPartition]) -> None:
         for tp in offsets:
             self.acked[tp.partition] = max(self.acked.get(tp.partition, 0), tp.offset)
 
-    def record(self, member: int, partition: int, offset: int) -> None:
-        self.consumed.setdefault(partition, []).append((member, offset))
+    def record(self, member: int, partition: int, offset: int, t: float | None = None) -> None:
+        t = time.time() if t is None else t
+        self.consumed.setdefault(partition, []).append((t, next(self._arrivals), member, offset))
 
     def count(self) -> int:
         return sum(len(v) for v in self.consumed.values())
@@ -112,17 +131,19 @@ class Ledger:
     def check(self, produced: list[int]) -> None:
         """Single ownership throughout, no member fenced, each record consumed exactly once in order."""
         context = "\n".join(self.history[-40:])
-        assert not self.double_owned, f"{self.double_owned[:5]}\n{context}"
+        _, double = self.owners()
+        assert not double, f"{double[:5]}\n{context}"
         assert not self.lost, f"{self.lost}\n{context}"
         assert not self.failed_commits, f"{self.failed_commits}\n{context}"
         for partition in range(self.partitions):
-            offsets = [offset for _, offset in self.consumed.get(partition, [])]
+            events = sorted(self.consumed.get(partition, []))
+            offsets = [offset for _, _, _, offset in events]
             expected = list(range(produced[partition]))
             if offsets != expected:
                 repeated = len(offsets) - len(set(offsets))
                 missing = sorted(set(expected) - set(offsets))
                 first = next((i for i, (a, b) in enumerate(zip(offsets, expected)) if a != b), None)
-                around = self.consumed[partition][max(0, (first or 0) - 3):(first or 0) + 3]
+                around = [(m, o) for _, _, m, o in events[max(0, (first or 0) - 3):(first or 0) + 3]]
                 raise AssertionError(f"partition {partition}: {len(offsets)} consumed of {produced[partition]}, "
                                      f"{repeated} twice, {len(missing)} missing (first {missing[:3]}); first "
                                      f"difference at {first}: (member, offset) {around}\n{context}")
@@ -217,6 +238,88 @@ class Member:
         if not self.closed:
             self.closed = True
             self.consumer.close()  # revokes (and so commits) what it holds, then leaves
+
+
+class JavaMember:
+    """A member on the Java client (java/CoopMember.java) in a process of its own: its events, stamped there,
+    reach the ledger when the test polls it; it closes (revoking, so committing) on "close" on stdin."""
+
+    def __init__(self, classpath: str, bootstrap: str, group: str, topic: str, ledger: Ledger,
+                 protocol: str) -> None:
+        self.index = next(Member.ids)
+        self.protocol = protocol
+        self.ledger = ledger
+        self.assigned: set[int] = set()
+        self.consumed = 0
+        self.closed = False
+        self.partial_revocations = self.full_revocations = 0
+        self._closing = False
+        self._lines: queue.Queue[str] = queue.Queue()
+        self.proc = subprocess.Popen(
+            ["java", "-Xshare:auto", "-XX:TieredStopAtLevel=1", "-Xmx128m", "-cp", classpath, "CoopMember",
+             bootstrap, topic, group, protocol, f"member-{self.index}"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.stderr: list[str] = []
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+        threading.Thread(target=lambda: self.stderr.extend(self.proc.stderr), daemon=True).start()
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            if line.startswith("{"):
+                self._lines.put(line)
+
+    def poll(self) -> None:
+        try:
+            line = self._lines.get(timeout=0.02)
+        except queue.Empty:
+            return
+        self._apply(json.loads(line))
+        while True:
+            try:
+                self._apply(json.loads(self._lines.get_nowait()))
+            except queue.Empty:
+                return
+
+    def _apply(self, event: dict) -> None:
+        t = event["t"] / 1e6
+        if event["ev"] == "rec":
+            self.consumed += 1
+            self.ledger.record(self.index, event["p"], event["o"], t)
+        elif event["ev"] == "assigned":
+            self.ledger.assigned(self.index, event["p"], t)
+            self.assigned |= set(event["p"])
+        elif event["ev"] in ("revoked", "lost"):
+            gone = set(event["p"])
+            if event["ev"] == "revoked" and gone and not self._closing:
+                if gone == self.assigned:
+                    self.full_revocations += 1
+                else:
+                    self.partial_revocations += 1
+            if event.get("commit", "ok") != "ok":
+                self.ledger.failed_commits.append(f"member {self.index}: {event['commit']}")
+            self.ledger.revoked(self.index, sorted(gone), event["ev"] == "lost", t)
+            self.assigned -= gone
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self._closing = True
+        try:
+            self.proc.stdin.write("close\n")
+            self.proc.stdin.flush()
+        except OSError:
+            pass  # exited already
+        try:
+            self.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(10)
+        self.closed = True
+        self._reader.join(10)  # it has queued the last lines: the pipe is at its end
+        while not self._lines.empty():
+            self._apply(json.loads(self._lines.get_nowait()))
+        assert self.proc.returncode == 0, f"Java member exited with {self.proc.returncode}: {self.stderr[-20:]}"
 
 
 def poll_until(members: list[Member], cond: Callable[[], bool], what: str, timeout: float = 60) -> None:

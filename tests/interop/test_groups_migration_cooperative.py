@@ -1,4 +1,5 @@
-"""Online migration with cooperative classic members (librdkafka's cooperative-sticky), under load.
+"""Online migration with cooperative classic members under load: librdkafka's cooperative-sticky, and the Java
+client's CooperativeStickyAssignor (java/CoopMember.java, a process per member, its events stamped there).
 
 Upgrade: three classic members using cooperative-sticky consume while a
 producer writes; one at a time each is replaced by a `group.protocol=consumer`
@@ -26,8 +27,18 @@ import pytest
 
 from tests.conftest import BrokerFactory
 
+from .conftest import compile_java
 from .helpers import admin, create_topic
-from .ownership import Ledger, Load, Member, all_consumed, committed, poll_until, shared
+from .ownership import (
+    JavaMember,
+    Ledger,
+    Load,
+    Member,
+    all_consumed,
+    committed,
+    poll_until,
+    shared,
+)
 
 pytestmark = [pytest.mark.timeout(180)]
 
@@ -78,15 +89,16 @@ def finish(bootstrap: str, group: str, topic: str, members: list[Member], load: 
     poll_until(members, all_consumed(ledger, produced), what="every record to be consumed")
     for m in members:
         m.close()
-    assert sorted(ledger.owner) == [], ledger.owner  # every member closed gave its partitions back
+    assert ledger.owners()[0] == {}  # every member closed gave its partitions back
     ledger.check(produced)
     assert committed(bootstrap, group, topic, PARTITIONS) == produced
     print(f"\n{sum(produced)} records consumed once each")
 
 
 def run_roll(bootstrap: str, group: str, topic: str, first: str, then: str,
-             expect_types: tuple[str, ...]) -> list[Member]:
-    """Roll three `first` members to `then` ones under load; every member that took part."""
+             expect_types: tuple[str, ...], java: str | None = None) -> list[Member]:
+    """Roll three `first` members to `then` ones under load; every member that took part. With `java` (a
+    classpath), the classic members are Java clients (CooperativeStickyAssignor)."""
     create_topic(bootstrap, topic, PARTITIONS)
     ledger = Ledger(PARTITIONS)
     load = Load(bootstrap, topic, PARTITIONS)
@@ -94,7 +106,10 @@ def run_roll(bootstrap: str, group: str, topic: str, first: str, then: str,
     everyone: list[Member] = []
 
     def make(protocol: str) -> Member:
-        everyone.append(Member(bootstrap, group, topic, ledger, protocol))
+        if java is not None and protocol == "classic":
+            everyone.append(JavaMember(java, bootstrap, group, topic, ledger, protocol))
+        else:
+            everyone.append(Member(bootstrap, group, topic, ledger, protocol))
         return everyone[-1]
     try:
         members = [make(first) for _ in range(3)]
@@ -120,16 +135,28 @@ def revocations(members: list[Member]) -> tuple[int, int]:
     return sum(m.partial_revocations for m in classic), sum(m.full_revocations for m in classic)
 
 
-def test_rolling_upgrade_of_cooperative_classic_members(migration_broker, topic):
-    everyone = run_roll(migration_broker.bootstrap, "coop-upgrade", topic, "classic", "consumer",
-                        ("CLASSIC", "CONSUMER", "CONSUMER", "CONSUMER"))
+@pytest.fixture(scope="module")
+def java_member() -> str:
+    """The classpath of java/CoopMember.java, compiled."""
+    return compile_java("CoopMember")
+
+
+@pytest.fixture(params=["librdkafka", pytest.param("java", marks=pytest.mark.java)])
+def classic_client(request) -> str | None:
+    """Which client the classic members use: None for librdkafka, else the Java member's classpath."""
+    return request.getfixturevalue("java_member") if request.param == "java" else None
+
+
+def test_rolling_upgrade_of_cooperative_classic_members(migration_broker, topic, classic_client):
+    everyone = run_roll(migration_broker.bootstrap, f"upgrade-{topic}", topic, "classic", "consumer",
+                        ("CLASSIC", "CONSUMER", "CONSUMER", "CONSUMER"), classic_client)
     # in the consumer group, the classic members gave partitions up to the new members and kept the others
     partial, full = revocations(everyone)
     assert partial >= 1 and full == 0, (partial, full)
 
 
-def test_rolling_downgrade_to_cooperative_classic_members(migration_broker, topic):
-    everyone = run_roll(migration_broker.bootstrap, "coop-downgrade", topic, "consumer", "classic",
-                        ("CONSUMER", "CONSUMER", "CONSUMER", "CLASSIC"))
+def test_rolling_downgrade_to_cooperative_classic_members(migration_broker, topic, classic_client):
+    everyone = run_roll(migration_broker.bootstrap, f"downgrade-{topic}", topic, "consumer", "classic",
+                        ("CONSUMER", "CONSUMER", "CONSUMER", "CLASSIC"), classic_client)
     partial, full = revocations(everyone)
     assert full == 0, (partial, full)
