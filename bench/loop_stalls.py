@@ -158,7 +158,10 @@ def main() -> int:
     args = parser.parse_args()
     switch_ms = os.environ.get("LOOP_STALLS_SWITCH_INTERVAL_MS")  # an experiment: the GIL's switch interval
     if switch_ms:
+        import klamm.cli.main
+
         sys.setswitchinterval(float(switch_ms) / 1000)
+        klamm.cli.main.SWITCH_INTERVAL_S = float(switch_ms) / 1000  # else `serve` sets its own once started
     if args.threshold_ms > 0:  # 0: klamm alone, for a run with the switch interval changed and nothing else
         StallSampler(args.threshold_ms / 1000, args.out).install()
     assert asyncio  # the loop klamm makes runs the patched handles

@@ -24,17 +24,17 @@ from typing import Any
 from klamm.config.topic import TopicConfig
 from klamm.protocol.topics import METADATA_TOPIC
 from klamm.storage.cleaner import (
-    Cleaner,
     PROCESS_CONTEXT,
+    Cleaner,
     CleanerCheckpoints,
     CleanerCrashed,
     CleaningAborted,
     CompactionConfig,
     LogToClean,
+    SegmentChanged,
     commit_clean,
     grab_filthiest,
     log_to_clean,
-    SegmentChanged,
     prepare_clean,
 )
 from klamm.storage.throttler import Throttler
