@@ -278,7 +278,7 @@ APPLIED: dict[str, list[str]] = {
     "compression.zstd.level": [f"{TOPIC_CONFIGS}::test_recompression_uses_the_topic_level"],
     "compression.lz4.level": [f"{TOPIC_CONFIGS}::test_recompression_uses_the_topic_level"],
     "log.cleaner.io.max.bytes.per.second": [
-        "tests/unit/test_cleaner_throttle.py::test_cleaning_is_held_to_the_configured_rate",
+        "tests/unit/test_cleaner_throttle.py::test_the_cleaner_process_is_held_to_the_configured_rate",
         "tests/unit/test_cleaner_throttle.py::test_service_shares_one_budget_from_the_broker_config"],
     "fetch.max.bytes": [f"{NETWORK}::test_fetch_max_bytes_caps_a_fetch"],
     "queued.max.requests": [f"{NETWORK}::test_queued_requests_are_bounded_across_connections"],
