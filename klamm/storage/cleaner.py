@@ -143,7 +143,9 @@ _WRITE_CHUNK = 1 << 20
 _STOP_POLL_S = 0.05  # how soon a throttled cleaner process sees the stop flag
 _LEFTOVER = re.compile(r"^(\d{20})\.log(\.cleaned|\.swap|\.deleted)?$")
 # Cleaner processes start as fresh interpreters: forking a process that runs an event loop
-# and threads would copy locks held by other threads.
+# and threads would copy locks held by other threads. As with any spawned process, the
+# parent's main script is imported again there (not `python -m` modules): a program that
+# embeds a Broker must keep its start-up under `if __name__ == "__main__":`.
 PROCESS_CONTEXT = multiprocessing.get_context("spawn")
 
 
