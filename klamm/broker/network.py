@@ -525,7 +525,7 @@ def _run_at_once(answer: _Answer, coroutine: Coroutine[Any, Any, Any]) -> None:
     except BaseException as exc:  # noqa: BLE001  # kept as a task keeps it: the connection fails in order
         answer.error = exc
     else:
-        answer.task = asyncio.ensure_future(_resume(coroutine, step))
+        answer.task = asyncio.ensure_future(_Resumed(coroutine, step))
         answer.task.add_done_callback(answer.finished)
         return
     answer.leave_queue()
@@ -541,33 +541,36 @@ if sys.version_info >= (3, 12):
             task.add_done_callback(answer.finished)
 
 
-async def _resume(coroutine: Coroutine[Any, Any, Any], step: Any) -> Any:
-    return await _Resumed(coroutine, step)
+class _Resumed(Coroutine[Any, Any, Any]):
+    """A handler's coroutine stepped up to a wait, where it yielded `step`, for a task to drive on.
 
+    The task's first step gets `step` (what the handler waits on) without touching the coroutine; after that
+    every send and throw goes to it, so a task cancelled before it ever ran still cancels the handler where
+    it waits.
+    """
 
-class _Resumed:
-    """The rest of a coroutine stepped up to a wait, where it yielded `step` (what its task is to wait on)."""
-
-    __slots__ = ("_coroutine", "_step")
+    __slots__ = ("_coroutine", "_step", "_started")
 
     def __init__(self, coroutine: Coroutine[Any, Any, Any], step: Any) -> None:
-        self._coroutine, self._step = coroutine, step
+        self._coroutine, self._step, self._started = coroutine, step, False
+
+    def send(self, value: Any) -> Any:
+        if not self._started:
+            self._started = True
+            step, self._step = self._step, None
+            return step
+        return self._coroutine.send(value)
+
+    def throw(self, typ: Any, val: Any = None, tb: Any = None) -> Any:  # type: ignore[override]
+        self._started = True
+        self._step = None
+        return self._coroutine.throw(typ) if val is None and tb is None else self._coroutine.throw(typ, val, tb)
+
+    def close(self) -> None:
+        self._coroutine.close()
 
     def __await__(self) -> Generator[Any, Any, Any]:
-        coroutine, step = self._coroutine, self._step
-        while True:
-            try:
-                sent = yield step
-            except BaseException as exc:  # noqa: BLE001  # thrown in by the task (cancellation): to the coroutine
-                try:
-                    step = coroutine.throw(exc)
-                except StopIteration as done:
-                    return done.value
-            else:
-                try:
-                    step = coroutine.send(sent)
-                except StopIteration as done:
-                    return done.value
+        raise TypeError("a resumed handler is driven by its task, not awaited")
 
 
 def _release_result(future: asyncio.Future[Any]) -> None:

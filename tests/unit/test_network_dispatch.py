@@ -377,3 +377,25 @@ def test_a_throttled_request_stops_the_reading_of_those_after_it() -> None:
         await asyncio.sleep(0.1)
         assert transport.answered() == [1, 2]
     asyncio.run(main())
+
+
+def test_a_handler_cancelled_before_its_task_first_runs_sees_the_cancellation_where_it_waits() -> None:
+    async def main() -> None:
+        seen: list[type[BaseException]] = []
+
+        async def handler(request: Request, _connection: ClientConnection) -> Any:
+            try:
+                await asyncio.get_running_loop().create_future()
+            except BaseException as exc:
+                seen.append(type(exc))
+                raise
+
+        connection, _ = connect(handler)
+        connection.data_received(requests(1))
+        [answer] = connection._pending
+        assert answer.task is not None
+        answer.task.cancel()  # in the same loop turn: before the task's first step
+        await turns()
+        assert seen == [asyncio.CancelledError]
+        assert answer.task.cancelled()
+    asyncio.run(main())
