@@ -19,6 +19,13 @@ than the request's version (-3 before v7, -4 before v8, -5 before v9, -6 before
 v11), answers UNSUPPORTED_VERSION; both before the partition is looked up, as
 Kafka's ReplicaManager.fetchOffset checks them.
 
+A new leader whose high watermark has not yet reached the start of its leader
+epoch (the followers have not fetched since the election) answers
+OFFSET_NOT_AVAILABLE for -1 (latest), and for a timestamp whose record is past
+the high watermark, rather than an offset the HW will move past; the client
+retries (Kafka's Partition.fetchOffsetForTimestamp); before v5 the answer is
+LEADER_NOT_AVAILABLE, as from Kafka.
+
 With an authorizer, each topic needs DESCRIBE, else its partitions answer
 TOPIC_AUTHORIZATION_FAILED (Kafka's KafkaApis.handleListOffsetRequest).
 """
@@ -86,7 +93,7 @@ def _checked(broker: BrokerServices, topic: str, request: Any, read_committed: b
     if error is not None:
         return {"partition_index": request.partition_index, "error_code": error, "timestamp": -1, "offset": -1,
                 "leader_epoch": -1}
-    return _one(broker, topic, request, read_committed)
+    return _one(broker, topic, request, read_committed, version)
 
 
 def _refused(index: int, version: int) -> dict[str, Any]:
@@ -126,7 +133,7 @@ def legacy_offsets(partition: Any, timestamp: int, max_num_offsets: int, from_co
     return offsets[:max(max_num_offsets, 0)] if max_num_offsets >= 0 else offsets
 
 
-def _one(broker: BrokerServices, topic: str, request: Any, read_committed: bool) -> dict[str, Any]:
+def _one(broker: BrokerServices, topic: str, request: Any, read_committed: bool, version: int) -> dict[str, Any]:
     index = request.partition_index
     try:
         partition = broker.replicas.get(topic, index)
@@ -134,7 +141,10 @@ def _one(broker: BrokerServices, topic: str, request: Any, read_committed: bool)
         _check_epoch(partition, getattr(request, "current_leader_epoch", -1))
         offset, timestamp = _find(partition, request.timestamp, read_committed)
     except KafkaError as exc:
-        return {"partition_index": index, "error_code": exc.code, "timestamp": -1, "offset": -1, "leader_epoch": -1}
+        code = exc.code
+        if code == ErrorCode.offset_not_available and version < 5:  # the code came with v5 (KIP-207)
+            code = ErrorCode.leader_not_available
+        return {"partition_index": index, "error_code": code, "timestamp": -1, "offset": -1, "leader_epoch": -1}
     epoch = partition.log.leader_epoch_cache.epoch_for_offset(offset) if offset >= 0 else -1
     return {"partition_index": index, "error_code": ErrorCode.none, "timestamp": timestamp, "offset": offset,
             "leader_epoch": epoch if epoch is not None else -1}
@@ -144,7 +154,10 @@ def _find(partition: Any, timestamp: int, read_committed: bool) -> tuple[int, in
     visible = partition.last_stable_offset if read_committed else partition.high_watermark
     if timestamp in (EARLIEST, EARLIEST_LOCAL):
         return partition.log_start_offset, -1
+    lagging = _hw_lags_epoch_start(partition)
     if timestamp == LATEST:
+        if lagging:
+            raise KafkaError(ErrorCode.offset_not_available)
         return visible, -1
     if timestamp in (LATEST_TIERED, EARLIEST_PENDING_UPLOAD):
         return -1, -1  # nothing is tiered: Kafka's answer for a log without remote storage
@@ -152,10 +165,18 @@ def _find(partition: Any, timestamp: int, read_committed: bool) -> tuple[int, in
         found = partition.log.max_timestamp_offset()
     else:
         found = partition.log.offset_for_timestamp(timestamp)
+    if found is not None and found[0] >= visible and lagging:
+        raise KafkaError(ErrorCode.offset_not_available)
     if found is None or found[0] >= visible:
         return -1, -1
     offset, found_timestamp = found
     return offset, found_timestamp
+
+
+def _hw_lags_epoch_start(partition: Any) -> bool:
+    """This broker leads the partition and its HW is still below where its leader epoch began."""
+    leader = partition.leader
+    return leader is not None and leader.leader_epoch_start_offset > partition.high_watermark
 
 
 APIS = [Api(2, 0, 11, handle)]
