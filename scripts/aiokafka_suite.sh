@@ -33,6 +33,13 @@
 #            talk to each other and to the controller over SASL_PLAINTEXT as admin, so the tests'
 #            cluster ACLs (a DENY for User:test) leave replication alone.
 #
+# Not klamm's, in a cluster: test_admin's test_metadata, test_describe_cluster and
+# test_describe_configs_broker take the cluster for one broker (`[broker_id] = ...brokers.keys()`,
+# `len(brokers) == 1`); test_kafka_consumer_offsets_search_many_partitions may find nothing (acks=1,
+# then offsets_for_times at once on a new topic: a record past the HW is not found, in Kafka too,
+# until the followers have fetched it). Skipped: the two GSSAPI tests, test_sasl_unknown_topic_describe
+# (Kafka < 1.0 only), and test_protocol's 103 cases of an empty parametrization.
+#
 # KAFKA_VERSION (default 2.8.1, the Makefile's) gates the tests (@kafka_versions). Broker logs and
 # the pytest output stay in WORK (default: a new /tmp/klamm-ak.XXXX).
 set -euo pipefail
