@@ -96,11 +96,11 @@ def test_the_cleaner_process_is_held_to_the_configured_rate(tmp_path, cleaners):
     """In the cleaner process, with the real clock: unthrottled such a cleaning takes a fraction of a second."""
     rate = 400_000.0
     log = compactable_log(tmp_path)
-    cleaners.append(Cleaner(1 << 20, throttler=Throttler(rate, check_interval_ms=10, context=PROCESS_CONTEXT)))
+    cleaners.append(Cleaner(1 << 20, throttler=Throttler(rate, check_interval_ms=1, context=PROCESS_CONTEXT)))
     elapsed, io_bytes = timed_clean(cleaners[0], log)
     assert io_bytes > 1_000_000
-    # only the last, unfinished check interval may go unthrottled
-    assert elapsed >= (io_bytes - 100_000) / rate
+    # only the last, unfinished check interval (1 ms at the natural rate, tens of MB/s) may go unthrottled
+    assert elapsed >= (io_bytes - 200_000) / rate
 
 
 def test_cleaner_processes_share_one_budget(tmp_path, cleaners):
@@ -109,7 +109,7 @@ def test_cleaner_processes_share_one_budget(tmp_path, cleaners):
     from concurrent.futures import ThreadPoolExecutor
 
     rate = 800_000.0
-    throttler = Throttler(rate, check_interval_ms=10, context=PROCESS_CONTEXT)
+    throttler = Throttler(rate, check_interval_ms=1, context=PROCESS_CONTEXT)
     logs = [compactable_log(tmp_path, f"topic-{n}") for n in range(2)]
     cleaners.extend(Cleaner(1 << 20, throttler=throttler) for _ in logs)
     with ThreadPoolExecutor(2) as pool:
@@ -118,7 +118,7 @@ def test_cleaner_processes_share_one_budget(tmp_path, cleaners):
         elapsed = time.monotonic() - started
     io_bytes = sum(b for _, b in done)
     assert io_bytes > 2_000_000
-    assert elapsed >= (io_bytes - 200_000) / rate
+    assert elapsed >= (io_bytes - 400_000) / rate
 
 
 def test_service_shares_one_budget_from_the_broker_config():
