@@ -75,6 +75,12 @@ class Ledger:
     changes_seen: list[tuple[float, int, int, tuple[int, ...], bool]] = field(default_factory=list)
     lost: list[str] = field(default_factory=list)
     failed_commits: list[str] = field(default_factory=list)
+    # With stale_generation_ok, a revoke callback's commit refused with ILLEGAL_GENERATION, or partitions lost
+    # (the group changed generation under the member, as a downgrade does in Kafka to a classic member that has
+    # not caught up with the consumer group's epoch) is no failure: the partition goes over uncommitted, and what
+    # was consumed before that position may be consumed again (at-least-once).
+    stale_generation_ok: bool = False
+    uncommitted: dict[int, int] = field(default_factory=dict)  # partition -> position whose commit was refused
     # partition -> [(wall time, arrival, member, offset)]
     consumed: dict[int, list[tuple[float, int, int, int]]] = field(default_factory=dict)
     acked: dict[int, int] = field(default_factory=dict)  # partition -> highest commit acknowledged
@@ -86,6 +92,9 @@ class Ledger:
     def _note(self, t: float, text: str) -> None:
         self.history.append(f"{t - self.start:7.3f}s {text}")
 
+    def note(self, text: str) -> None:
+        self._note(time.time(), text)
+
     def assigned(self, member: int, partitions: list[int], t: float | None = None) -> None:
         t = time.time() if t is None else t
         self.changes += bool(partitions)
@@ -96,7 +105,7 @@ class Ledger:
         t = time.time() if t is None else t
         self.changes += bool(partitions)
         self._note(t, f"member {member} {'lost' if lost else 'revoked'} {sorted(partitions)}")
-        if lost:
+        if lost and not self.stale_generation_ok:
             self.lost.append(f"member {member} lost {sorted(partitions)}")
         self.changes_seen.append((t, next(self._arrivals), member, tuple(partitions), False))
 
@@ -139,6 +148,14 @@ class Ledger:
             events = sorted(self.consumed.get(partition, []))
             offsets = [offset for _, _, _, offset in events]
             expected = list(range(produced[partition]))
+            if partition in self.uncommitted:  # redelivered only below the refused commit, nothing skipped
+                high = -1
+                for _, _, member, offset in events:
+                    assert offset <= high + 1, f"partition {partition}: a gap before {offset} (member {member})"
+                    assert offset > high or offset < self.uncommitted[partition], \
+                        f"partition {partition}: offset {offset} consumed again, above the refused commit"
+                    high = max(high, offset)
+                offsets = sorted(set(offsets))
             if offsets != expected:
                 repeated = len(offsets) - len(set(offsets))
                 missing = sorted(set(expected) - set(offsets))
@@ -193,8 +210,12 @@ class Member:
                 self.full_revocations += 1
             else:
                 self.partial_revocations += 1
-        failure = self._commit([p for p in gone if p in self.positions])
-        if failure:
+        committing = {p: self.positions[p] for p in gone if p in self.positions}
+        failure = self._commit(sorted(committing))
+        if failure and self.ledger.stale_generation_ok and "ILLEGAL_GENERATION" in failure:
+            self.ledger.note(f"member {self.index}: {failure}")
+            self._uncommitted(committing)
+        elif failure:
             self.ledger.failed_commits.append(failure)
         self._drop(gone, lost=False)
 
@@ -214,7 +235,14 @@ class Member:
         return f"member {self.index} {failed}" if failed else None
 
     def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        self._drop([p.partition for p in partitions], lost=True)
+        gone = [p.partition for p in partitions]
+        if self.ledger.stale_generation_ok:
+            self._uncommitted({p: self.positions[p] for p in gone if p in self.positions})
+        self._drop(gone, lost=True)
+
+    def _uncommitted(self, positions: dict[int, int]) -> None:
+        for p, position in positions.items():
+            self.ledger.uncommitted[p] = max(self.ledger.uncommitted.get(p, 0), position)
 
     def _drop(self, gone: list[int], lost: bool) -> None:
         self.ledger.revoked(self.index, gone, lost)
@@ -254,6 +282,7 @@ class JavaMember:
         self.closed = False
         self.partial_revocations = self.full_revocations = 0
         self._closing = False
+        self._positions: dict[int, int] = {}
         self._lines: queue.Queue[str] = queue.Queue()
         self.proc = subprocess.Popen(
             ["java", "-Xshare:auto", "-XX:TieredStopAtLevel=1", "-Xmx128m", "-cp", classpath, "CoopMember",
@@ -285,6 +314,7 @@ class JavaMember:
         t = event["t"] / 1e6
         if event["ev"] == "rec":
             self.consumed += 1
+            self._positions[event["p"]] = event["o"] + 1
             self.ledger.record(self.index, event["p"], event["o"], t)
         elif event["ev"] == "assigned":
             self.ledger.assigned(self.index, event["p"], t)
@@ -296,10 +326,17 @@ class JavaMember:
                     self.full_revocations += 1
                 else:
                     self.partial_revocations += 1
-            if event.get("commit", "ok") != "ok":
+            failed = event.get("commit", "ok") != "ok"
+            stale = event["ev"] == "lost" or "CommitFailed" in event.get("commit", "")  # a generation moved on
+            if (failed or event["ev"] == "lost") and stale and self.ledger.stale_generation_ok:
+                for p in gone & self._positions.keys():
+                    self.ledger.uncommitted[p] = max(self.ledger.uncommitted.get(p, 0), self._positions[p])
+            elif failed:
                 self.ledger.failed_commits.append(f"member {self.index}: {event['commit']}")
             self.ledger.revoked(self.index, sorted(gone), event["ev"] == "lost", t)
             self.assigned -= gone
+            for p in gone:
+                self._positions.pop(p, None)
 
     def close(self) -> None:
         if self.closed:
@@ -342,8 +379,9 @@ def shared(members: list[Member], partitions: int) -> bool:
 
 
 def all_consumed(ledger: Ledger, produced: list[int]) -> Callable[[], bool]:
+    """Every offset below `produced` consumed (at least once)."""
     def done() -> bool:
-        return all(len(ledger.consumed.get(p, [])) >= n for p, n in enumerate(produced))
+        return all(len({e[3] for e in ledger.consumed.get(p, [])}) >= n for p, n in enumerate(produced))
     return done
 
 

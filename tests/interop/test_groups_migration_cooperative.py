@@ -100,7 +100,9 @@ def run_roll(bootstrap: str, group: str, topic: str, first: str, then: str,
     """Roll three `first` members to `then` ones under load; every member that took part. With `java` (a
     classpath), the classic members are Java clients (CooperativeStickyAssignor)."""
     create_topic(bootstrap, topic, PARTITIONS)
-    ledger = Ledger(PARTITIONS)
+    # a downgrade hands a classic member that has not rejoined for the latest group epoch ILLEGAL_GENERATION
+    # (the classic group's generation is the group epoch, as Kafka's): it loses its partitions, uncommitted
+    ledger = Ledger(PARTITIONS, stale_generation_ok=expect_types[-1] == "CLASSIC")
     load = Load(bootstrap, topic, PARTITIONS)
     members: list[Member] = []
     everyone: list[Member] = []
@@ -160,3 +162,56 @@ def test_rolling_downgrade_to_cooperative_classic_members(migration_broker, topi
                         ("CONSUMER", "CONSUMER", "CONSUMER", "CLASSIC"), classic_client)
     partial, full = revocations(everyone)
     assert full == 0, (partial, full)
+
+
+def pending_revocations(bootstrap: str, group: str, members: list[Member]) -> list[int]:
+    """The members (indexes) the coordinator told to give up partitions they still hold."""
+    client = admin(bootstrap)  # kept alive until the answer is in
+    described = client.describe_consumer_groups([group], request_timeout=10)[group].result(15)
+    told = {d.client_id: {tp.partition for tp in d.assignment.topic_partitions} for d in described.members}
+    return [m.index for m in members if told.get(f"member-{m.index}", m.assigned) < m.assigned]
+
+
+def test_downgrade_while_classic_members_hold_revoked_partitions(migration_broker, topic):
+    """The last consumer-protocol member leaves while classic members have revocations pending (not polled, their
+    revoke callbacks wait) and a new classic member waits for those partitions. The classic group made of the
+    members' target assignments rebalances at once: nobody may get a partition another still holds.
+
+    A member mid-revocation still has its old member epoch as generation, and the classic group has the group
+    epoch (Kafka's fromConsumerGroup): its commit in the revoke callback is refused with ILLEGAL_GENERATION, as
+    Kafka's is; a member that had not rejoined for the new epoch yet gets ILLEGAL_GENERATION on its heartbeat and
+    loses its partitions. So their records since their last commit may be consumed again; nothing else may."""
+    bs, group = migration_broker.bootstrap, f"pending-{topic}"
+    create_topic(bs, topic, PARTITIONS)
+    ledger = Ledger(PARTITIONS, stale_generation_ok=True)
+    load = Load(bs, topic, PARTITIONS)
+    members = [Member(bs, group, topic, ledger, "consumer")]
+    try:
+        poll_until(members, lambda: members[0].consumed >= 5, what="a consumer-protocol member")
+        members += [Member(bs, group, topic, ledger, "classic") for _ in range(2)]
+        settle(members, "two classic members joining")
+        assert group_type(bs, group) == "CONSUMER"
+        pending: list[int] = []
+        for _ in range(2):  # a new member: one member with most partitions gives one up (a classic one, at last)
+            held = list(members)
+            members.append(Member(bs, group, topic, ledger, "classic"))
+
+            def told(held: list[Member] = held) -> bool:
+                pending[:] = pending_revocations(bs, group, held)
+                return bool(pending)
+            poll_until(members[len(held):], told, what="a member to be told to give partitions up")
+            if pending != [members[0].index]:
+                break
+            settle(members, "the consumer-protocol member giving a partition up")
+        assert pending and members[0].index not in pending, pending
+        print(f"\npending revocations at members {pending}")  # in the report of a failure
+        members[0].close()  # the last consumer-protocol member leaves: back to classic, with a rebalance
+        del members[0]
+        settle(members, "the downgrade")
+        assert group_type(bs, group) == "CLASSIC"
+        finish(bs, group, topic, members, load, ledger)
+        print(f"handed over uncommitted (ILLEGAL_GENERATION), partition: position {ledger.uncommitted}")
+    finally:
+        load.halt()
+        for m in members:
+            m.close()
