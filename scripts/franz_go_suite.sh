@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs franz-go's own pkg/kgo test suite against klamm.
 #
-#   scripts/franz_go_suite.sh FRANZ_GO_CHECKOUT_OR_MIRROR [single|cluster] [go test args...]
+#   scripts/franz_go_suite.sh FRANZ_GO_CHECKOUT_OR_MIRROR [single|cluster|tls] [go test args...]
 #
 # Default go test args: -count=1 -timeout 20m -v. Split long runs with -run, e.g.
 #   scripts/franz_go_suite.sh /work/.mirror/twmb+franz-go/repo single -run 'TestGroupETL' -timeout 20m
@@ -22,6 +22,8 @@
 #   cluster  three processes as kafka_python_suite.sh's cluster (node 0 broker and controller, nodes
 #            1 and 2 brokers, min.insync.replicas=2, internal topics at RF 3); KGO_TEST_RF=3,
 #            KGO_SEEDS is node 1 (broker only).
+#   tls      one node with an SSL listener only, the suite's clients over TLS (KGO_TEST_TLS), its CA and
+#            certificate made with openssl in WORK.
 #
 # The group tests run both the classic protocol and KIP-848 (group.protocol=consumer): the suite
 # turns its 848 variants on by itself when ApiVersions lists ConsumerGroupHeartbeat v1. Share group
@@ -33,7 +35,7 @@
 # reused across runs.
 set -euo pipefail
 
-FG=${1:?usage: $0 FRANZ_GO_CHECKOUT_OR_MIRROR [single|cluster] [go test args...]}
+FG=${1:?usage: $0 FRANZ_GO_CHECKOUT_OR_MIRROR [single|cluster|tls] [go test args...]}
 FG=$(cd "$FG" && pwd)
 MODE=${2:-single}
 shift $(( $# >= 2 ? 2 : 1 ))
@@ -104,12 +106,30 @@ single)
     wait_ready "$WORK/node0.log"
     export KGO_TEST_RF=${KGO_TEST_RF:-1} KGO_TEST_SCRAM_SEEDS=localhost:$SCRAM_PORT KGO_TEST_SCRAM=testuser:testpass
     ;;
+tls)
+    # One node whose only listener is SSL, the suite's clients over TLS (KGO_TEST_TLS=ca:...): a CA and
+    # a server certificate for localhost made with openssl, the PEM keystore of KIP-651.
+    openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=klamm-franz-go-ca \
+        -keyout "$WORK/ca.key" -out "$WORK/ca.pem" 2>/dev/null
+    openssl req -newkey rsa:2048 -nodes -subj /CN=localhost -keyout "$WORK/server.key" \
+        -out "$WORK/server.csr" 2>/dev/null
+    openssl x509 -req -days 2 -in "$WORK/server.csr" -CA "$WORK/ca.pem" -CAkey "$WORK/ca.key" -CAcreateserial \
+        -extfile <(printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\n') -out "$WORK/server.pem" 2>/dev/null
+    cat "$WORK/server.key" "$WORK/server.pem" >"$WORK/keystore.pem"
+    PORT=$(free_port)
+    properties 0 "$WORK/node0.properties" "listeners=SSL://localhost:$PORT" \
+        "advertised.listeners=SSL://localhost:$PORT" inter.broker.listener.name=SSL ssl.keystore.type=PEM \
+        "ssl.keystore.location=$WORK/keystore.pem"
+    start 0 "$WORK/node0.properties"
+    wait_ready "$WORK/node0.log"
+    export KGO_TEST_RF=${KGO_TEST_RF:-1} KGO_TEST_TLS=ca:$WORK/ca.pem
+    ;;
 cluster)
     start_nodes cluster
     export KGO_TEST_RF=${KGO_TEST_RF:-3}
     ;;
 *)
-    echo "mode must be single or cluster, not $MODE" >&2
+    echo "mode must be single, cluster or tls, not $MODE" >&2
     exit 2
     ;;
 esac
