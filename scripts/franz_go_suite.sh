@@ -23,7 +23,7 @@
 #            1 and 2 brokers, min.insync.replicas=2, internal topics at RF 3); KGO_TEST_RF=3,
 #            KGO_SEEDS is node 1 (broker only).
 #   tls      one node with an SSL listener only, the suite's clients over TLS (KGO_TEST_TLS), its CA and
-#            certificate made with openssl in WORK.
+#            certificate made with openssl in WORK. TestIssue769 is skipped (it cannot run over TLS).
 #
 # The group tests run both the classic protocol and KIP-848 (group.protocol=consumer): the suite
 # turns its 848 variants on by itself when ApiVersions lists ConsumerGroupHeartbeat v1. Share group
@@ -48,6 +48,12 @@ LZ4_SRC=${LZ4_SRC:-$(dirname "$(dirname "$FG")")/pierrec+lz4/repo}
 WORK=${WORK:-$(mktemp -d /tmp/klamm-fg.XXXX)}
 GO_ARGS=("$@")
 [ ${#GO_ARGS[@]} -gt 0 ] || GO_ARGS=(-count=1 -timeout 20m -v)
+if [ "$MODE" = tls ] && ! printf '%s\n' "${GO_ARGS[@]}" | grep -q -- '^-skip'; then
+    # TestIssue769 sets its own Dialer, which NewClient refuses next to the suite's DialTLSConfig ("cannot
+    # set both Dialer and DialTLSConfig"); the test drops that error and panics on the nil client, which
+    # ends the whole package. A suite limitation: it cannot run over TLS against any broker.
+    GO_ARGS+=(-skip '^TestIssue769$')
+fi
 
 # export SRC DEST: a source tree is copied, a bare git dir exported at HEAD without its missing blobs.
 export_tree() {
