@@ -8,7 +8,9 @@ fenced by the test (what the controller's session timeout does in a cluster).
 
 from __future__ import annotations
 
+import gc
 import time
+import warnings
 from typing import Any
 
 import pytest
@@ -196,6 +198,27 @@ def test_acks_all_waits_for_the_isr_and_min_insync_replicas_refuses(cluster: Emb
     cluster.call(cluster.start_broker(follower))
     eventually(lambda: set(cluster.partition("r").isr) == {1, 2, 3})
     assert len(produce(cluster, "r", 5, prefix="after")) == 5
+
+
+def test_an_acks_all_produce_whose_client_leaves_while_it_waits_leaves_no_wait_unawaited(
+        cluster: EmbeddedCluster) -> None:
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    admin.create_topics([NewTopic("w", 2, replica_assignment=[[1, 2, 3], [1, 2, 3]])])["w"].result(15)
+    eventually(lambda: cluster.partition("w", 0).leader == cluster.partition("w", 1).leader == 1)
+    for node in (2, 3):
+        cluster.call(cluster.kill_broker(node, fence=False))  # gone, still in the ISR: acks=all waits
+    client = RawClient(cluster.brokers[1].port)
+    partitions = cluster.brokers[1].replicas.partitions
+    with warnings.catch_warnings(record=True) as caught:  # the brokers' thread warns into this list too
+        warnings.simplefilter("always")
+        client.send(PRODUCE, 9, {"acks": -1, "timeout": 30_000, "topic_data": [
+            {"name": "w", "partition_data": [{"index": i, "records": build_batch([(None, b"x")])}
+                                             for i in (0, 1)]}]})
+        eventually(lambda: partitions[("w", 0)].log_end_offset == partitions[("w", 1)].log_end_offset == 1)
+        client.sock.close()  # the handler is cancelled waiting for the first partition's ISR
+        time.sleep(0.5)
+        cluster.call(_on_loop(gc.collect))
+    assert not [w for w in caught if "never awaited" in str(w.message)]
 
 
 def test_fail_over_keeps_every_acknowledged_record_in_order(cluster: EmbeddedCluster) -> None:

@@ -86,21 +86,27 @@ async def handle(broker: BrokerServices, request: Any) -> dict[str, Any] | None:
     responses = []
     failed = False
     hints = LeaderHints(broker, request.listener)
-    for name, results in submitted:
-        partitions = []
-        for result in results:
-            response = await result.response(durable) if isinstance(result, _Pending) else result
-            failed = failed or response["error_code"] != ErrorCode.none
-            partitions.append(response)
-        responses.append({"name": name, "partition_responses": partitions})
-    if acks != 0 and durable:
-        request.leave_queue()  # waiting for an fsync or the ISR, Kafka's delayed produce: out of the request queue
-        for response, waiting in durable:
-            try:
-                await waiting
-            except KafkaError as exc:
-                if response["error_code"] == ErrorCode.none:  # the first failure of a partition is its answer
-                    response.update(_failed(response["index"], exc))
+    try:
+        for name, results in submitted:
+            partitions = []
+            for result in results:
+                response = await result.response(durable) if isinstance(result, _Pending) else result
+                failed = failed or response["error_code"] != ErrorCode.none
+                partitions.append(response)
+            responses.append({"name": name, "partition_responses": partitions})
+        if acks != 0 and durable:
+            request.leave_queue()  # waiting for an fsync or the ISR, Kafka's delayed produce: out of the request queue
+            for response, waiting in durable:
+                try:
+                    await waiting
+                except KafkaError as exc:
+                    if response["error_code"] == ErrorCode.none:  # the first failure of a partition is its answer
+                        response.update(_failed(response["index"], exc))
+    finally:
+        # cancelled (the connection went) or failed midway: the waits never awaited are closed, not left to the
+        # garbage collector's "never awaited" warning; closing one that ran is a no-op
+        for _, waiting in durable:
+            waiting.close()
     if acks == 0:
         if failed:
             raise CloseConnection()
