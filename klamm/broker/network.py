@@ -234,6 +234,13 @@ class ClientConnection(asyncio.Protocol):
         self._sans_io.receive_data(data)
         self.read_requests()
 
+    def eof_received(self) -> bool | None:
+        # The client is done (Kafka closes a connection whose read hits its end): nothing is written after it.
+        # Over TLS asyncio calls connection_lost only once its shutdown completes, and answers written meanwhile
+        # went into the closing connection ("SSL connection is closed").
+        self.close()
+        return None
+
     def connection_lost(self, exc: Exception | None) -> None:
         self._closed = True
         self.processor.connections.discard(self)

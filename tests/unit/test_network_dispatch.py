@@ -399,3 +399,21 @@ def test_a_handler_cancelled_before_its_task_first_runs_sees_the_cancellation_wh
         assert seen == [asyncio.CancelledError]
         assert answer.task.cancelled()
     asyncio.run(main())
+
+
+def test_the_clients_end_of_file_closes_the_connection_and_nothing_is_written_after_it() -> None:
+    async def main() -> None:
+        release = asyncio.get_running_loop().create_future()
+
+        async def handler(request: Request, _connection: ClientConnection) -> Any:
+            await release
+            return ANSWER
+
+        connection, transport = connect(handler)
+        connection.data_received(requests(1))
+        assert not connection.eof_received()  # falsy: the transport closes itself too
+        assert transport.closed
+        release.set_result(None)
+        await turns()
+        assert transport.writes == []
+    asyncio.run(main())
