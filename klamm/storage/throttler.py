@@ -61,20 +61,24 @@ class Throttler:
             return
         if not self._lock.acquire(timeout=_LOCK_TIMEOUT_S):
             return
+        sleep_ms = 0
         try:
             state = self._state
             state[1] += int(observed)
-            elapsed_ns = self._clock_ns() - state[0]
+            now = self._clock_ns()
+            elapsed_ns = now - state[0]
             if elapsed_ns <= self._check_interval_ns:
                 return
             rate = state[1] * _NS_PER_S / elapsed_ns
             if rate > self.rate_per_sec:
                 # the time these bytes should have taken at the desired rate, minus the time they took
-                sleep_ms = round(state[1] / (self.rate_per_sec / 1000) - elapsed_ns // _NS_PER_MS)
-                if sleep_ms > 0:
-                    self._sleep(sleep_ms / 1000)
-                    self.slept_ms += sleep_ms
-            state[0] = self._clock_ns()
+                sleep_ms = max(round(state[1] / (self.rate_per_sec / 1000) - elapsed_ns // _NS_PER_MS), 0)
+            # The next period starts when this sleep ends; the lock is not held while sleeping (a
+            # process killed in its sleep would leave it held), others' bytes meanwhile count in it.
+            state[0] = now + sleep_ms * _NS_PER_MS
             state[1] = 0
         finally:
             self._lock.release()
+        if sleep_ms > 0:
+            self._sleep(sleep_ms / 1000)
+            self.slept_ms += sleep_ms

@@ -51,7 +51,8 @@ def cleaners():
 
 
 def slow_cleaner(cleaners: list[Cleaner], rate: float) -> Cleaner:
-    cleaner = Cleaner(1 << 20, throttler=Throttler(rate, check_interval_ms=10, context=PROCESS_CONTEXT))
+    # checked every 1 ms: at 10 ms or more, a whole cleaning can fit the first check interval unthrottled
+    cleaner = Cleaner(1 << 20, throttler=Throttler(rate, check_interval_ms=1, context=PROCESS_CONTEXT))
     cleaners.append(cleaner)
     return cleaner
 
@@ -234,12 +235,14 @@ def fake_broker(tmp_path: Path, records: int = 1000, **props: str):
 def test_the_service_survives_a_killed_cleaner_and_cleans_later(tmp_path):
     from klamm.broker.cleaner_tasks import LogCleanerService
 
-    broker, log = fake_broker(tmp_path, **{"log.cleaner.io.max.bytes.per.second": "1000000"})
+    broker, log = fake_broker(tmp_path)
 
     async def run() -> LogCleanerService:
         service = LogCleanerService(broker)
-        service.start()
         [cleaner] = service.cleaners
+        # 1 MB/s, checked every 1 ms: the first cleaning takes over a second, long enough to be seen
+        cleaner.throttler = Throttler(1_000_000.0, check_interval_ms=1, context=PROCESS_CONTEXT)
+        service.start()
         while not leftovers(log.directory):
             await asyncio.sleep(0.01)
         first = cleaner.pid
@@ -270,8 +273,8 @@ def test_stopping_the_service_during_a_long_cleaning_returns_promptly(tmp_path):
     async def run() -> float:
         service = LogCleanerService(broker)
         [cleaner] = service.cleaners
-        # 20 kB/s, checked every 10 ms: this cleaning would take a minute
-        cleaner.throttler = Throttler(20_000.0, check_interval_ms=10, context=PROCESS_CONTEXT)
+        # 20 kB/s, checked every 1 ms: this cleaning would take a minute
+        cleaner.throttler = Throttler(20_000.0, check_interval_ms=1, context=PROCESS_CONTEXT)
         service.start()
         while cleaner.pid is None:
             await asyncio.sleep(0.01)
