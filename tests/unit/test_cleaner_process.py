@@ -243,15 +243,17 @@ def test_the_service_survives_a_killed_cleaner_and_cleans_later(tmp_path):
         # 1 MB/s, checked every 1 ms: the first cleaning takes over a second, long enough to be seen
         cleaner.throttler = Throttler(1_000_000.0, check_interval_ms=1, context=PROCESS_CONTEXT)
         service.start()
-        while not leftovers(log.directory):
-            await asyncio.sleep(0.01)
-        first = cleaner.pid
-        os.kill(first, signal.SIGKILL)
-        while not service.runs:
-            await asyncio.sleep(0.01)
-        assert cleaner.pid not in (None, first)
-        await service.stop()
-        await broker.delayed_deletes.stop()
+        try:
+            while not leftovers(log.directory):
+                await asyncio.sleep(0.01)
+            first = cleaner.pid
+            os.kill(first, signal.SIGKILL)
+            while not service.runs:
+                await asyncio.sleep(0.01)
+            assert cleaner.pid not in (None, first)
+        finally:  # a failure must not leave the process cleaning
+            await service.stop()
+            await broker.delayed_deletes.stop()
         return service
 
     service = asyncio.run(asyncio.wait_for(run(), 60))
