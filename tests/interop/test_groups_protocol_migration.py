@@ -19,17 +19,17 @@ must hold, per partition, over the consumption events in order:
 from __future__ import annotations
 
 import itertools
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import pytest
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from tests.conftest import BrokerFactory
 
 from .helpers import admin, create_topic
+from .ownership import Load
 
 pytestmark = [pytest.mark.timeout(420)]
 
@@ -53,39 +53,6 @@ class Event:
     partition: int
     offset: int
     committed_before: int  # the partition's last successfully committed position when this was consumed
-
-
-class Load:
-    """A producer writing round-robin to every partition until stopped."""
-
-    def __init__(self, bootstrap: str, topic: str) -> None:
-        self.topic = topic
-        self.producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
-        self.delivered = [0] * PARTITIONS
-        self.errors: list[str] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-
-    def _report(self, err, msg) -> None:
-        if err is not None:
-            self.errors.append(str(err))
-        else:
-            self.delivered[msg.partition()] += 1
-
-    def _run(self) -> None:
-        for i in itertools.count():
-            if self._stop.is_set():
-                return
-            self.producer.produce(self.topic, value=str(i).encode(), partition=i % PARTITIONS,
-                                  on_delivery=self._report)
-            self.producer.poll(0.02)
-
-    def stop(self) -> list[int]:
-        self._stop.set()
-        self._thread.join(30)
-        assert self.producer.flush(30) == 0 and not self.errors, self.errors
-        return list(self.delivered)
 
 
 class Member:
@@ -213,7 +180,7 @@ def test_rolling_upgrade_and_downgrade_under_load(migration_broker, topic):
     bs = migration_broker.bootstrap
     create_topic(bs, topic, PARTITIONS)
     journal = Journal()
-    load = Load(bs, topic)
+    load = Load(bs, topic, PARTITIONS)
     members: list[Member] = []
     try:
         members = [Member(bs, topic, "classic", journal) for _ in range(3)]
