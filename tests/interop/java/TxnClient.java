@@ -209,7 +209,14 @@ public final class TxnClient {
             producer.flush();
             OUT.println("{\"before\":" + json(groupOffsets(admin, group, in)) + "}");
             producer.commitTransaction();
-            OUT.println("{\"after\":" + json(groupOffsets(admin, group, in)) + "}");
+            // the commit markers reach a replicated __consumer_offsets after commitTransaction returns (as in
+            // Kafka), and offsets are read at its high watermark: wait for them to show
+            Map<Integer, Long> after = groupOffsets(admin, group, in);
+            for (long end = System.currentTimeMillis() + 30_000; after.isEmpty() && System.currentTimeMillis() < end; ) {
+                Thread.sleep(50);
+                after = groupOffsets(admin, group, in);
+            }
+            OUT.println("{\"after\":" + json(after) + "}");
         }
     }
 
