@@ -115,7 +115,7 @@ class Scene:
         return Member(self.cluster.bootstrap, GROUP, self.topic, self.ledger, protocol, commit_interval=0.2)
 
     def start(self, count: int) -> None:
-        """`count` members. In a mixed group the consumer-protocol member starts first, alone until it owns
+        """`count` members, sharing the partitions and consuming. In a mixed group the consumer-protocol member starts first, alone until it owns
         partitions: a consumer-protocol heartbeat arriving while the classic members' joins are all still
         pending is refused GROUP_ID_NOT_FOUND by klamm (Kafka would drop the empty classic group and create the
         consumer group), fatal to librdkafka; that race is not what these tests are about."""
@@ -123,6 +123,9 @@ class Scene:
         if self.protocol == "mixed":
             poll_until(self.members, lambda: bool(self.members[0].assigned), what="the consumer-protocol member")
         self.members.extend(self.member(i) for i in range(1, count))
+        members = self.members
+        poll_until(members, lambda: shared(members, PARTITIONS) and all(m.consumed >= 20 for m in members),
+                   what=f"{count} consuming members")
 
     def coordinator(self) -> BrokerProcess:
         node_id = coordinator(self.cluster.nodes[0])
@@ -177,8 +180,6 @@ def test_group_coordinator_lost_under_load(cluster: ClusterProcess, topic: str, 
     members = scene.members
     try:
         scene.start(3)
-        poll_until(members, lambda: shared(members, PARTITIONS) and all(m.consumed >= 20 for m in members),
-                   what="three consuming members")
         victim = scene.coordinator()
         if protocol != "classic":
             poll_until(members, lambda: settled(victim), what="the group to settle")
@@ -223,8 +224,6 @@ def test_group_coordinator_killed_during_a_rebalance(cluster: ClusterProcess, to
     members = scene.members
     try:
         scene.start(3)
-        poll_until(members, lambda: shared(members, PARTITIONS) and all(m.consumed >= 20 for m in members),
-                   what="three consuming members")
         victim = scene.coordinator()
         old = list(members)
         members.append(scene.member(3))
