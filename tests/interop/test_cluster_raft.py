@@ -15,6 +15,7 @@ import subprocess
 import threading
 import sys
 import time
+from collections.abc import Iterable
 from pathlib import Path
 
 import pytest
@@ -125,6 +126,17 @@ def create(admin: AdminClient, name: str, replication: int = 1) -> bool:
         return "TOPIC_ALREADY_EXISTS" in str(exc)
 
 
+def listed(admin: AdminClient, names: Iterable[str], timeout: float = 15) -> set[str]:
+    """The topics a broker lists once it lists all of `names`, or at the timeout: a creation is acknowledged when the
+    controller commits it, and a broker's metadata follows a moment later (as in Kafka)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        topics = set(admin.list_topics(timeout=15).topics)
+        if set(names) <= topics or time.monotonic() > deadline:
+            return topics
+        time.sleep(0.2)
+
+
 def delete(admin: AdminClient, name: str) -> bool:
     try:
         admin.delete_topics([name], request_timeout=10)[name].result(15)
@@ -166,10 +178,11 @@ def test_killing_the_active_controller_loses_no_acknowledged_creation(quorum: Qu
         wait_for(lambda name=name: create(admin, name), timeout=30, what="a creation through the new controller")
         acked.append(name)
         quorum.controllers[leader].start()
-    topics = set(admin.list_topics(timeout=15).topics)
+    topics = listed(admin, acked)
     missing = [t for t in acked if t not in topics]
     assert not missing, f"acknowledged creations lost: {missing}"
-    assert not [t for t in deleted if t in topics], "acknowledged deletions undone"
+    wait_for(lambda: not [t for t in deleted if t in admin.list_topics(timeout=15).topics], timeout=15,
+             what="acknowledged deletions stay done")
     assert len(acked) >= 8 and deleted
     assert brokers(admin) == {4, 5}  # heartbeats reached each new active controller: nobody was fenced
     rows = wait_for(quorum.followers_caught_up, timeout=30, what="the three voters at the leader's log end")
@@ -216,7 +229,7 @@ def test_a_partitioned_active_controller_is_replaced_and_rejoins(tmp_path: Path)
         quorum.proxies[leader].heal()
         wait_for(quorum.followers_caught_up, timeout=30, what="the old leader caught up as a follower")
         assert create(admin, "after")
-        assert {"before", "during", "after"} <= set(admin.list_topics(timeout=15).topics)
+        assert {"before", "during", "after"} <= listed(admin, ["before", "during", "after"])
     finally:
         quorum.kill()
 
@@ -246,7 +259,7 @@ def test_a_controller_far_behind_catches_up_from_a_snapshot(tmp_path: Path) -> N
         leader = quorum.leader()
         quorum.controllers[leader].kill()
         wait_for(lambda: quorum.leader() != leader, timeout=30, what="a new leader")
-        assert set(names) <= set(admin.list_topics(timeout=15).topics)
+        assert set(names) <= listed(admin, names)
         wait_for(lambda: create(admin, "afterwards"), timeout=30, what="a creation afterwards")
     finally:
         quorum.kill()
@@ -314,6 +327,6 @@ def test_combined_nodes_form_a_quorum_and_survive_the_active_controllers_death(t
             quorum.start(leader)
             wait_for(lambda: brokers(admin) == {1, 2, 3}, timeout=60, what="the killed node back")
         assert not stream.failed, stream.failed[:3]
-        assert {"orders", "after"} <= set(admin.list_topics(timeout=15).topics)
+        assert {"orders", "after"} <= listed(admin, ["orders", "after"])
     finally:
         quorum.kill()
