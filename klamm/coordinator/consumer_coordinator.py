@@ -38,7 +38,7 @@ from klamm.coordinator.consumer_records import decode, encode
 from klamm.coordinator.group import Callback, ClassicGroup, join_error, sync_response
 from klamm.coordinator.migration import MigrationPolicy, can_downgrade, can_downgrade_replacing, can_upgrade, \
     classic_group_from, scratch_group, upgrade_records
-from klamm.coordinator.records import CommittedOffset, CoordinatorRecord, group_metadata_record
+from klamm.coordinator.records import CommittedOffset, CoordinatorRecord
 from klamm.protocol.errors import ErrorCode, KafkaError
 
 if TYPE_CHECKING:
@@ -171,14 +171,15 @@ class ConsumerGroups:
             raise KafkaError(ErrorCode.group_id_not_found, f"Consumer group {req.group_id} not found.")
         partition = self.owner.partition_for(req.group_id)
         classic = self.owner.groups.get(req.group_id)
-        if classic is not None and (classic.members or classic.pending_members):
-            if not classic.members or not can_upgrade(classic, self.config.migration_policy, self.config.max_size):
+        if classic is not None and classic.members:
+            if not can_upgrade(classic, self.config.migration_policy, self.config.max_size):
                 raise KafkaError(ErrorCode.group_id_not_found, f"Group {req.group_id} is not a consumer group.")
             records = upgrade_records(classic, topics)
             return scratch_group(req.group_id, partition, records), records
-        if classic is not None and classic.protocol_type is not None:
-            # an empty classic group that had members: its GroupMetadata goes, its offsets stay
-            self.owner.write(group_metadata_record(classic.partition, req.group_id, None))
+        if classic is not None and (classic.protocol_type is not None or classic.pending_members):
+            # An empty classic group goes (Kafka's maybeDeleteEmptyClassicGroup), even while members-to-be hold
+            # the member ids of MEMBER_ID_REQUIRED: their joins come to the consumer group. Its offsets stay.
+            self.owner.release_classic(classic)
         return ConsumerGroup(req.group_id, partition), []
 
     def _upgrade(self, group_id: str, records: list[ConsumerGroupRecord]) -> None:

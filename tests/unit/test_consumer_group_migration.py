@@ -28,7 +28,7 @@ from klamm.coordinator.timer import Timer
 from klamm.protocol.errors import ErrorCode
 from klamm.protocol.schema import packaged_spec
 
-from tests.unit.test_consumer_group_coordinator import PARTITIONS, TOPICS, Harness, T
+from tests.unit.test_consumer_group_coordinator import PARTITIONS, TOPICS, Harness, T, partitions
 
 SUBSCRIPTION = packaged_spec("clients", "ConsumerProtocolSubscription")
 ASSIGNMENT = packaged_spec("clients", "ConsumerProtocolAssignment")
@@ -267,3 +267,25 @@ def test_a_classic_member_that_does_not_rejoin_in_time_is_fenced() -> None:
     h.advance(2_001)
     members = h.coordinator.consumer.groups["g"].members
     assert c1.member_id not in members and c2.member_id in members
+
+
+def test_a_classic_group_with_only_pending_members_gives_way_to_a_consumer_group() -> None:
+    """Kafka drops an Empty classic group for a first consumer-protocol heartbeat even while classic members hold
+    the ids of MEMBER_ID_REQUIRED (GROUP_ID_NOT_FOUND is fatal to librdkafka); their joins then reach the
+    consumer group."""
+    h = Harness()
+    replies: list[dict[str, Any]] = []
+    request = JoinRequest("g", "", None, "c", "/h", 10_000, 30_000, "consumer", [("range", subscription())], True)
+    h.apply(h.coordinator.join_group(request, replies.append))
+    assert replies[0]["error_code"] == ErrorCode.member_id_required
+    assert h.coordinator.groups["g"].pending_members
+    response = h.beat("m1", 0)
+    assert response["error_code"] == ErrorCode.none and partitions(response) == {0, 1, 2, 3}
+    assert "g" not in h.coordinator.groups
+    pending_id = replies[0]["member_id"]
+    h.apply(h.coordinator.join_group(
+        JoinRequest("g", pending_id, None, "c", "/h", 10_000, 30_000, "consumer", [("range", subscription())], True),
+        replies.append))
+    assert set(h.coordinator.consumer.groups["g"].members) == {"m1", pending_id}
+    h.advance(10_000 * 2)  # no pending-member timer of the dropped classic group fires into the consumer group
+    assert "g" not in h.coordinator.groups
