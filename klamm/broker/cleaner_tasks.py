@@ -11,6 +11,15 @@ cleaner-offset-checkpoint is updated. With nothing to clean a worker sleeps
 log.cleaner.backoff.ms, as after a failed cleaning (the process crashed, a segment went
 meanwhile): the log is tried again then. The workers share one
 log.cleaner.io.max.bytes.per.second budget. `__cluster_metadata` is never cleaned.
+
+Uncleanable partitions (Kafka's LogCleanerManager.uncleanablePartitions, per log dir): a
+cleaning that fails with an error of its own (not a stop, not a segment gone meanwhile)
+would fail again on the same bytes, so the partition is no longer picked, as Kafka marks
+it uncleanable at once. A cleaner process that dies is tried once more first (it may have
+been killed from outside, the OOM killer's favourite being the process with the offset
+map); a second death in a row on the same partition marks it. The mark holds until the
+partition is deleted (and follows it to another log dir), as in Kafka, where a restart
+also clears it. Metrics: Kafka's uncleanable-partitions-count and uncleanable-bytes.
 """
 
 from __future__ import annotations
@@ -19,6 +28,7 @@ import asyncio
 import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 from klamm.config.topic import TopicConfig
@@ -29,6 +39,7 @@ from klamm.storage.cleaner import (
     CleanerCheckpoints,
     CleanerCrashed,
     CleaningAborted,
+    CleanResult,
     CompactionConfig,
     LogToClean,
     SegmentChanged,
@@ -41,6 +52,17 @@ from klamm.storage.throttler import Throttler
 
 log = logging.getLogger("klamm.cleaner")
 
+# Deaths of the cleaner process in a row while cleaning one partition before it is marked uncleanable.
+CRASHES_BEFORE_UNCLEANABLE = 2
+
+
+class LogCleaningFailed(Exception):
+    """Kafka's LogCleaningException: cleaning `log` failed in a way that would recur."""
+
+    def __init__(self, log_: Any, cause: BaseException) -> None:
+        super().__init__(f"log cleaning of {log_.topic}-{log_.partition} failed: {cause!r}")
+        self.log = log_
+        self.cause = cause
 
 
 def _now_ms() -> int:
@@ -71,6 +93,9 @@ class LogCleanerService:
                          for _ in range(config.log_cleaner_threads)]
         self.checkpoints: CleanerCheckpoints | None = None
         self._in_progress: set[tuple[str, int]] = set()
+        # log dir -> partitions not cleaned any more (Kafka's uncleanablePartitions)
+        self._uncleanable: dict[Path, set[tuple[str, int]]] = {}
+        self._crashes: dict[tuple[str, int], int] = {}  # process deaths in a row per partition
         self._executor: ThreadPoolExecutor | None = None
         self._tasks: list[asyncio.Task[None]] = []
 
@@ -101,11 +126,15 @@ class LogCleanerService:
                 log.info("log cleaning skipped, tried again later: %s", e)
                 cleaned = False
             except CleanerCrashed as e:
-                log.error("log cleaning failed, tried again later: %s", e)
+                log.warning("log cleaning failed, tried again later: %s", e)
+                cleaned = False
+            except LogCleaningFailed as e:
+                self._mark_uncleanable(e)
                 cleaned = False
             except Exception:  # one bad log must not stop compaction of the others
                 log.exception("log cleaning failed")
                 cleaned = False
+            self._maintain_uncleanable()
             if not cleaned:
                 await asyncio.sleep(backoff)
 
@@ -119,14 +148,15 @@ class LogCleanerService:
         key = (target.topic, target.partition)
         self._in_progress.add(key)
         try:
-            plan = prepare_clean(ltc, now)
             read_before, written_before = cleaner.bytes_read, cleaner.bytes_written
-            loop = asyncio.get_running_loop()
-            result = await loop.run_in_executor(self._executor, cleaner.clean, plan)
+            result = await self._clean(cleaner, ltc, now)
             if self.broker.logs.get_log(*key) is not target:
                 result.discard()  # deleted (or recreated) while we cleaned
                 return True
-            complete, replaced = commit_clean(target, result)
+            try:
+                complete, replaced = commit_clean(target, result)
+            except Exception as e:
+                raise LogCleaningFailed(target, e) from e
             partition = self.broker.replicas.partitions.get(key)
             delay_ms = partition.config.file_delete_delay_ms if partition is not None else 60_000
             self.broker.delayed_deletes.segments(replaced, delay_ms)
@@ -139,18 +169,91 @@ class LogCleanerService:
             self._in_progress.discard(key)
         return True
 
+    async def _clean(self, cleaner: Cleaner, ltc: LogToClean, now: int) -> CleanResult:
+        """Run one cleaning in `cleaner`'s process; its own failures become LogCleaningFailed."""
+        key = (ltc.log.topic, ltc.log.partition)
+        try:
+            plan = prepare_clean(ltc, now)
+            loop = asyncio.get_running_loop()
+            result = await loop.run_in_executor(self._executor, cleaner.clean, plan)
+        except (CleaningAborted, SegmentChanged):
+            raise
+        except CleanerCrashed as e:
+            crashes = self._crashes.get(key, 0) + 1
+            if crashes >= CRASHES_BEFORE_UNCLEANABLE:
+                self._crashes.pop(key, None)
+                raise LogCleaningFailed(ltc.log, e) from e
+            self._crashes[key] = crashes
+            raise
+        except Exception as e:
+            raise LogCleaningFailed(ltc.log, e) from e
+        self._crashes.pop(key, None)
+        return result
+
     def _grab_filthiest(self, now: int) -> LogToClean | None:
-        assert self.checkpoints is not None
         candidates = []
         for (topic, index), partition in list(self.broker.replicas.partitions.items()):
             if topic == METADATA_TOPIC or not partition.config.compact or (topic, index) in self._in_progress:
                 continue
-            ltc = log_to_clean(partition.log, compaction_config(partition.config),
-                               self.checkpoints.get(partition.log), now, partition.last_stable_offset)
+            if self.is_uncleanable(partition.log):
+                continue
+            try:
+                ltc = self._log_to_clean(partition, now)
+            except Exception as e:
+                raise LogCleaningFailed(partition.log, e) from e
             if ltc.reset_checkpoint:
                 self._checkpoint(partition.log, ltc.first_dirty_offset)
             candidates.append(ltc)
         return grab_filthiest(candidates)
+
+    def _log_to_clean(self, partition: Any, now: int) -> LogToClean:
+        assert self.checkpoints is not None
+        return log_to_clean(partition.log, compaction_config(partition.config),
+                            self.checkpoints.get(partition.log), now, partition.last_stable_offset)
+
+    # -- uncleanable partitions (Kafka's LogCleanerManager) --
+
+    def is_uncleanable(self, log_: Any) -> bool:
+        return (log_.topic, log_.partition) in self._uncleanable.get(log_.directory.parent, ())
+
+    def _mark_uncleanable(self, failure: LogCleaningFailed) -> None:
+        target = failure.log
+        log_dir = target.directory.parent
+        self._uncleanable.setdefault(log_dir, set()).add((target.topic, target.partition))
+        log.error("log cleaning of %s-%d in %s failed; the partition is marked uncleanable and not cleaned again "
+                  "until it is deleted (uncleanable partitions in that log dir: %d)", target.topic,
+                  target.partition, log_dir, len(self._uncleanable[log_dir]), exc_info=failure.cause)
+
+    def _maintain_uncleanable(self) -> None:
+        """Kafka's maintainUncleanablePartitions: a deleted partition's mark goes; a moved one's follows it."""
+        for log_dir, keys in list(self._uncleanable.items()):
+            for key in list(keys):
+                current = self.broker.logs.get_log(*key)
+                if current is None or current.directory.parent != log_dir:
+                    keys.discard(key)
+                if current is not None and current.directory.parent != log_dir:
+                    self._uncleanable.setdefault(current.directory.parent, set()).add(key)
+        self._uncleanable = {log_dir: keys for log_dir, keys in self._uncleanable.items() if keys}
+        self._crashes = {key: n for key, n in self._crashes.items() if self.broker.logs.get_log(*key) is not None}
+
+    def uncleanable(self, now_ms: int | None = None) -> list[tuple[Path, int, int]]:
+        """Per log dir: (dir, uncleanable partitions, their cleanable bytes): Kafka's uncleanable-partitions-count
+        and uncleanable-bytes gauges."""
+        now = _now_ms() if now_ms is None else now_ms
+        report = []
+        for log_dir in self.broker.log_dirs:
+            keys = self._uncleanable.get(Path(log_dir), set())
+            report.append((Path(log_dir), len(keys), sum(self._uncleanable_bytes(key, now) for key in keys)))
+        return report
+
+    def _uncleanable_bytes(self, key: tuple[str, int], now: int) -> int:
+        partition = self.broker.replicas.partitions.get(key)
+        if partition is None or self.checkpoints is None:
+            return 0
+        try:
+            return self._log_to_clean(partition, now).cleanable_bytes
+        except Exception:  # noqa: BLE001 (the very log whose reading failed: a scrape must not fail with it)
+            return 0
 
     def _checkpoint(self, target: Any, offset: int) -> None:
         assert self.checkpoints is not None

@@ -316,6 +316,21 @@ class BrokerStateCollector(Collector):
                                   value=_sum_of(cleaners, "bytes_cleaned"))
         yield CounterMetricFamily("klamm_log_cleaner_written_bytes", "Bytes of cleaned segments written.",
                                   value=_sum_of(cleaners, "bytes_written"))
+        yield from self._uncleanable()
+
+    def _uncleanable(self) -> Iterator[Any]:
+        """Kafka's uncleanable-partitions-count and uncleanable-bytes, per log dir (its logDirectory tag)."""
+        count = GaugeMetricFamily("klamm_log_cleaner_uncleanable_partitions",
+                                  "Compacted partitions whose cleaning failed and that are no longer cleaned "
+                                  "until deleted.", labels=["log_directory"])
+        size = GaugeMetricFamily("klamm_log_cleaner_uncleanable_bytes",
+                                 "Cleanable bytes of the uncleanable partitions.", labels=["log_directory"])
+        report = getattr(getattr(self.broker, "log_cleaner", None), "uncleanable", None)
+        for log_dir, partitions, nbytes in report() if callable(report) else ():
+            count.add_metric([str(log_dir)], partitions)
+            size.add_metric([str(log_dir)], nbytes)
+        yield count
+        yield size
 
 
     @staticmethod
