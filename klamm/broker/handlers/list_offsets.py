@@ -26,6 +26,15 @@ the high watermark, rather than an offset the HW will move past; the client
 retries (Kafka's Partition.fetchOffsetForTimestamp); before v5 the answer is
 LEADER_NOT_AVAILABLE, as from Kafka.
 
+The request's replica_id says who asks, as in Kafka's ReplicaManager.fetchOffset: -1
+(a consumer) reads up to the high watermark, or the last stable offset for
+read_committed, from the leader only; -2 (a debugging tool) may ask any replica,
+the leader or a follower, and a broker's id (a follower) the leader, both reading
+up to the log end offset whatever the isolation level, never told
+OFFSET_NOT_AVAILABLE. v0 likewise: only -1 is capped at the high watermark, only -2
+is answered by a follower. The current leader epoch is checked first, as Kafka's
+Partition.getLocalLog does.
+
 With an authorizer, each topic needs DESCRIBE, else its partitions answer
 TOPIC_AUTHORIZATION_FAILED (Kafka's KafkaApis.handleListOffsetRequest).
 """
@@ -45,6 +54,8 @@ from klamm.protocol.acl import AclOperation
 from klamm.protocol.errors import ErrorCode, KafkaError
 
 EARLIEST, LATEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED, EARLIEST_PENDING_UPLOAD = -2, -1, -3, -4, -5, -6
+CONSUMER_REPLICA_ID, DEBUGGING_REPLICA_ID = -1, -2  # Kafka's ListOffsetsRequest
+READ_UNCOMMITTED, READ_COMMITTED = 0, 1
 # The first ListOffsets version that may carry each sentinel timestamp.
 SENTINEL_SINCE = {EARLIEST: 1, LATEST: 1, MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8, LATEST_TIERED: 9,
                   EARLIEST_PENDING_UPLOAD: 11}
@@ -52,7 +63,10 @@ SENTINEL_SINCE = {EARLIEST: 1, LATEST: 1, MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8, L
 
 async def handle(broker: BrokerServices, request: Any) -> dict[str, Any]:
     body = request.body
-    read_committed = getattr(body, "isolation_level", 0) == 1
+    # a consumer reads up to its isolation level's end; a follower or a debugging tool (None) to the log end
+    consumer = body.replica_id == CONSUMER_REPLICA_ID
+    isolation = getattr(body, "isolation_level", READ_UNCOMMITTED) if consumer else None
+    leader_only = body.replica_id != DEBUGGING_REPLICA_ID
     denied: Container[str] = ()
     repeated = _repeated(body.topics) if request.api_version > 0 else set()
     if broker.authorizer.enabled:
@@ -63,9 +77,9 @@ async def handle(broker: BrokerServices, request: Any) -> dict[str, Any]:
         if topic.name in denied:
             partitions = [_refused(p.partition_index, request.api_version) for p in topic.partitions]
         elif request.api_version == 0:
-            partitions = [_legacy(broker, topic.name, p, body.replica_id < 0) for p in topic.partitions]
+            partitions = [_legacy(broker, topic.name, p, consumer, leader_only) for p in topic.partitions]
         else:
-            partitions = [_checked(broker, topic.name, p, read_committed, request.api_version,
+            partitions = [_checked(broker, topic.name, p, isolation, leader_only, request.api_version,
                                    (topic.name, p.partition_index) in repeated)
                           for p in topic.partitions]
         topics.append({"name": topic.name, "partitions": partitions})
@@ -83,8 +97,8 @@ def _repeated(topics: Any) -> set[tuple[str, int]]:
     return twice
 
 
-def _checked(broker: BrokerServices, topic: str, request: Any, read_committed: bool, version: int,
-             repeated: bool) -> dict[str, Any]:
+def _checked(broker: BrokerServices, topic: str, request: Any, isolation: int | None, leader_only: bool,
+             version: int, repeated: bool) -> dict[str, Any]:
     error = None
     if repeated:
         error = ErrorCode.invalid_request
@@ -93,7 +107,7 @@ def _checked(broker: BrokerServices, topic: str, request: Any, read_committed: b
     if error is not None:
         return {"partition_index": request.partition_index, "error_code": error, "timestamp": -1, "offset": -1,
                 "leader_epoch": -1}
-    return _one(broker, topic, request, read_committed, version)
+    return _one(broker, topic, request, isolation, leader_only, version)
 
 
 def _refused(index: int, version: int) -> dict[str, Any]:
@@ -103,11 +117,13 @@ def _refused(index: int, version: int) -> dict[str, Any]:
             "offset": -1, "leader_epoch": -1}
 
 
-def _legacy(broker: BrokerServices, topic: str, request: Any, from_consumer: bool) -> dict[str, Any]:
+def _legacy(broker: BrokerServices, topic: str, request: Any, from_consumer: bool, leader_only: bool
+            ) -> dict[str, Any]:
     index = request.partition_index
     try:
         partition = broker.replicas.get(topic, index)
-        partition.check_leader()
+        if leader_only:
+            partition.check_leader()
         offsets = legacy_offsets(partition, request.timestamp, request.max_num_offsets, from_consumer)
     except KafkaError as exc:
         return {"partition_index": index, "error_code": exc.code, "old_style_offsets": []}
@@ -133,13 +149,15 @@ def legacy_offsets(partition: Any, timestamp: int, max_num_offsets: int, from_co
     return offsets[:max(max_num_offsets, 0)] if max_num_offsets >= 0 else offsets
 
 
-def _one(broker: BrokerServices, topic: str, request: Any, read_committed: bool, version: int) -> dict[str, Any]:
+def _one(broker: BrokerServices, topic: str, request: Any, isolation: int | None, leader_only: bool,
+         version: int) -> dict[str, Any]:
     index = request.partition_index
     try:
         partition = broker.replicas.get(topic, index)
-        partition.check_leader()
         _check_epoch(partition, getattr(request, "current_leader_epoch", -1))
-        offset, timestamp = _find(partition, request.timestamp, read_committed)
+        if leader_only:
+            partition.check_leader()
+        offset, timestamp = _find(partition, request.timestamp, isolation)
     except KafkaError as exc:
         code = exc.code
         if code == ErrorCode.offset_not_available and version < 5:  # the code came with v5 (KIP-207)
@@ -150,11 +168,18 @@ def _one(broker: BrokerServices, topic: str, request: Any, read_committed: bool,
             "leader_epoch": epoch if epoch is not None else -1}
 
 
-def _find(partition: Any, timestamp: int, read_committed: bool) -> tuple[int, int]:
-    visible = partition.last_stable_offset if read_committed else partition.high_watermark
+def _find(partition: Any, timestamp: int, isolation: int | None) -> tuple[int, int]:
+    """(offset, timestamp) for `timestamp`, reading up to the end `isolation` sees (None: the log end)."""
+    if isolation is None:
+        visible = partition.log_end_offset
+    elif isolation == READ_COMMITTED:
+        visible = partition.last_stable_offset
+    else:
+        visible = partition.high_watermark
     if timestamp in (EARLIEST, EARLIEST_LOCAL):
         return partition.log_start_offset, -1
-    lagging = _hw_lags_epoch_start(partition)
+    # only a consumer is told to wait for a new leader's HW (Kafka: the isolation level is defined)
+    lagging = isolation is not None and _hw_lags_epoch_start(partition)
     if timestamp == LATEST:
         if lagging:
             raise KafkaError(ErrorCode.offset_not_available)
