@@ -273,7 +273,7 @@ class JavaMember:
     reach the ledger when the test polls it; it closes (revoking, so committing) on "close" on stdin."""
 
     def __init__(self, classpath: str, bootstrap: str, group: str, topic: str, ledger: Ledger,
-                 protocol: str) -> None:
+                 protocol: str, extra: tuple[str, ...] = ()) -> None:
         self.index = next(Member.ids)
         self.protocol = protocol
         self.ledger = ledger
@@ -286,7 +286,7 @@ class JavaMember:
         self._lines: queue.Queue[str] = queue.Queue()
         self.proc = subprocess.Popen(
             ["java", "-Xshare:auto", "-XX:TieredStopAtLevel=1", "-Xmx128m", "-cp", classpath, "CoopMember",
-             bootstrap, topic, group, protocol, f"member-{self.index}"],
+             bootstrap, topic, group, protocol, f"member-{self.index}", *extra],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         self.stderr: list[str] = []
         self._reader = threading.Thread(target=self._read, daemon=True)

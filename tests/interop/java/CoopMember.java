@@ -2,11 +2,15 @@
 // CooperativeStickyAssignor (or group.protocol=consumer) that commits synchronously, in its revoke callback,
 // the positions of the partitions it gives up, and never otherwise.
 //
-//   CoopMember <bootstrap> <topic> <group> <classic|consumer> <client.id>
+//   CoopMember <bootstrap> <topic> <group> <classic|consumer> <client.id> [<key>=<value> ...]
+//
+// <topic> "re:<regex>" subscribes to a pattern; trailing arguments are more consumer properties
+// (group.remote.assignor=range, ...).
 //
 // Prints JSON lines on stdout, each stamped with the wall clock in microseconds ("t"):
 //   {"ev":"assigned","t":..,"p":[..]}   {"ev":"revoked","t":..,"p":[..],"commit":"ok"|"<error>"}
 //   {"ev":"lost","t":..,"p":[..]}       {"ev":"rec","t":..,"p":..,"o":..}      {"ev":"closed","t":..}
+// (with the topic too: "tp":["<topic>-<partition>",..] beside "p", and "topic" in "rec").
 // A line "close" on stdin closes the consumer (revoking, so committing, what it holds) and exits.
 
 import java.io.BufferedReader;
@@ -21,6 +25,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.Properties;
 import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.regex.Pattern;
 import java.util.stream.Collectors;
 
 import org.apache.kafka.clients.consumer.ConsumerConfig;
@@ -41,6 +46,8 @@ public final class CoopMember {
 
     static String partitions(Collection<TopicPartition> parts) {
         return parts.stream().map(tp -> Integer.toString(tp.partition())).sorted()
+                .collect(Collectors.joining(",", "[", "]"))
+               + ",\"tp\":" + parts.stream().map(tp -> quote(tp.topic() + "-" + tp.partition())).sorted()
                 .collect(Collectors.joining(",", "[", "]"));
     }
 
@@ -66,6 +73,10 @@ public final class CoopMember {
             props.put(ConsumerConfig.SESSION_TIMEOUT_MS_CONFIG, "6000");
             props.put(ConsumerConfig.HEARTBEAT_INTERVAL_MS_CONFIG, "500");
         }
+        for (int i = 5; i < args.length; i++) {
+            String[] kv = args[i].split("=", 2);
+            props.put(kv[0], kv[1]);
+        }
         AtomicBoolean closing = new AtomicBoolean(false);
         Thread stdin = new Thread(() -> {
             try (BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8))) {
@@ -79,7 +90,7 @@ public final class CoopMember {
 
         Map<TopicPartition, Long> positions = new HashMap<>();
         KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(props);
-        consumer.subscribe(List.of(topic), new ConsumerRebalanceListener() {
+        ConsumerRebalanceListener listener = new ConsumerRebalanceListener() {
             @Override
             public void onPartitionsAssigned(Collection<TopicPartition> parts) {
                 OUT.println("{\"ev\":\"assigned\",\"t\":" + micros() + ",\"p\":" + partitions(parts) + "}");
@@ -107,10 +118,13 @@ public final class CoopMember {
                 for (TopicPartition tp : parts) positions.remove(tp);
                 OUT.println("{\"ev\":\"lost\",\"t\":" + micros() + ",\"p\":" + partitions(parts) + "}");
             }
-        });
+        };
+        if (topic.startsWith("re:")) consumer.subscribe(Pattern.compile(topic.substring(3)), listener);
+        else consumer.subscribe(List.of(topic), listener);
         while (!closing.get()) {
             for (ConsumerRecord<byte[], byte[]> r : consumer.poll(Duration.ofMillis(50))) {
-                OUT.println("{\"ev\":\"rec\",\"t\":" + micros() + ",\"p\":" + r.partition() + ",\"o\":" + r.offset() + "}");
+                OUT.println("{\"ev\":\"rec\",\"t\":" + micros() + ",\"p\":" + r.partition() + ",\"o\":" + r.offset()
+                            + ",\"topic\":" + quote(r.topic()) + "}");
                 positions.put(new TopicPartition(r.topic(), r.partition()), r.offset() + 1);
             }
         }

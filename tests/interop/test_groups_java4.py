@@ -1,0 +1,259 @@
+"""Consumer-protocol groups (KIP-848) with the Apache Kafka Java client 4.x: `group.protocol=consumer`.
+
+No package registry the test set-up uses ships kafka-clients 4.x, so these tests run only when
+KLAMM_JAVA4_CLASSPATH names a kafka-clients 4.x jar (and, if it wants, more jars: the 3.9.1 set-up's
+slf4j-api, lz4-java, snappy-java and zstd-jni are added after it); without it they skip. A 4.x jar built
+from Apache Kafka's source for a local check is enough.
+
+Every member is java/CoopMember.java in a process of its own (ownership.JavaMember): it commits
+synchronously, in its revoke callback, what it consumed of the partitions it gives up, so each step must
+leave a disjoint, covering assignment and every record consumed exactly once, in order, resumed from the
+committed offsets. A member killed with SIGKILL commits nothing: what it consumed since its last commit
+may be consumed again (and nothing else), once the broker's session timeout has removed it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Producer
+
+from tests.conftest import BrokerFactory
+
+from .conftest import JARS, JAVA_LIBS, ROOT, compile_java
+from .helpers import create_topic
+from .ownership import (
+    JavaMember,
+    Ledger,
+    Load,
+    all_consumed,
+    committed,
+    poll_until,
+    shared,
+)
+from .test_groups_migration_cooperative import group_type, roll, settle
+
+pytestmark = [pytest.mark.timeout(240), pytest.mark.java]
+
+PARTITIONS = 6
+SESSION_MS = 6000
+OVERRIDES = {"offsets.topic.num.partitions": 3, "group.initial.rebalance.delay.ms": 0,
+             "group.consumer.migration.policy": "bidirectional",
+             "group.consumer.session.timeout.ms": SESSION_MS, "group.consumer.min.session.timeout.ms": SESSION_MS,
+             "group.consumer.heartbeat.interval.ms": 500, "group.consumer.min.heartbeat.interval.ms": 500}
+
+
+def compile_java4(name: str) -> str:
+    """Compile tests/interop/java/<name>.java against the 4.x client (if stale); the classpath to run it."""
+    given = os.environ.get("KLAMM_JAVA4_CLASSPATH", "")
+    if not given:
+        pytest.skip("KLAMM_JAVA4_CLASSPATH (a kafka-clients 4.x jar) not set")
+    compile_java(name)  # skips without a JDK or the 3.9.1 set-up, whose other jars this uses
+    jars = [given, *(str(JAVA_LIBS / f"{j}.jar") for j in JARS if j != "kafka-clients")]
+    source = ROOT / "tests" / "interop" / "java" / f"{name}.java"
+    build = ROOT / ".cache" / f"java4-build-{name}"
+    compiled = build / f"{name}.class"
+    newest = max(source.stat().st_mtime, *(Path(p).stat().st_mtime for p in given.split(":")))
+    if not compiled.exists() or compiled.stat().st_mtime < newest:
+        build.mkdir(parents=True, exist_ok=True)
+        p = subprocess.run(["javac", "-nowarn", "-encoding", "UTF-8", "--release", "17",
+                            "-cp", ":".join(jars), "-d", str(build), str(source)],
+                           capture_output=True, text=True, timeout=180, check=False)
+        assert p.returncode == 0, f"javac failed:\n{p.stdout}\n{p.stderr}"
+    return ":".join([str(build), *jars])
+
+
+@pytest.fixture(scope="module")
+def java4_member() -> str:
+    return compile_java4("CoopMember")
+
+
+@pytest.fixture(scope="module")
+def java4_admin() -> str:
+    return compile_java4("GroupClient")
+
+
+@pytest.fixture(scope="module")
+def java4_broker(tmp_path_factory):
+    factory = BrokerFactory(tmp_path_factory.mktemp("groups-java4"))
+    yield factory(overrides=OVERRIDES)
+    factory.close()
+
+
+def describe(classpath: str, bootstrap: str, group: str) -> dict:
+    """Admin.describeConsumerGroups on the 4.x client: ConsumerGroupDescribe, DescribeGroups for a classic group."""
+    p = subprocess.run(["java", "-Xshare:auto", "-XX:TieredStopAtLevel=1", "-cp", classpath, "GroupClient",
+                        "admin-describe-group", bootstrap, group], capture_output=True, text=True, timeout=90,
+                       check=False)
+    lines = [json.loads(line) for line in p.stdout.splitlines() if line.startswith("{")]
+    assert p.returncode == 0 and lines, (p.returncode, p.stdout, p.stderr[-2000:])
+    return lines[-1]
+
+
+def described_matches(classpath: str, bootstrap: str, group: str, topic: str, members: list[JavaMember],
+                      state: str) -> bool:
+    """The group's description names every live member with the partitions it holds."""
+    d = describe(classpath, bootstrap, group)
+    held = {f"member-{m.index}": sorted(f"{topic}-{p}" for p in m.assigned) for m in members if not m.closed}
+    told = {m["clientId"]: sorted(m["assignment"]) for m in d["members"]}
+    return d["state"] == state and told == held
+
+
+def crash(member: JavaMember) -> None:
+    """SIGKILL the member's process: it leaves nothing behind but what it printed. Its partitions count as given
+    up now, uncommitted past its last commit (its revoke callbacks' commits)."""
+    member.proc.send_signal(signal.SIGKILL)
+    member.proc.wait(10)
+    member._reader.join(10)
+    while not member._lines.empty():
+        member._apply(json.loads(member._lines.get_nowait()))
+    member.closed = True
+    ledger = member.ledger
+    for p, position in member._positions.items():
+        ledger.uncommitted[p] = max(ledger.uncommitted.get(p, 0), position)
+    ledger.note(f"member {member.index} killed")
+    ledger.revoked(member.index, sorted(member.assigned), lost=False)
+    member.assigned = set()
+
+
+def finish(bootstrap: str, group: str, topic: str, members: list[JavaMember], load: Load, ledger: Ledger) -> None:
+    produced = load.stop()
+    poll_until(members, all_consumed(ledger, produced), what="every record to be consumed")
+    for m in members:
+        m.close()
+    assert ledger.owners()[0] == {}
+    ledger.check(produced)
+    assert committed(bootstrap, group, topic, PARTITIONS) == produced
+    print(f"\n{sum(produced)} records consumed, redelivered only below a crashed member's position "
+          f"{ledger.uncommitted}")
+
+
+@pytest.mark.parametrize("assignor", ["uniform", "range"])
+def test_members_join_leave_and_crash(java4_broker, java4_member, java4_admin, assignor):
+    """Three members join one at a time, one leaves, a fourth joins, one is killed and its session expires."""
+    bs, topic = java4_broker.bootstrap, f"j4-{assignor}-{uuid.uuid4().hex[:8]}"
+    group = f"g-{topic}"
+    create_topic(bs, topic, PARTITIONS)
+    ledger = Ledger(PARTITIONS)
+    load = Load(bs, topic, PARTITIONS)
+    members: list[JavaMember] = []
+
+    def join() -> None:
+        members.append(JavaMember(java4_member, bs, group, topic, ledger, "consumer",
+                                  (f"group.remote.assignor={assignor}",)))
+        settle([m for m in members if not m.closed], f"member {members[-1].index} joining")
+    try:
+        for _ in range(3):
+            join()
+        assert group_type(bs, group) == "CONSUMER"
+        live = [m for m in members if not m.closed]
+        poll_until(live, lambda: described_matches(java4_admin, bs, group, topic, live, "Stable"),
+                   what="ConsumerGroupDescribe to show the members' partitions", timeout=30)
+        assert describe(java4_admin, bs, group)["assignor"] == assignor
+        members[0].close()
+        settle([m for m in members if not m.closed], "member 0 leaving")
+        join()
+        started = time.monotonic()
+        crash(members[1])
+        settle([m for m in members if not m.closed], "a killed member's session expiring")
+        assert time.monotonic() - started >= SESSION_MS / 1000 - 1  # its partitions waited for the expiry
+        finish(bs, group, topic, [m for m in members if not m.closed], load, ledger)
+    finally:
+        load.halt()
+        for m in members:
+            if not m.closed:
+                m.close()
+
+
+class RegexMember(JavaMember):
+    """A member subscribed to a pattern: its partitions, of several topics, are numbered in the order of
+    `topics` (partitions each), for the ledger."""
+
+    def __init__(self, topics: list[str], per_topic: int, *args, **kwargs) -> None:
+        self.numbers = {f"{t}-{p}": i * per_topic + p for i, t in enumerate(topics) for p in range(per_topic)}
+        super().__init__(*args, **kwargs)
+
+    def _apply(self, event: dict) -> None:
+        if event["ev"] == "rec":
+            event["p"] = self.numbers[f"{event['topic']}-{event['p']}"]
+        elif "tp" in event:
+            event["p"] = [self.numbers[tp] for tp in event["tp"]]
+        super()._apply(event)
+
+
+def test_regex_subscription_picks_up_a_new_topic(java4_broker, java4_member):
+    """Two members subscribed to a pattern share one topic's partitions; a second matching topic is created
+    and they share both, each record of both consumed once."""
+    bs, prefix = java4_broker.bootstrap, f"rx{uuid.uuid4().hex[:8]}"
+    topics, per_topic = [f"{prefix}-a", f"{prefix}-b"], 3
+    group = f"g-{prefix}"
+    ledger = Ledger(2 * per_topic)
+    produced = [0] * (2 * per_topic)
+    producer = Producer({"bootstrap.servers": bs, "linger.ms": 5})
+
+    def produce(t: int, count: int) -> None:
+        for i in range(count):
+            producer.produce(topics[t], value=str(i).encode(), partition=i % per_topic)
+            produced[t * per_topic + i % per_topic] += 1
+        assert producer.flush(30) == 0
+
+    create_topic(bs, topics[0], per_topic)
+    produce(0, 60)
+    members = [RegexMember(topics, per_topic, java4_member, bs, group, f"re:{prefix}-.*", ledger, "consumer")
+               for _ in range(2)]
+    try:
+        first = set(range(per_topic))
+        poll_until(members, lambda: set().union(*(m.assigned for m in members)) == first
+                   and all(m.assigned for m in members) and all_consumed(ledger, produced)(),
+                   what=f"both members to share {topics[0]}")
+        create_topic(bs, topics[1], per_topic)
+        produce(1, 60)
+        produce(0, 30)
+        poll_until(members, lambda: shared(members, 2 * per_topic) and all_consumed(ledger, produced)(),
+                   what=f"the members to take {topics[1]} up, found by their pattern")
+        for m in members:
+            m.close()
+        assert ledger.owners()[0] == {}
+        ledger.check(produced)
+        offsets = [o for t in topics for o in committed(bs, group, t, per_topic)]
+        assert offsets == produced
+    finally:
+        for m in members:
+            m.close()
+
+
+def test_rolling_upgrade_from_classic_java_391_members(java4_broker, java4_member, java4_admin):
+    """Three classic members on the Java client 3.9.1 (CooperativeStickyAssignor) are replaced one at a time by
+    consumer-protocol members on 4.x, under load: the first converts the group, nothing is lost or consumed
+    twice, and the 4.x Admin describes the group before (DescribeGroups) and after (ConsumerGroupDescribe)."""
+    bs, topic = java4_broker.bootstrap, f"j4-upgrade-{uuid.uuid4().hex[:8]}"
+    group = f"g-{topic}"
+    classic = compile_java("CoopMember")
+    create_topic(bs, topic, PARTITIONS)
+    ledger = Ledger(PARTITIONS)
+    load = Load(bs, topic, PARTITIONS)
+    members: list[JavaMember] = []
+    try:
+        members += [JavaMember(classic, bs, group, topic, ledger, "classic") for _ in range(3)]
+        poll_until(members, lambda: shared(members, PARTITIONS) and all(m.consumed for m in members),
+                   what="a group of classic members")
+        assert group_type(bs, group) == "CLASSIC"
+        poll_until(members, lambda: described_matches(java4_admin, bs, group, topic, members, "Stable"),
+                   what="the classic group described by the 4.x Admin", timeout=30)
+        for step in range(3):
+            roll(members, step, lambda: JavaMember(java4_member, bs, group, topic, ledger, "consumer"))
+            assert group_type(bs, group) == "CONSUMER", step
+        poll_until(members, lambda: described_matches(java4_admin, bs, group, topic, members, "Stable"),
+                   what="the upgraded group described by ConsumerGroupDescribe", timeout=30)
+        finish(bs, group, topic, members, load, ledger)
+    finally:
+        load.halt()
+        for m in members:
+            m.close()
