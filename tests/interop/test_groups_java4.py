@@ -257,3 +257,60 @@ def test_rolling_upgrade_from_classic_java_391_members(java4_broker, java4_membe
         load.halt()
         for m in members:
             m.close()
+
+
+def test_static_member_restarts_into_its_partitions(java4_broker, java4_member):
+    """Three static members (group.instance.id); one closes (a static leave, epoch -2) and a new process with
+    its instance id takes its place: it gets the very partitions the old one held, and no other member gives
+    anything up."""
+    bs, topic = java4_broker.bootstrap, f"j4-static-{uuid.uuid4().hex[:8]}"
+    group = f"g-{topic}"
+    create_topic(bs, topic, PARTITIONS)
+    ledger = Ledger(PARTITIONS)
+    load = Load(bs, topic, PARTITIONS)
+    members: list[JavaMember] = []
+
+    def start(instance: int) -> JavaMember:
+        return JavaMember(java4_member, bs, group, topic, ledger, "consumer",
+                          (f"group.instance.id={group}-{instance}",))
+    try:
+        for i in range(3):
+            members.append(start(i))
+            settle(members, f"static member {i} joining")
+        held = set(members[1].assigned)
+        before = {m.index: m.partial_revocations + m.full_revocations for m in members}
+        members[1].close()
+        members[1] = start(1)
+        settle(members, "static member 1 restarting")
+        assert members[1].assigned == held
+        assert all(m.partial_revocations + m.full_revocations == before[m.index] for m in (members[0], members[2]))
+        finish(bs, group, topic, members, load, ledger)
+    finally:
+        load.halt()
+        for m in members:
+            m.close()
+
+
+def test_rolling_downgrade_to_classic_java_391_members(java4_broker, java4_member):
+    """Three 4.x consumer-protocol members replaced one at a time by classic 3.9.1 ones (policy bidirectional):
+    when the last 4.x member leaves, the group is classic again. A classic member behind the group epoch may be
+    refused its revoke-callback commit (ILLEGAL_GENERATION, as in Kafka): only those records come again."""
+    bs, topic = java4_broker.bootstrap, f"j4-downgrade-{uuid.uuid4().hex[:8]}"
+    group = f"g-{topic}"
+    classic = compile_java("CoopMember")
+    create_topic(bs, topic, PARTITIONS)
+    ledger = Ledger(PARTITIONS, stale_generation_ok=True)
+    load = Load(bs, topic, PARTITIONS)
+    members: list[JavaMember] = []
+    try:
+        members += [JavaMember(java4_member, bs, group, topic, ledger, "consumer") for _ in range(3)]
+        poll_until(members, lambda: shared(members, PARTITIONS) and all(m.consumed for m in members),
+                   what="a group of 4.x consumer-protocol members")
+        for step, kind in enumerate(("CONSUMER", "CONSUMER", "CLASSIC")):
+            roll(members, step, lambda: JavaMember(classic, bs, group, topic, ledger, "classic"))
+            assert group_type(bs, group) == kind, step
+        finish(bs, group, topic, members, load, ledger)
+    finally:
+        load.halt()
+        for m in members:
+            m.close()
