@@ -502,6 +502,7 @@ class Cleaner:
     def _start(self) -> Connection:
         if self._process is not None and self._conn is not None:
             return self._conn
+        self.throttler.share()  # the shared lock, made by the first cleaning (it starts a resource tracker)
         ours, theirs = PROCESS_CONTEXT.Pipe()
         process = PROCESS_CONTEXT.Process(target=_process_main, name="klamm-cleaner",
                                    args=(theirs, self.offset_map, self.throttler, self._stop), daemon=True)

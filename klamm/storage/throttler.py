@@ -6,6 +6,11 @@ enough for the interval's bytes to fit the rate. Shared by every cleaner (one
 budget for the broker), hence the lock; given a multiprocessing context, the lock
 and the state live in shared memory, so the cleaner processes it is handed to
 (when they start) share the one budget. Clock and sleep are injectable.
+
+The lock and the state are made on first use (a throttled read, or share() before
+the throttler is handed to a process): a multiprocessing lock of the spawn context
+starts Python's resource tracker, a process of its own, which a broker that never
+compacts does not need.
 """
 
 from __future__ import annotations
@@ -35,14 +40,12 @@ class Throttler:
         self._check_interval_ns = check_interval_ms * _NS_PER_MS
         self._clock_ns = clock_ns
         self._sleep = sleep
-        # _state: [start of the current period (ns), bytes observed in it]
-        self._lock: Any
-        self._state: Any
-        if context is None:
-            self._lock, self._state = threading.Lock(), [clock_ns(), 0]
-        else:
-            self._lock, self._state = context.Lock(), context.RawArray("q", [clock_ns(), 0])
+        self._budget = _Budget(context, clock_ns)  # shared by copies (with_sleep) and, pickled, by processes
         self.slept_ms = 0  # total of this object (not of the other processes), for tests
+
+    def share(self) -> None:
+        """Make the budget now, to hand this throttler to a process (pickling it needs it made before)."""
+        self._budget.get()
 
     def with_sleep(self, sleep: Callable[[float], None]) -> Throttler:
         """The same budget (lock and state shared) sleeping with `sleep`, e.g. an Event's wait, to stop early."""
@@ -59,11 +62,11 @@ class Throttler:
         """Account `observed` bytes; sleep if the rate over the last interval is above the limit."""
         if self.unlimited or observed <= 0:
             return
-        if not self._lock.acquire(timeout=_LOCK_TIMEOUT_S):
+        lock, state = self._budget.get()
+        if not lock.acquire(timeout=_LOCK_TIMEOUT_S):
             return
         sleep_ms = 0
         try:
-            state = self._state
             state[1] += int(observed)
             now = self._clock_ns()
             elapsed_ns = now - state[0]
@@ -78,7 +81,43 @@ class Throttler:
             state[0] = now + sleep_ms * _NS_PER_MS
             state[1] = 0
         finally:
-            self._lock.release()
+            lock.release()
         if sleep_ms > 0:
             self._sleep(sleep_ms / 1000)
             self.slept_ms += sleep_ms
+
+
+class _Budget:
+    """The lock and the state ([start of the current period (ns), bytes observed in it]) of one budget, made
+    on the first get(): in shared memory given a multiprocessing context, else plain."""
+
+    def __init__(self, context: BaseContext | None, clock_ns: Callable[[], int]) -> None:
+        self._context = context
+        self._clock_ns = clock_ns
+        self._made: tuple[Any, Any] | None = None
+        self._making = threading.Lock()  # two threads' first uses must make one budget
+
+    def get(self) -> tuple[Any, Any]:
+        made = self._made
+        if made is None:
+            with self._making:
+                if self._made is None:
+                    self._made = self._make()
+                made = self._made
+        return made
+
+    def _make(self) -> tuple[Any, Any]:
+        if self._context is None:
+            return threading.Lock(), [self._clock_ns(), 0]
+        return self._context.Lock(), self._context.RawArray("q", [self._clock_ns(), 0])
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Made here, its shared array's type would reach copyreg after the pickler copied its table.
+        if self._made is None:
+            raise RuntimeError("Throttler.share() must make the budget before it is sent to a process")
+        return {"made": self._made}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self._context, self._clock_ns = None, time.monotonic_ns
+        self._made = state["made"]
+        self._making = threading.Lock()
