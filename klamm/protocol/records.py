@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 
 from crc32c import crc32c
 
+from klamm.protocol import java_utf8
 from klamm.protocol.batch import (
     ATTR_COMPRESSION_MASK,
     ATTR_CONTROL,
@@ -411,8 +412,11 @@ def _decode_records(data: bytes, header: BatchHeader) -> list[Record]:
             header_key_length, position = _read_varint(data, position, _VARINT_MAX_BYTES)
             if header_key_length < 0 or position + header_key_length > end:
                 raise _corrupt(f"invalid record header key size {header_key_length}")
-            # Java decodes header keys with String(bytes, UTF_8): bad bytes become U+FFFD.
-            header_key = data[position : position + header_key_length].decode("utf-8", "replace")
+            header_key_bytes = data[position : position + header_key_length]
+            try:
+                header_key = header_key_bytes.decode("utf-8")
+            except UnicodeDecodeError:  # Java's String(bytes, UTF_8) puts U+FFFD for bad bytes, by its own rules
+                header_key = java_utf8.decode(header_key_bytes)
             position += header_key_length
             header_value_length, position = _read_varint(data, position, _VARINT_MAX_BYTES)
             header_value = None

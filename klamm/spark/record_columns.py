@@ -14,10 +14,10 @@ The records layout is the one in klamm.protocol.records. Malformed records raise
 what decode_batch raises, KafkaError(corrupt_message); varints that decode_batch
 would read past 64 bits, or timestamps that do not fit Spark's microseconds, are
 rejected too. Headers are read a header index at a time (the first header of
-every record, then the second...); a batch whose records carry more than
-_HEADER_PASSES headers, or a header key that is not UTF-8 (decode_batch puts
-U+FFFD for the bad bytes, as Java does), goes through decode_batch
-(`general_batch`).
+every record, then the second...) while many records have more of them, and
+the last headers of the few records that have many are walked one at a time
+(see _read_headers). Header keys become strings as Java's consumer makes them
+(klamm.spark.header_keys), as decode_batch does.
 """
 
 from __future__ import annotations
@@ -36,8 +36,8 @@ from klamm.protocol.batch import (
 )
 from klamm.protocol.compression import Compression, decompress
 from klamm.protocol.errors import ErrorCode, KafkaError
-from klamm.protocol.records import decode_batch
-from klamm.spark.reading import HEADERS_TYPE, Columns, arrow_schema
+from klamm.spark.header_keys import java_strings
+from klamm.spark.reading import HEADERS_TYPE, arrow_schema
 
 _KNOWN_CODECS = frozenset(int(codec) for codec in Compression)
 _PAD = 10  # the longest varint: every read starting inside the data stays inside data + padding
@@ -45,7 +45,7 @@ _VARINT_BYTES = 5
 _VARLONG_BYTES = 10
 _GUESSES = 8  # vectorised passes over a batch's lengths before the rest is walked record by record
 _MIN_STEP = 32  # ... or as soon as a pass confirms fewer records than this
-_HEADER_PASSES = 32  # a record with more headers sends its batch record by record
+_HEADER_ROWS = 32  # headers are read a header index at a time while this many records have more
 # Spark's timestamps are microseconds in an int64: the milliseconds that fit.
 _MS_MIN, _MS_MAX = -(2**63) // 1000 + 1, (2**63 - 1) // 1000
 _EMPTY_HEADERS = pa.array([], HEADERS_TYPE.value_type)
@@ -53,10 +53,6 @@ _EMPTY_HEADERS = pa.array([], HEADERS_TYPE.value_type)
 
 def _corrupt(message: str) -> KafkaError:
     return KafkaError(ErrorCode.corrupt_message, message)
-
-
-class RecordByRecord(Exception):
-    """The batch is well-formed so far, but these records are for decode_batch (see the module's docstring)."""
 
 
 @dataclass(frozen=True)
@@ -215,10 +211,7 @@ def _binary(raw_buffer: pa.Buffer, starts: np.ndarray, lengths: np.ndarray) -> p
 
 
 def decode_columns(raw: bytes, header: BatchHeader, include_headers: bool = False) -> RecordColumns:
-    """The records of one batch from its decompressed records section `raw`, with their headers if asked.
-
-    Raises RecordByRecord for what is left to decode_batch.
-    """
+    """The records of one batch from its decompressed records section `raw`, with their headers if asked."""
     count = header.records_count
     size = len(raw)
     if count == 0:
@@ -229,7 +222,8 @@ def decode_columns(raw: bytes, header: BatchHeader, include_headers: bool = Fals
                              _header_lists(np.zeros(1, np.int32), _EMPTY_HEADERS) if include_headers else None)
     if size > 2**31 - 1:  # Arrow binary offsets are int32
         raise _corrupt(f"records section of {size} bytes")
-    data = np.frombuffer(raw + bytes(_PAD), np.uint8)
+    padded = raw + bytes(_PAD)
+    data = np.frombuffer(padded, np.uint8)
     starts, lengths, length_sizes = _record_starts(raw, data, count)
     ends = starts + length_sizes + lengths
     if ends[-1] != size:
@@ -259,7 +253,7 @@ def decode_columns(raw: bytes, header: BatchHeader, include_headers: bool = Fals
     np.cumsum(header_counts, out=first_header[1:])
     header_fields = None
     if first_header[-1]:
-        position, header_fields = _read_headers(data, position, ends, header_counts, first_header)
+        position, header_fields = _read_headers(data, padded, position, ends, header_counts, first_header)
     if (position != ends).any():
         raise _corrupt("malformed record: record size does not match its contents")
 
@@ -282,10 +276,7 @@ def decode_columns(raw: bytes, header: BatchHeader, include_headers: bool = Fals
             headers = _header_lists(first_header.astype(np.int32), _EMPTY_HEADERS)
         else:
             key_starts_h, key_lengths_h, value_starts_h, value_lengths_h = header_fields
-            try:  # Java's String(bytes, UTF_8) replaces bad bytes: decode_batch does it
-                header_keys = _binary(buffer, key_starts_h, key_lengths_h).cast(pa.string())
-            except pa.ArrowInvalid:
-                raise RecordByRecord("a header key is not UTF-8") from None
+            header_keys = java_strings(_binary(buffer, key_starts_h, key_lengths_h))
             entries = pa.StructArray.from_arrays([header_keys, _binary(buffer, value_starts_h, value_lengths_h)],
                                                  fields=list(HEADERS_TYPE.value_type))
             headers = _header_lists(first_header.astype(np.int32), entries)
@@ -297,39 +288,80 @@ def _header_lists(bounds: np.ndarray, entries: pa.Array) -> pa.Array:
     return pa.ListArray.from_arrays(pa.array(bounds, pa.int32()), entries, type=HEADERS_TYPE)
 
 
-def _read_headers(data: np.ndarray, position: np.ndarray, ends: np.ndarray, counts: np.ndarray,
+def _read_headers(data: np.ndarray, padded: bytes, position: np.ndarray, ends: np.ndarray, counts: np.ndarray,
                   first: np.ndarray) -> tuple[np.ndarray, tuple[np.ndarray, ...]]:
     """The positions after each record's headers (checked as decode_batch checks them), and where each
-    header's key and value are (in record order: header j of record i is entry first[i] + j)."""
+    header's key and value are (in record order: header j of record i is entry first[i] + j).
+
+    Header j of every record that has one is read in one pass, j = 0, 1, ...; a pass
+    costs about as much as a few headers read one at a time, so once fewer than
+    _HEADER_ROWS records have headers left, these records' headers are walked one at a time.
+    """
     if (2 * counts > ends - position).any():  # a header takes at least two bytes
         raise _corrupt("invalid record header count")
-    passes = int(counts.max())
-    if passes > _HEADER_PASSES:
-        raise RecordByRecord(f"a record with {passes} headers")
     position = position.copy()
     total = int(first[-1])
-    key_starts, key_sizes = np.empty(total, np.int64), np.empty(total, np.int64)
-    value_starts, value_sizes = np.empty(total, np.int64), np.empty(total, np.int64)
+    fields = tuple(np.empty(total, np.int64) for _ in range(4))  # key starts and sizes, value starts and sizes
     rows = np.flatnonzero(counts)
-    for index in range(passes):
+    index = 0
+    while len(rows) >= _HEADER_ROWS:
+        _header_pass(data, position, ends, first[rows] + index, rows, fields)
+        index += 1
         rows = rows[counts[rows] > index]
-        entry = first[rows] + index
-        at = position[rows]
-        limit = ends[rows]
-        if (at >= limit).any():
-            raise _corrupt("malformed record: record size does not match its contents")
-        key_lengths, used = _varints(data, at, _VARINT_BYTES)
-        at = at + used
-        if (key_lengths < 0).any() or (at + key_lengths > limit).any():
-            raise _corrupt("invalid record header key size")
-        key_starts[entry], key_sizes[entry] = at, key_lengths
-        at = at + key_lengths
-        if (at >= limit).any():
-            raise _corrupt("malformed record: record size does not match its contents")
-        value_lengths, used = _varints(data, at, _VARINT_BYTES)
-        value_starts[entry], value_sizes[entry] = at + used, value_lengths
-        position[rows] = at + used + np.maximum(value_lengths, 0)
-    return position, (key_starts, key_sizes, value_starts, value_sizes)
+    for row in rows.tolist():
+        entry = int(first[row]) + index
+        position[row] = _walk_headers(padded, int(position[row]), int(ends[row]), entry,
+                                      int(first[row + 1]) - entry, fields)
+    return position, fields
+
+
+def _header_pass(data: np.ndarray, position: np.ndarray, ends: np.ndarray, entry: np.ndarray, rows: np.ndarray,
+                 fields: tuple[np.ndarray, ...]) -> None:
+    """Reads the header at position[rows] of each of `rows` into fields[...][entry], moving position past it."""
+    key_starts, key_sizes, value_starts, value_sizes = fields
+    at = position[rows]
+    limit = ends[rows]
+    if (at >= limit).any():
+        raise _corrupt("malformed record: record size does not match its contents")
+    key_lengths, used = _varints(data, at, _VARINT_BYTES)
+    at = at + used
+    if (key_lengths < 0).any() or (at + key_lengths > limit).any():
+        raise _corrupt("invalid record header key size")
+    key_starts[entry], key_sizes[entry] = at, key_lengths
+    at = at + key_lengths
+    if (at >= limit).any():
+        raise _corrupt("malformed record: record size does not match its contents")
+    value_lengths, used = _varints(data, at, _VARINT_BYTES)
+    value_starts[entry], value_sizes[entry] = at + used, value_lengths
+    position[rows] = at + used + np.maximum(value_lengths, 0)
+
+
+def _walk_headers(padded: bytes, position: int, limit: int, entry: int, count: int,
+                  fields: tuple[np.ndarray, ...]) -> int:
+    """_header_pass for `count` headers of one record, one header at a time; the position after them."""
+    found: list[list[int]] = [[], [], [], []]
+    try:
+        for _ in range(count):
+            if position >= limit:
+                raise _corrupt("malformed record: record size does not match its contents")
+            key_length, used = _varint_at(padded, position, _VARINT_BYTES)
+            position += used
+            if key_length < 0 or position + key_length > limit:
+                raise _corrupt("invalid record header key size")
+            found[0].append(position)
+            found[1].append(key_length)
+            position += key_length
+            if position >= limit:
+                raise _corrupt("malformed record: record size does not match its contents")
+            value_length, used = _varint_at(padded, position, _VARINT_BYTES)
+            found[2].append(position + used)
+            found[3].append(value_length)
+            position += used + max(value_length, 0)
+    except ValueError as exc:
+        raise _corrupt(f"malformed record: {exc}") from exc
+    for column, values in zip(fields, found):
+        column[entry:entry + count] = values
+    return position
 
 
 def records_section(buf: bytes | bytearray | memoryview, header: BatchHeader) -> bytes:
@@ -341,17 +373,6 @@ def records_section(buf: bytes | bytearray | memoryview, header: BatchHeader) ->
     return decompress(header.compression, memoryview(buf)[HEADER_SIZE:header.size])
 
 
-def general_batch(buf: bytes | bytearray | memoryview, topic: str, partition: int,
-                  include_headers: bool) -> pa.RecordBatch:
-    """One batch's rows through decode_batch, a record at a time (for what raises RecordByRecord)."""
-    header, records = decode_batch(buf, 0)
-    timestamp_type = 1 if header.attributes & ATTR_TIMESTAMP_TYPE else 0
-    columns = Columns(include_headers)
-    for r in records:
-        columns.add(r.key, r.value, r.offset, r.timestamp, timestamp_type, r.headers)
-    return columns.batch(topic, partition)
-
-
 def batch_rows(buf: bytes | bytearray | memoryview, topic: str, partition: int, include_headers: bool,
                header: BatchHeader | None = None) -> pa.RecordBatch:
     """The rows of the batch at the start of `buf` (arrow_schema(include_headers)), every record of it."""
@@ -360,10 +381,7 @@ def batch_rows(buf: bytes | bytearray | memoryview, topic: str, partition: int, 
             header = read_batch_header(buf, 0)
         except InvalidBatch as exc:
             raise _corrupt(str(exc)) from exc
-    try:
-        columns = decode_columns(records_section(buf, header), header, include_headers)
-    except RecordByRecord:
-        return general_batch(buf, topic, partition, include_headers)
+    columns = decode_columns(records_section(buf, header), header, include_headers)
     return record_batch(columns, header, topic, partition)
 
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import random
+import tempfile
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -10,27 +12,58 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from klamm.protocol.batch import HEADER_SIZE, BatchHeader, read_batch_header
+from klamm.protocol import records as records_module
+from klamm.protocol.batch import (
+    ATTR_TIMESTAMP_TYPE,
+    HEADER_SIZE,
+    BatchHeader,
+    read_batch_header,
+)
 from klamm.protocol.compression import Compression
 from klamm.protocol.errors import ErrorCode, KafkaError
-from klamm.protocol.records import NewRecord, _decode_records, build_batch, decode_batch, encode_record
+from klamm.protocol.records import (
+    ControlRecordType,
+    NewRecord,
+    _decode_records,
+    build_batch,
+    build_control_batch,
+    decode_batch,
+    encode_record,
+)
 from klamm.spark import record_columns
-from klamm.spark.reading import arrow_schema
-from klamm.spark.record_columns import batch_rows, decode_columns, general_batch, records_section
+from klamm.spark.reading import Columns, arrow_schema
+from klamm.spark.record_columns import batch_rows, decode_columns, records_section
+from klamm.spark.segments import SegmentSlice, read_slice
 
 MS_MIN, MS_MAX = -(2**63) // 1000 + 1, (2**63 - 1) // 1000
 BASE_TS = 1_700_000_000_000
 
 blobs = st.one_of(st.none(), st.just(b""), st.binary(max_size=40), st.binary(min_size=100, max_size=3000))
-headers = st.lists(st.tuples(st.text(max_size=8), st.one_of(st.none(), st.binary(max_size=20))), max_size=3)
+# bytes that start, continue or break UTF-8 sequences, for keys that are not UTF-8
+UTF8_EDGES = [0x41, 0x80, 0x8F, 0x90, 0x9F, 0xA0, 0xBF, 0xC0, 0xC1, 0xC2, 0xDF, 0xE0, 0xE1, 0xED, 0xEE, 0xEF, 0xF0,
+              0xF1, 0xF3, 0xF4, 0xF5, 0xF7, 0xF8, 0xFF]
+header_keys = st.one_of(st.text(max_size=8), st.just(""), st.binary(max_size=8),
+                        st.lists(st.sampled_from(UTF8_EDGES), max_size=8).map(bytes))
+header = st.tuples(header_keys, st.one_of(st.none(), st.just(b""), st.binary(max_size=20)))
+headers = st.lists(header, max_size=3)
+many_headers = st.lists(header, max_size=100)
 timestamps = st.one_of(st.none(), st.integers(BASE_TS - 10**6, BASE_TS + 10**6),
                        st.integers(-(10**15), 10**15), st.integers(MS_MIN // 2, MS_MAX // 2))
 records = st.lists(st.builds(NewRecord, blobs, blobs, headers | st.just(()), timestamps), min_size=1, max_size=200)
 codecs = st.sampled_from(list(Compression))
 
 
-def expected(buf: bytes) -> tuple[list, list, list, list]:
+def general_batch(buf: bytes, topic: str, partition: int, include_headers: bool) -> pa.RecordBatch:
+    """The rows of a batch through decode_batch, a record at a time: what the columns must give."""
     header, decoded = decode_batch(buf, 0)
+    columns = Columns(include_headers)
+    for r in decoded:
+        columns.add(r.key, r.value, r.offset, r.timestamp, 1 if header.attributes & ATTR_TIMESTAMP_TYPE else 0, r.headers)
+    return columns.batch(topic, partition)
+
+
+def expected(buf: bytes) -> tuple[list, list, list, list]:
+    _, decoded = decode_batch(buf, 0)
     return ([r.offset for r in decoded], [r.timestamp for r in decoded], [r.key for r in decoded],
             [r.value for r in decoded])
 
@@ -153,10 +186,7 @@ def test_damaged_records_decode_as_decode_batch_decodes_them_or_are_rejected(
     except (KafkaError, IndexError, ValueError):
         reference = None
     try:
-        c = decode_columns(raw, header)
-    except record_columns.RecordByRecord:  # left to decode_batch: many headers
-        assert reference is None or max(len(r.headers) for r in reference) > record_columns._HEADER_PASSES
-        return
+        c = decode_columns(raw, header, include_headers=True)
     except KafkaError as exc:
         assert exc.code == ErrorCode.corrupt_message
         # rejected only what decode_batch rejects, or negative offsets, or timestamps Spark cannot hold
@@ -169,11 +199,19 @@ def test_damaged_records_decode_as_decode_batch_decodes_them_or_are_rejected(
     assert c.keys.to_pylist() == [r.key for r in reference]
     assert c.values.to_pylist() == [r.value for r in reference]
     assert c.header_counts.tolist() == [len(r.headers) for r in reference]
+    assert c.headers.to_pylist() == [[{"key": k, "value": v} for k, v in r.headers] for r in reference]
 
 
-def test_headers_are_read_a_header_index_at_a_time_or_record_by_record(monkeypatch) -> None:
-    calls = []
-    monkeypatch.setattr(record_columns, "general_batch", lambda *args: calls.append(args) or general_batch(*args))
+@pytest.fixture
+def no_record_by_record(monkeypatch):
+    """Fails a test that decodes a batch with decode_batch, the record-by-record path."""
+    def refuse(*args):
+        raise AssertionError("decoded record by record")
+
+    monkeypatch.setattr(records_module, "_decode_records", refuse)
+
+
+def test_headers_are_read_a_header_index_at_a_time(no_record_by_record) -> None:
     recs = [NewRecord(b"k", b"v", [("trace", b"%d" % i), ("", None), ("\u00e9t\u00e9", b"")][:i % 4])
             for i in range(50)]
     buf = build_batch(recs, timestamp_ms=BASE_TS)
@@ -181,17 +219,81 @@ def test_headers_are_read_a_header_index_at_a_time_or_record_by_record(monkeypat
     assert rows.column("headers").to_pylist()[:4] == [
         [], [{"key": "trace", "value": b"1"}], [{"key": "trace", "value": b"2"}, {"key": "", "value": None}],
         [{"key": "trace", "value": b"3"}, {"key": "", "value": None}, {"key": "\u00e9t\u00e9", "value": b""}]]
-    assert rows.equals(general_batch(buf, "t", 0, True)) and not calls
-    # a header key that is not UTF-8 (Java reads U+FFFD), a record with more headers than the passes: record by record
-    for headers in ([(b"\xffk", b"v")], [("h", b"%d" % i) for i in range(record_columns._HEADER_PASSES + 1)]):
-        buf = build_batch([NewRecord(b"k", b"v", headers)] * 3, timestamp_ms=BASE_TS)
-        rows = batch_rows(buf, "t", 0, True)
-        assert rows.equals(general_batch(buf, "t", 0, True)) and len(calls) == 1
-        calls.clear()
-        assert batch_rows(buf, "t", 0, False).equals(general_batch(buf, "t", 0, False))
-    assert rows.column("headers").to_pylist()[0][-1] == {"key": "h", "value": b"%d" % record_columns._HEADER_PASSES}
-    assert batch_rows(build_batch([NewRecord(b"k", b"v", [(b"\xffk", b"v")])]), "t", 0, True).column(
-        "headers").to_pylist() == [[{"key": "\ufffdk", "value": b"v"}]]
+
+
+def test_many_headers_and_keys_that_are_not_utf8_take_the_column_path(monkeypatch) -> None:
+    # decode_batch gave the rows of these batches until now: 40 headers to a record, keys not UTF-8, both
+    forty = [NewRecord(b"k%d" % i, b"v", [(f"h{j}", b"%d" % (i * j)) for j in range(40)]) for i in range(200)]
+    not_utf8 = [NewRecord(b"k%d" % i, b"v", [(b"h\xff%d" % i, None), ("h", b"")]) for i in range(200)]
+    both = [NewRecord(b"k%d" % i, b"v", [(b"h\xff%d" % j if j % 7 == 0 else f"h{j}", b"%d" % (i * j))
+                                          for j in range(40)]) for i in range(200)]
+    both[5] = NewRecord(None, b"v", [(b"\xed\xa0\x80", None)] * 100)  # one record with many more
+    for recs in (forty, not_utf8, both):
+        for codec in Compression:
+            buf = build_batch(recs, timestamp_ms=BASE_TS, compression=codec)
+            expected_rows = general_batch(buf, "t", 0, True)
+            with monkeypatch.context() as m:
+                m.setattr(records_module, "_decode_records", lambda *args: pytest.fail("decoded record by record"))
+                rows = batch_rows(buf, "t", 0, True)
+            assert rows.equals(expected_rows)
+    headers = rows.column("headers").to_pylist()
+    assert headers[1][:2] == [{"key": "h\ufffd0", "value": b"0"}, {"key": "h1", "value": b"1"}]
+    assert headers[5] == [{"key": "\ufffd", "value": None}] * 100  # an encoded surrogate: one U+FFFD, as Java
+
+
+def test_headers_of_the_few_records_that_have_many_are_walked_one_at_a_time(monkeypatch) -> None:
+    passes = []
+    real_pass = record_columns._header_pass
+    monkeypatch.setattr(record_columns, "_header_pass", lambda *args: passes.append(len(args[4])) or real_pass(*args))
+    recs = [NewRecord(b"k", b"v", [("h", b"%d" % j) for j in range(100 if i in (3, 700) else i % 3)])
+            for i in range(1000)]
+    buf = build_batch(recs, timestamp_ms=BASE_TS)
+    assert batch_rows(buf, "t", 0, True).equals(general_batch(buf, "t", 0, True))
+    assert passes == [667, 335]  # then the 98 headers left of records 3 and 700, one at a time
+    passes.clear()
+    buf = build_batch([NewRecord(b"k", b"v", [("h", b"%d" % j) for j in range(40)])] * 100, timestamp_ms=BASE_TS)
+    assert batch_rows(buf, "t", 0, True).equals(general_batch(buf, "t", 0, True))
+    assert passes == [100] * 40
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(st.lists(st.builds(NewRecord, blobs, blobs, st.one_of(headers, many_headers), timestamps), min_size=1,
+                max_size=80), codecs, st.booleans())
+def test_batches_with_up_to_100_headers_a_record_give_what_decode_batch_gives(
+        recs: list[NewRecord], codec: Compression, log_append_time: bool) -> None:
+    buf = build_batch(recs, base_offset=11, compression=codec, timestamp_ms=BASE_TS, log_append_time=log_append_time)
+    assert batch_rows(buf, "t", 0, True).equals(general_batch(buf, "t", 0, True))
+    assert batch_rows(buf, "t", 0, False).equals(general_batch(buf, "t", 0, False))
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(st.lists(st.one_of(st.tuples(st.lists(st.builds(NewRecord, blobs, blobs, st.one_of(headers, many_headers),
+                                                       timestamps), min_size=1, max_size=20), codecs),
+                          st.sampled_from([ControlRecordType.COMMIT, ControlRecordType.ABORT])), max_size=12))
+def test_segments_of_data_and_control_batches_read_as_decode_batch_reads_them(parts: list) -> None:
+    batches, offset = [], 0
+    for part in parts:
+        if isinstance(part, tuple):
+            recs, codec = part
+            batches.append(build_batch(recs, base_offset=offset, compression=codec, timestamp_ms=BASE_TS))
+            offset += len(recs)
+        else:
+            batches.append(build_control_batch(part, producer_id=1, producer_epoch=0, coordinator_epoch=0,
+                                               base_offset=offset, timestamp_ms=BASE_TS))
+            offset += 1
+    expected_rows = [general_batch(buf, "t", 2, True) for buf in batches if not read_batch_header(buf, 0).is_control]
+    with tempfile.TemporaryDirectory() as directory:
+        path = Path(directory) / "00000000000000000000.log"
+        path.write_bytes(b"".join(batches))
+        got = list(read_slice(SegmentSlice(str(path), "t", 2, 0, offset, path.stat().st_size, ()), True))
+    schema = arrow_schema(True)
+    assert pa.Table.from_batches(got, schema).equals(pa.Table.from_batches(expected_rows, schema))
+
+
+def test_control_batches_decode_as_decode_batch_decodes_them() -> None:
+    buf = build_control_batch(ControlRecordType.ABORT, producer_id=4, producer_epoch=1, coordinator_epoch=2,
+                              base_offset=30, timestamp_ms=BASE_TS)
+    assert batch_rows(buf, "t", 0, True).equals(general_batch(buf, "t", 0, True))
 
 
 def test_null_keys_and_values_are_arrow_nulls_and_empty_ones_are_not() -> None:
