@@ -10,7 +10,8 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.integration.conftest import BrokerThread
+from klamm.protocol.records import NewRecord, build_batch
+from tests.integration.conftest import BrokerThread, create_topic, produce
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -112,6 +113,29 @@ def test_a_running_broker_is_read_up_to_its_recovery_point(spark, tmp_path: Path
         assert sorted(r.offset for r in rows) == list(range(50))
     finally:
         broker.close()
+
+
+def test_many_headers_and_keys_that_are_not_utf8_read_as_spark_kafka_source_shows_them(spark, tmp_path: Path):
+    # Spark's Kafka source shows a header key as Java's new String(bytes, UTF_8): one U+FFFD for an encoded
+    # surrogate (ED A0 80), one for a 4-byte sequence cut short by the end of the key (F0 90 80)
+    keys = [b"\xed\xa0\x80", b"h\xff", b"\xf0\x90\x80", b"", "\u00e9t\u00e9".encode()] + [b"h%d" % j for j in range(45)]
+    java = ["\ufffd", "h\ufffd", "\ufffd", "", "\u00e9t\u00e9"] + [f"h{j}" for j in range(45)]
+    broker = BrokerThread(tmp_path / "data").start()
+    try:
+        with broker.connect() as client:
+            create_topic(client, "headers")
+            for codec in range(5):
+                recs = [NewRecord(b"k", b"%d" % i, [(k, None if j % 3 else b"%d" % j) for j, k in enumerate(keys)])
+                        for i in range(100)]
+                produce(client, "headers", build_batch(recs, compression=codec))
+    finally:
+        broker.close()
+    rows = (spark.read.format("klamm-segments").option("subscribe", "headers").option("includeHeaders", "true")
+            .load(str(tmp_path / "data")).collect())
+    assert len(rows) == 500
+    for r in rows:
+        assert [(h.key, h.value) for h in r.headers] == [(k, None if j % 3 else b"%d" % j)
+                                                         for j, k in enumerate(java)]
 
 
 def test_bad_options(spark, tmp_path: Path):
