@@ -171,9 +171,9 @@ def test_varints_of_every_length_and_the_64_bit_limit() -> None:
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.builds(NewRecord, blobs, blobs, headers | st.just(()), timestamps), min_size=1, max_size=30),
        st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 255)), min_size=1, max_size=4),
-       st.integers(-2, 2), st.integers(0, 3))
+       st.integers(-2, 2), st.integers(0, 3), st.sampled_from([1, 4, record_columns._HEADER_ROWS]))
 def test_damaged_records_decode_as_decode_batch_decodes_them_or_are_rejected(
-        recs: list[NewRecord], damage: list[tuple[int, int]], count_change: int, cut: int) -> None:
+        recs: list[NewRecord], damage: list[tuple[int, int]], count_change: int, cut: int, header_rows: int) -> None:
     buf = build_batch(recs, timestamp_ms=BASE_TS)
     header = read_batch_header(buf, 0)
     raw = bytearray(buf[HEADER_SIZE:])
@@ -185,6 +185,8 @@ def test_damaged_records_decode_as_decode_batch_decodes_them_or_are_rejected(
         reference = _decode_records(raw, header)
     except (KafkaError, IndexError, ValueError):
         reference = None
+    # headers read a header index at a time while `header_rows` records have more, then one record at a time
+    saved, record_columns._HEADER_ROWS = record_columns._HEADER_ROWS, header_rows
     try:
         c = decode_columns(raw, header, include_headers=True)
     except KafkaError as exc:
@@ -193,6 +195,8 @@ def test_damaged_records_decode_as_decode_batch_decodes_them_or_are_rejected(
         assert reference is None or any(not MS_MIN <= r.timestamp <= MS_MAX or not 0 <= r.offset < 2**63
                                           for r in reference)
         return
+    finally:
+        record_columns._HEADER_ROWS = saved
     assert reference is not None
     assert c.offsets.tolist() == [r.offset for r in reference]
     assert c.timestamps.tolist() == [r.timestamp for r in reference]
