@@ -34,8 +34,10 @@ thread) picks the segments and snapshots holding unflushed offsets into a FlushJ
 `complete_flush` (owner's thread) advances the recovery point. Jobs may finish in
 any order; the recovery point moves only over a contiguous run of finished jobs, so
 it never passes data whose fsync has not completed. Appends and rolls never fsync,
-and a roll creates no file but its new segment's (the producer snapshot is encoded
-at once, its file written by the job): they report, through `flush_wanted` and
+and a roll creates no file (the producer snapshot is encoded at once, its file written
+by the job; the new segment's files were made ahead by an earlier job, as spare files it
+renames: klamm.storage.segment.SpareFiles, except at a log's first roll or if that job
+has not finished): they report, through `flush_wanted` and
 AppendResult.flush_due, that the flush policy (flush.messages, flush.ms, a roll)
 asks for one, and the owner starts it (klamm.broker.log_flush). `flush()` does all
 three steps at once, for shutdown and the metadata log.
@@ -60,7 +62,7 @@ from klamm.storage.cleaner import recover_interrupted_swaps, swap_in
 from klamm.storage.config import LogConfig
 from klamm.storage.leader_epoch import LeaderEpochCache
 from klamm.storage.producer_state import CompletedTxn, PendingSnapshot, ProducerStateManager
-from klamm.storage.segment import LOG_SUFFIX, OS_FILE_IO, FileIO, LogSegment
+from klamm.storage.segment import LOG_SUFFIX, OS_FILE_IO, SPARE_SUFFIX, FileIO, LogSegment, SpareFiles
 from klamm.storage.shared_file import SharedFile
 from klamm.storage.txn_index import AbortedTxn, TransactionIndex
 
@@ -68,8 +70,9 @@ __all__ = ["AppendResult", "FlushJob", "Log", "LogConfig", "ReadResult", "Invali
 
 _DIR_NAME = re.compile(r"^(.+)-(\d+)$")
 _SEGMENT_FILE = re.compile(r"^(\d{20})(\.log|\.index|\.timeindex|\.txnindex)$")
-# Kafka's leftovers of interrupted operations; none is valid after a restart.
-_STALE_SUFFIXES = (".deleted", ".cleaned", ".swap", ".tmp")
+# Kafka's leftovers of interrupted operations, and klamm's spare files (klamm.storage.segment.SpareFiles);
+# none is valid after a restart.
+_STALE_SUFFIXES = (".deleted", ".cleaned", ".swap", ".tmp", SPARE_SUFFIX)
 
 
 def _wall_clock_ms() -> int:
@@ -112,6 +115,7 @@ class FlushJob:
     directory: Path
     new_files: bool  # a segment was created at or after `start`: its directory entry needs an fsync too
     done: bool = False
+    spare: SpareFiles | None = None  # the next segment's files, to make after the fsyncs
 
     def run(self) -> None:
         for segment in self.segments:
@@ -130,6 +134,8 @@ class FlushJob:
                 fsync_dir(self.directory)
             except FileNotFoundError:
                 pass  # the whole log was deleted meanwhile
+        if self.spare is not None:
+            self.spare.make()  # after the fsyncs: the acknowledgements waiting on them do not wait for it
 
 
 @dataclass
@@ -167,6 +173,7 @@ class Log:
         self._flush_issued_to = 0  # offsets below are covered by a flush job begun (maybe not finished)
         self._unsynced_snapshots: list[PendingSnapshot] = []  # producer snapshots of rolls, not yet in a job
         self._roll_flush_wanted = False  # Kafka flushes a finished segment soon after its roll
+        self._spare: SpareFiles | None = None  # the next segment's files, asked of a flush job
         self._closed = False
         self.producer_state = ProducerStateManager(directory)
         self.leader_epoch_cache = LeaderEpochCache(directory, lambda: self.log_end_offset)
@@ -440,7 +447,8 @@ class Log:
             self._bases.pop()
         else:
             old.on_become_inactive()
-        segment = LogSegment.create(self.directory, base, self.config, self._time_ms(), io=self._io)
+        segment = LogSegment.create(self.directory, base, self.config, self._time_ms(), io=self._io,
+                                    spare=self._take_spare())
         self._segments.append(segment)
         self._bases.append(base)
         # Encoded now (it must describe the state at `base`); its file is written and fsynced by
@@ -449,6 +457,14 @@ class Log:
         self._unsynced_snapshots.append(self.producer_state.snapshot_later())
         self._roll_flush_wanted = True
         return segment
+
+    def _take_spare(self) -> SpareFiles | None:
+        """The spare files a finished job made, for a new segment (the next job makes others)."""
+        spare = self._spare
+        if spare is None or not spare.made:
+            return None  # not asked yet, or its job still runs: this segment's files are created
+        self._spare = None
+        return spare
 
     # -- flushing ----------------------------------------------------------------------
 
@@ -487,6 +503,8 @@ class Log:
         segments = self._segments[first:] if target > start else []
         job = FlushJob(start, target, segments, self._unsynced_snapshots, self.directory,
                        any(segment.base_offset >= start for segment in segments))
+        if self._spare is None and not from_recovery_point and not self._closed:
+            self._spare = job.spare = SpareFiles(self.directory)
         self._unsynced_snapshots = []
         self._flush_issued_to = max(self._flush_issued_to, target)
         self._flush_jobs.append(job)
@@ -510,6 +528,8 @@ class Log:
 
     def fail_flush(self, job: FlushJob) -> None:
         """`job` raised: forget every job still open, so the next flush covers their ranges again."""
+        if job.spare is not None and job.spare is self._spare and not job.spare.made:
+            self._spare = None  # asked of the next job
         if job not in self._flush_jobs:
             return
         self._forget_flush_jobs()
@@ -711,7 +731,8 @@ class Log:
         """Delete every segment and restart the log empty at `offset` (follower far behind)."""
         for segment in self._segments:
             segment.delete()
-        self._segments = [LogSegment.create(self.directory, offset, self.config, self._time_ms(), io=self._io)]
+        self._segments = [LogSegment.create(self.directory, offset, self.config, self._time_ms(), io=self._io,
+                                            spare=self._take_spare())]
         self._bases = [offset]
         self.log_start_offset = offset
         self.log_end_offset = offset
@@ -725,6 +746,7 @@ class Log:
         if self._closed:
             return
         self._closed = True
+        self._cancel_spare()
         self.flush()
         self.producer_state.map_end_offset = self.log_end_offset
         self.producer_state.take_snapshot()
@@ -735,10 +757,16 @@ class Log:
         """Close and remove the whole partition directory."""
         self._closed = True
         self.producer_state.cancel_pending_snapshots()  # a flush job in flight must not write into it
+        self._cancel_spare()  # nor create spare files
         for segment in self._segments:
             segment.delete()
         self._segments, self._bases = [], []
         shutil.rmtree(self.directory, ignore_errors=True)
+
+    def _cancel_spare(self) -> None:
+        if self._spare is not None:
+            self._spare.cancel()
+            self._spare = None
 
     def __repr__(self) -> str:
         return (

@@ -29,12 +29,23 @@ nothing).
 Every change to the `.log` file (open, write, truncate, fsync) goes through a
 `FileIO`, the one seam a power-loss test replaces to learn which bytes were
 fsynced (tests/unit/test_storage_power_loss.py). Reads use the descriptor directly.
+
+Spare files (SpareFiles): a roll runs inside an append, on the event loop, and creating
+a file there waits for the filesystem's journal while another thread fsyncs, longer than
+renaming one does (BENCHMARKS.md, "A segment rolled"). So the flush job that follows
+a roll creates the next segment's three files ahead, empty, in its worker thread, as
+`spare.log.spare`, `spare.index.spare` and `spare.timeindex.spare`; the next roll
+renames them to the new segment's names (the indexes first, the `.log` last) and opens
+them. A `.spare` file is stale to Log.open, which deletes it: a crash leaves either spare files
+(deleted), index files without their `.log` (deleted as orphans), or a whole empty
+segment, as a crash after creating one leaves it.
 """
 
 from __future__ import annotations
 
 import os
 import struct
+import threading
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -100,6 +111,58 @@ def fsync_path(path: Path) -> None:
 
 def file_name(base_offset: int, suffix: str) -> str:
     return f"{base_offset:020d}{suffix}"
+
+
+SPARE_SUFFIX = ".spare"  # stale to Log.open
+_SPARE_ORDER = (INDEX_SUFFIX, TIME_INDEX_SUFFIX, LOG_SUFFIX)  # renamed in this order: the .log last
+
+
+class SpareFiles:
+    """A log's next segment's files, made empty ahead of its roll (see the module docstring).
+
+    `make` runs in any thread; `cancel` and `take` on the log owner's. Once cancel returns
+    no file is created any more, so a deletion that lists the directory afterwards removes
+    whatever `make` created. O_TRUNC empties a spare in its open, never after: a file renamed
+    into a segment meanwhile is never written by `make`.
+    """
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.made = False
+        self.cancelled = False
+        self._making = threading.Lock()
+
+    def path(self, suffix: str) -> Path:
+        return self.directory / f"spare{suffix}{SPARE_SUFFIX}"
+
+    def make(self) -> None:
+        """Create the three files, empty; nothing if cancelled, or if the directory is gone."""
+        with self._making:
+            if self.made or self.cancelled:
+                return
+            try:
+                for suffix in _SPARE_ORDER:
+                    os.close(os.open(self.path(suffix), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644))
+            except OSError:
+                return  # the log deleted or its directory renamed meanwhile, or no room: the roll creates them
+            self.made = True
+
+    def cancel(self) -> None:
+        with self._making:
+            self.cancelled = True
+
+    def take(self, base_offset: int) -> None:
+        """Rename the files to the segment `base_offset`'s names, if made and that segment has no `.log` yet
+        (a file of its own is never replaced: LogSegment.create refuses one holding data). A file missing is
+        left to LogSegment.create, which creates it."""
+        if not self.made or self.cancelled or (self.directory / file_name(base_offset, LOG_SUFFIX)).exists():
+            return
+        self.made = False  # used once, whatever happens
+        for suffix in _SPARE_ORDER:
+            try:
+                os.rename(self.path(suffix), self.directory / file_name(base_offset, suffix))
+            except FileNotFoundError:
+                return
 
 
 def scan_batches(
@@ -185,8 +248,11 @@ class LogSegment:
 
     @classmethod
     def create(cls, directory: Path, base_offset: int, config: LogConfig, now_ms: int, suffix: str = "",
-               io: FileIO = OS_FILE_IO) -> LogSegment:
-        """A new empty segment; stale index files of that name are discarded."""
+               io: FileIO = OS_FILE_IO, spare: SpareFiles | None = None) -> LogSegment:
+        """A new empty segment; stale index files of that name are discarded. With `spare`, its files
+        become the segment's where they can (renamed, not created)."""
+        if spare is not None and not suffix:
+            spare.take(base_offset)
         segment = cls(directory, base_offset, config, now_ms, suffix, io)
         if os.fstat(segment.fd).st_size:
             segment.close()
