@@ -10,6 +10,11 @@ synchronously, in its revoke callback, what it consumed of the partitions it giv
 leave a disjoint, covering assignment and every record consumed exactly once, in order, resumed from the
 committed offsets. A member killed with SIGKILL commits nothing: what it consumed since its last commit
 may be consumed again (and nothing else), once the broker's session timeout has removed it.
+
+Covered: members joining, leaving and crashing (uniform and range assignors), a pattern subscription taking a
+new topic up and giving a deleted one up, static membership, a rolling upgrade from and downgrade to classic
+3.9.1 members, a broker restart, the group coordinator lost in a three-node cluster, and Admin's
+describeConsumerGroups (ConsumerGroupDescribe) against what the members hold.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 
-from tests.conftest import BrokerFactory
+from tests.conftest import BrokerFactory, ClusterProcess
 
 from .conftest import JARS, JAVA_LIBS, ROOT, compile_java
 from .helpers import admin, create_topic
@@ -37,6 +42,13 @@ from .ownership import (
     committed,
     poll_until,
     shared,
+)
+from .test_cluster_group_coordinator_failover import (
+    CONFIG,
+    GROUP,
+    consumer_group,
+    coordinator,
+    settled,
 )
 from .test_groups_migration_cooperative import group_type, roll, settle
 
@@ -363,3 +375,46 @@ def test_members_keep_their_partitions_across_a_broker_restart(tmp_path, java4_m
         for m in members:
             m.close()
         factory.close()
+
+
+@pytest.mark.parametrize("how", ["kill", "stop"])
+def test_group_coordinator_lost_in_a_cluster(tmp_path, java4_member, how):
+    """Three klamm nodes (a Raft quorum), __consumer_offsets replicated three times; three 4.x consumer-protocol
+    members consume under load; the node coordinating the group is killed (or stopped). The new coordinator
+    reloads the group as it was: same group epoch, member epochs and assignments, no rebalance; a member
+    replaced afterwards hands its partitions over through it; each record consumed once."""
+    cluster = ClusterProcess(tmp_path, CONFIG, quorum=True).start()
+    members: list[JavaMember] = []
+    load = None
+    try:
+        bs, topic = cluster.bootstrap, f"j4-failover-{uuid.uuid4().hex[:8]}"
+        create_topic(bs, topic, PARTITIONS)
+        ledger = Ledger(PARTITIONS)
+        load = Load(bs, topic, PARTITIONS)
+        for i in range(3):
+            members.append(JavaMember(java4_member, bs, GROUP, topic, ledger, "consumer"))
+            settle(members, f"member {i} joining")
+        victim = cluster.nodes[coordinator(cluster.nodes[0]) - 1]
+        poll_until(members, lambda: settled(victim), what="the group to settle")
+        before, changes = consumer_group(victim), ledger.changes
+        victim.kill() if how == "kill" else victim.stop()
+        survivor = next(n for n in cluster.nodes if n is not victim)
+
+        def moved() -> bool:
+            node_id = coordinator(survivor)
+            return node_id is not None and cluster.nodes[node_id - 1] is not victim
+        poll_until(members, moved, what="a new coordinator")
+        now = cluster.nodes[coordinator(survivor) - 1]
+        settle(members, f"the coordinator's {how}")
+        assert ledger.changes == changes, "a rebalance after the coordinator moved:\n" + "\n".join(ledger.history[-20:])
+        assert consumer_group(now) == before
+        members[0].close()
+        members[0] = JavaMember(java4_member, bs, GROUP, topic, ledger, "consumer")
+        settle(members, "member 0 replaced")
+        finish(bs, GROUP, topic, members, load, ledger)
+    finally:
+        if load is not None:
+            load.halt()
+        for m in members:
+            m.close()
+        cluster.kill()
