@@ -143,7 +143,7 @@ def finish(bootstrap: str, group: str, topic: str, members: list[JavaMember], lo
     assert ledger.owners()[0] == {}
     ledger.check(produced)
     assert committed(bootstrap, group, topic, PARTITIONS) == produced
-    print(f"\n{sum(produced)} records consumed, redelivered only below a crashed member's position "
+    print(f"\n{sum(produced)} records consumed, redelivered only below the last position of a member that committed nothing more (killed, or past max.poll.interval.ms) "
           f"{ledger.uncommitted}")
 
 
@@ -418,3 +418,54 @@ def test_group_coordinator_lost_in_a_cluster(tmp_path, java4_member, how):
         for m in members:
             m.close()
         cluster.kill()
+
+
+class PausingMember(JavaMember):
+    """A member that can stop polling: past max.poll.interval.ms its client leaves the group (epoch -1) at once,
+    but runs its onPartitionsLost only when it polls again. For the ledger, it gave its partitions up when it left:
+    the pause's start plus max.poll.interval.ms."""
+
+    def __init__(self, max_poll_ms: int, *args, **kwargs) -> None:
+        self.max_poll_ms = max_poll_ms
+        self.left_at: float | None = None
+        super().__init__(*args, extra=(f"max.poll.interval.ms={max_poll_ms}",), **kwargs)
+
+    def pause(self, ms: int) -> None:
+        self.left_at = time.time() + self.max_poll_ms / 1000
+        self.proc.stdin.write(f"pause {ms}\n")
+        self.proc.stdin.flush()
+
+    def _apply(self, event: dict) -> None:
+        if event["ev"] == "lost" and self.left_at is not None:
+            event["t"] = int(self.left_at * 1e6)
+            self.left_at = None
+        super()._apply(event)
+
+
+def test_member_past_max_poll_interval_leaves_and_rejoins(java4_broker, java4_member):
+    """A member stops polling past max.poll.interval.ms: its client leaves the group, the others take its
+    partitions; when it polls again it loses them (onPartitionsLost), rejoins with epoch 0 and gets its share
+    back from them. Only what it consumed since its last commit is consumed again."""
+    bs, topic = java4_broker.bootstrap, f"j4-poll-{uuid.uuid4().hex[:8]}"
+    group = f"g-{topic}"
+    create_topic(bs, topic, PARTITIONS)
+    ledger = Ledger(PARTITIONS, stale_generation_ok=True)
+    load = Load(bs, topic, PARTITIONS)
+    members: list[JavaMember] = []
+    try:
+        members.append(JavaMember(java4_member, bs, group, topic, ledger, "consumer"))
+        settle(members, "member 0 joining")
+        members.append(PausingMember(4000, java4_member, bs, group, topic, ledger, "consumer"))
+        settle(members, "member 1 joining")
+        members.append(JavaMember(java4_member, bs, group, topic, ledger, "consumer"))
+        settle(members, "member 2 joining")
+        paused, others = members[1], [members[0], members[2]]
+        paused.pause(8000)
+        poll_until(others, lambda: shared(others, PARTITIONS), what="the others to take the paused member's share")
+        assert paused.assigned, "the paused member has not polled: it still believes it holds its partitions"
+        settle(members, "the paused member polling again")
+        finish(bs, group, topic, members, load, ledger)
+    finally:
+        load.halt()
+        for m in members:
+            m.close()

@@ -11,7 +11,9 @@
 //   {"ev":"assigned","t":..,"p":[..]}   {"ev":"revoked","t":..,"p":[..],"commit":"ok"|"<error>"}
 //   {"ev":"lost","t":..,"p":[..]}       {"ev":"rec","t":..,"p":..,"o":..}      {"ev":"closed","t":..}
 // (with the topic too: "tp":["<topic>-<partition>",..] beside "p", and "topic" in "rec").
-// A line "close" on stdin closes the consumer (revoking, so committing, what it holds) and exits.
+// A line "close" on stdin closes the consumer (revoking, so committing, what it holds) and exits; a line
+// "pause <ms>" stops polling that long (past max.poll.interval.ms, the member leaves the group), then
+// prints {"ev":"resumed","t":..} and polls on.
 
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
@@ -25,6 +27,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.Properties;
 import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicLong;
 import java.util.regex.Pattern;
 import java.util.stream.Collectors;
 
@@ -78,10 +81,13 @@ public final class CoopMember {
             props.put(kv[0], kv[1]);
         }
         AtomicBoolean closing = new AtomicBoolean(false);
+        AtomicLong pauseMs = new AtomicLong(0);
         Thread stdin = new Thread(() -> {
             try (BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8))) {
                 String line;
-                while ((line = in.readLine()) != null && !line.trim().equals("close")) { }
+                while ((line = in.readLine()) != null && !line.trim().equals("close")) {
+                    if (line.startsWith("pause ")) pauseMs.set(Long.parseLong(line.substring(6).trim()));
+                }
             } catch (Exception e) { }
             closing.set(true);
         });
@@ -122,6 +128,11 @@ public final class CoopMember {
         if (topic.startsWith("re:")) consumer.subscribe(Pattern.compile(topic.substring(3)), listener);
         else consumer.subscribe(List.of(topic), listener);
         while (!closing.get()) {
+            long pause = pauseMs.getAndSet(0);
+            if (pause > 0) {
+                Thread.sleep(pause);
+                OUT.println("{\"ev\":\"resumed\",\"t\":" + micros() + "}");
+            }
             for (ConsumerRecord<byte[], byte[]> r : consumer.poll(Duration.ofMillis(50))) {
                 OUT.println("{\"ev\":\"rec\",\"t\":" + micros() + ",\"p\":" + r.partition() + ",\"o\":" + r.offset()
                             + ",\"topic\":" + quote(r.topic()) + "}");
