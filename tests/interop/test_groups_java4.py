@@ -143,8 +143,8 @@ def finish(bootstrap: str, group: str, topic: str, members: list[JavaMember], lo
     assert ledger.owners()[0] == {}
     ledger.check(produced)
     assert committed(bootstrap, group, topic, PARTITIONS) == produced
-    print(f"\n{sum(produced)} records consumed, redelivered only below the last position of a member that committed nothing more (killed, or past max.poll.interval.ms) "
-          f"{ledger.uncommitted}")
+    print(f"\n{sum(produced)} records consumed; redelivered only below these positions (partition: position) of "
+          f"a member killed or past max.poll.interval.ms: {ledger.uncommitted}")
 
 
 @pytest.mark.parametrize("assignor", ["uniform", "range"])
