@@ -218,6 +218,12 @@ class LogCleanerService:
 
     def _mark_uncleanable(self, failure: LogCleaningFailed) -> None:
         target = failure.log
+        if self.broker.logs.get_log(target.topic, target.partition) is not target:
+            # Deleted (or moved) while it was cleaned: its files went from under the cleaning, nothing to
+            # mark, as Kafka aborts the cleaning of a partition it deletes.
+            log.info("log cleaning of %s-%d stopped: the log went meanwhile (%r)", target.topic, target.partition,
+                     failure.cause)
+            return
         log_dir = target.directory.parent
         self._uncleanable.setdefault(log_dir, set()).add((target.topic, target.partition))
         log.error("log cleaning of %s-%d in %s failed; the partition is marked uncleanable and not cleaned again "

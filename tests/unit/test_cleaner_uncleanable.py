@@ -176,3 +176,15 @@ def test_other_partitions_are_still_cleaned(tmp_path):
     assert not service.is_uncleanable(good)
     assert [key for _, key, _ in dump(good)] == [k(n) for n in range(5)] + [k(0)]
     broker.logs.shutdown()
+
+
+def test_a_failure_of_a_log_deleted_meanwhile_marks_nothing(tmp_path, caplog):
+    broker, log = fake_broker(tmp_path)
+    service = LogCleanerService(broker)
+    broker.logs.delete_log("compacted", 0)  # its files went from under the cleaning
+    with caplog.at_level(logging.INFO, logger="klamm.cleaner"):
+        service._mark_uncleanable(cleaner_tasks.LogCleaningFailed(log, FileNotFoundError("gone")))
+    assert not service.is_uncleanable(log)
+    assert [r.levelno for r in caplog.records] == [logging.INFO]
+    log.delete()
+    broker.logs.shutdown()
