@@ -276,8 +276,9 @@ def test_rolling_upgrade_from_classic_java_391_members(java4_broker, java4_membe
         for step in range(3):
             roll(members, step, lambda: JavaMember(java4_member, bs, group, topic, ledger, "consumer"))
             assert group_type(bs, group) == "CONSUMER", step
-        poll_until(members, lambda: described_matches(java4_admin, bs, group, topic, members, "Stable"),
-                   what="the upgraded group described by ConsumerGroupDescribe", timeout=30)
+            # ConsumerGroupDescribe shows the classic members of the consumer group too, with what they hold
+            poll_until(members, lambda: described_matches(java4_admin, bs, group, topic, members, "Stable"),
+                       what=f"the group described by ConsumerGroupDescribe after step {step}", timeout=30)
         finish(bs, group, topic, members, load, ledger)
     finally:
         load.halt()
