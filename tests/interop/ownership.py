@@ -4,7 +4,7 @@ Every member is a confluent-kafka consumer polled from one thread (the test's),
 so its assign and revoke callbacks (which librdkafka runs only inside poll and
 close) land in the shared Ledger in the order they happened. A member commits
 synchronously, in its revoke callback, the position of every partition it
-gives up (with `commit_interval`, also every so often, to have commits acknowledged
+gives up (with `commit_interval`, also every so often, asynchronously, to have commits acknowledged
 at any time). So, with no member fenced:
 - no partition is assigned to a member while another one holds it;
 - a member taking a partition over starts exactly where the last owner stopped:
@@ -183,6 +183,8 @@ class Member:
         if protocol == "classic":
             conf.update({"session.timeout.ms": 6000, "heartbeat.interval.ms": 500,
                          "partition.assignment.strategy": "cooperative-sticky"})
+        if commit_interval is not None:
+            conf["on_commit"] = self._on_commit
         conf.update(extra or {})
         self.consumer = Consumer(conf)
         self.assigned: set[int] = set()
@@ -234,6 +236,17 @@ class Member:
             self.last_commit = time.monotonic()
         return f"member {self.index} {failed}" if failed else None
 
+    def _on_commit(self, err, offsets: list[TopicPartition]) -> None:
+        """The answer to a commit (run inside poll): the periodic ones are asynchronous; librdkafka reports
+        the synchronous ones here too, which changes nothing (`acked` keeps the highest)."""
+        failed = err is not None or any(tp.error is not None for tp in offsets)
+        if err is None:
+            self.ledger.committed([tp for tp in offsets if tp.error is None and tp.offset >= 0])
+        if failed:
+            self.failed_periodic_commits += 1
+        else:
+            self.last_commit = time.monotonic()
+
     def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         gone = [p.partition for p in partitions]
         if self.ledger.stale_generation_ok:
@@ -259,8 +272,12 @@ class Member:
         self.positions[msg.partition()] = msg.offset() + 1
         if self.commit_interval is not None and time.monotonic() >= self.next_commit:
             self.next_commit = time.monotonic() + self.commit_interval
-            if self._commit(sorted(self.positions)):  # a coordinator moving: the revoke callback's commit counts
-                self.failed_periodic_commits += 1
+            # Asynchronous (answered in _on_commit): librdkafka holds a classic member's commit behind its own
+            # JoinGroup, which waits for the other members to rejoin, and those need this thread to poll them
+            # (their revoke callbacks): a synchronous commit there blocked every member for 60 s at a time.
+            offsets = [TopicPartition(self.topic, p, o) for p, o in sorted(self.positions.items())]
+            if offsets:
+                self.consumer.commit(offsets=offsets, asynchronous=True)
 
     def close(self) -> None:
         if not self.closed:
