@@ -308,3 +308,11 @@ def test_parser_knows_every_tool():
                  ["dump-log", "--files", "x.log"]):
         args = parser.parse_args(argv)
         assert isinstance(args, argparse.Namespace) and args.tool_run is not None
+
+
+def test_dump_log_shows_bytes_that_are_not_utf8_as_kafkas_tool_does():
+    from klamm.cli.tools.dump_log import _utf8
+    assert _utf8("ključ".encode()) == "ključ"
+    # Java's new String(bytes, UTF_8): an encoded surrogate is one U+FFFD (Python's "replace" gives three)
+    assert _utf8(b"a\xed\xa0\x80b") == "a\ufffdb"
+    assert _utf8(b"k\xed\xa0") == "k\ufffd"

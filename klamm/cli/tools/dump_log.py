@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
+from klamm.protocol import java_utf8
 from klamm.protocol.batch import (ATTR_TIMESTAMP_TYPE, HEADER_SIZE, LOG_OVERHEAD, BatchHeader, InvalidBatch,
                                   crc_ok, peek_offset_and_length, read_batch_header)
 from klamm.protocol.compression import Compression
@@ -289,8 +290,12 @@ def leader_change(value: bytes) -> dict[str, object]:
 
 
 def _utf8(data: bytes) -> str:
-    # Kafka's StringDecoder: new String(bytes, UTF_8), bad bytes become U+FFFD.
-    return data.decode("utf-8", "replace")
+    # Kafka's StringDecoder: new String(bytes, UTF_8), each malformed sequence one U+FFFD (Python's "replace"
+    # can give several for one).
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return java_utf8.decode(data)
 
 
 # -------------------------------------------------------------------------- indexes
