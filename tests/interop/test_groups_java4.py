@@ -28,12 +28,12 @@ import uuid
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
 
 from tests.conftest import BrokerFactory, ClusterProcess
 
 from .conftest import JARS, JAVA_LIBS, ROOT, compile_java
-from .helpers import admin, create_topic
+from .helpers import SequenceStream, admin, create_topic, wait_for
 from .ownership import (
     JavaMember,
     Ledger,
@@ -470,3 +470,83 @@ def test_member_past_max_poll_interval_leaves_and_rejoins(java4_broker, java4_me
         load.halt()
         for m in members:
             m.close()
+
+
+def test_exactly_once_jobs_in_a_consumer_protocol_group(tmp_path, java4_broker):
+    """Exactly-once consume-transform-produce jobs (java/TxnClient.java `job`, read_committed, offsets sent to
+    each transaction with the consumer's group metadata: the member id and epoch) in a consumer-protocol group
+    on 4.x, fed by an idempotent producer: a third job joins, the first stops (the group rebalances each time,
+    a member's transactional offset commits checked against its epoch: one sent with the epoch it just left is
+    refused with ILLEGAL_GENERATION, as Kafka's OffsetMetadataManager maps STALE_MEMBER_EPOCH for transactions,
+    and the job aborts and rewinds). Afterwards output holds every acknowledged input exactly once."""
+    from .test_cluster_rolling import TransformJob, progress
+
+    classpath = compile_java4("TxnClient")
+    bs, suffix = java4_broker.bootstrap, uuid.uuid4().hex[:8]
+    source, sink, group = f"in-{suffix}", f"out-{suffix}", f"etl-{suffix}"
+    for name in (source, sink):
+        create_topic(bs, name, 3)
+
+    def start(i: int) -> TransformJob:
+        stop = tmp_path / f"stop-{i}"
+        return TransformJob(["java", "-Xshare:auto", "-XX:TieredStopAtLevel=1", "-Xmx256m", "-cp", classpath,
+                             "TxnClient", "job", bs, f"etl-{suffix}-{i}", source, sink, group, str(stop),
+                             "consumer"], stop)
+
+    def advance(by: int, what: str) -> None:
+        """Until every running job has committed `by` more records: each holds partitions."""
+        before = {id(j): j.committed for j in jobs}
+        wait_for(lambda: all(j.committed > before[id(j)] + by for j in jobs if not j.stop_file.exists()),
+                 timeout=60, what=f"every job going on after {what} ({progress(jobs)})")
+        assert not [j.failure() for j in jobs if j.failure()], [j.failure() for j in jobs]
+
+    jobs = [start(1), start(2)]
+    try:
+        with SequenceStream(bs, source, partition=None) as feeder:
+            advance(100, "starting")
+            jobs.append(start(3))
+            advance(100, "a third job joining")
+            jobs[0].stop()
+            advance(100, "the first job stopping")
+        assert not feeder.failed, feeder.failed[:3]
+        acked = set(feeder.acked)
+        consumer = Consumer({"bootstrap.servers": bs, "group.id": group})
+        try:
+            def through() -> bool:
+                tps = consumer.committed([TopicPartition(source, p) for p in range(3)], 10)
+                return sum(max(tp.offset, 0) for tp in tps) >= len(acked)
+            wait_for(through, timeout=60, what=f"the jobs through all {len(acked)} records ({progress(jobs)})")
+        finally:
+            consumer.close()
+    finally:
+        for job in jobs:
+            job.stop()
+    assert not [j.failure() for j in jobs if j.failure()], [j.failure() for j in jobs]
+    seen = [int(v.removesuffix(b"-out")) for v in read_committed(bs, sink, 3)]
+    assert len(seen) == len(set(seen)), "a record was written twice"
+    assert set(seen) == acked, "output is input, exactly once"
+    print(f"\n{len(acked)} records, {progress(jobs)}")
+    for job in jobs:  # why a job aborted or restarted, if it did
+        print("".join(line for line in job.stderr if line.startswith(("aborting", "restarting")))[-1500:])
+
+
+def read_committed(bootstrap: str, topic: str, partitions: int) -> list[bytes]:
+    """Every committed record of `topic`, read_committed, to its end."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"verify-{uuid.uuid4().hex[:6]}",
+                         "isolation.level": "read_committed", "enable.auto.commit": False})
+    values: list[bytes] = []
+    try:
+        ends = [consumer.get_watermark_offsets(TopicPartition(topic, p), 10, cached=False)[1]
+                for p in range(partitions)]
+        consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            positions = consumer.position([TopicPartition(topic, p) for p in range(partitions)])
+            if all(tp.offset >= ends[tp.partition] for tp in positions):
+                return values
+            message = consumer.poll(0.2)
+            if message is not None and not message.error():
+                values.append(message.value())
+    finally:
+        consumer.close()
+    raise AssertionError(f"{topic} not read to its end")

@@ -16,7 +16,7 @@
 //       transaction that sends each value upper-cased to <out> and the next offsets with
 //       sendOffsetsToTransaction. Prints {"before":{p:off}} (group offsets just before the commit),
 //       then {"after":{p:off}}.
-//   job <bootstrap> <txn-id> <in> <out> <group> <stop-file>
+//   job <bootstrap> <txn-id> <in> <out> <group> <stop-file> [classic|consumer]
 //       a long-running exactly-once consume-transform-produce job, as a Kafka Streams task runs one:
 //       subscribes to <in> in <group> (read_committed), and for each poll writes every value + "-out"
 //       to <out> and the consumed positions with sendOffsetsToTransaction, in one transaction.
@@ -68,7 +68,8 @@ public final class TxnClient {
                 case "consume" -> consume(args[1], args[2], args[3], Integer.parseInt(args[4]));
                 case "fence" -> fence(args[1], args[2], args[3]);
                 case "ctp" -> ctp(args[1], args[2], args[3], args[4], args[5]);
-                case "job" -> job(args[1], args[2], args[3], args[4], args[5], Path.of(args[6]));
+                case "job" -> job(args[1], args[2], args[3], args[4], args[5], Path.of(args[6]),
+                                  args.length > 7 ? args[7] : "classic");
                 default -> throw new IllegalArgumentException("unknown command " + args[0]);
             }
         } catch (KafkaException | ExecutionException e) {
@@ -92,7 +93,12 @@ public final class TxnClient {
     }
 
     static KafkaConsumer<String, String> consumer(String bootstrap, String isolation, String group) {
+        return consumer(bootstrap, isolation, group, "classic");
+    }
+
+    static KafkaConsumer<String, String> consumer(String bootstrap, String isolation, String group, String protocol) {
         Properties p = new Properties();
+        p.put(ConsumerConfig.GROUP_PROTOCOL_CONFIG, protocol);
         p.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
         p.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG, isolation);
         p.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
@@ -220,11 +226,11 @@ public final class TxnClient {
         }
     }
 
-    static void job(String bootstrap, String txnId, String in, String out, String group, Path stop) {
+    static void job(String bootstrap, String txnId, String in, String out, String group, Path stop, String protocol) {
         long committed = 0, aborts = 0, restarts = 0;
         KafkaProducer<String, String> producer = producer(bootstrap, txnId);
         producer.initTransactions();
-        try (KafkaConsumer<String, String> consumer = consumer(bootstrap, "read_committed", group)) {
+        try (KafkaConsumer<String, String> consumer = consumer(bootstrap, "read_committed", group, protocol)) {
             consumer.subscribe(List.of(in));
             while (!Files.exists(stop)) {
                 var records = consumer.poll(Duration.ofMillis(100));
