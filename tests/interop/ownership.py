@@ -217,6 +217,10 @@ class Member:
         if failure and self.ledger.stale_generation_ok and "ILLEGAL_GENERATION" in failure:
             self.ledger.note(f"member {self.index}: {failure}")
             self._uncommitted(committing)
+        elif failure and self.closed and self.committed_already(committing):
+            # closing after another member left: its generation is behind the group's (as in Kafka), and what
+            # it commits is committed already, so nothing is lost or consumed again
+            self.ledger.note(f"member {self.index} closing: {failure}")
         elif failure:
             self.ledger.failed_commits.append(failure)
         self._drop(gone, lost=False)
@@ -249,9 +253,25 @@ class Member:
 
     def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         gone = [p.partition for p in partitions]
+        held = {p: self.positions[p] for p in gone if p in self.positions}
         if self.ledger.stale_generation_ok:
-            self._uncommitted({p: self.positions[p] for p in gone if p in self.positions})
-        self._drop(gone, lost=True)
+            self._uncommitted(held)
+        if self.closed and self.committed_already(held):  # closing: nothing uncommitted goes with them
+            self.ledger.note(f"member {self.index} closing: lost {sorted(gone)}, committed already")
+            self._drop(gone, lost=False)
+        else:
+            self._drop(gone, lost=True)
+
+    def committed_already(self, positions: dict[int, int] | None = None) -> bool:
+        """Whether a commit of these positions (default: all the member's) was acknowledged already."""
+        positions = self.positions if positions is None else positions
+        return all(self.ledger.acked.get(p, -1) >= offset for p, offset in positions.items())
+
+    def commit_async(self) -> None:
+        """Commit every position, answered in a later poll (_on_commit)."""
+        offsets = [TopicPartition(self.topic, p, o) for p, o in sorted(self.positions.items())]
+        if offsets:
+            self.consumer.commit(offsets=offsets, asynchronous=True)
 
     def _uncommitted(self, positions: dict[int, int]) -> None:
         for p, position in positions.items():
@@ -275,9 +295,7 @@ class Member:
             # Asynchronous (answered in _on_commit): librdkafka holds a classic member's commit behind its own
             # JoinGroup, which waits for the other members to rejoin, and those need this thread to poll them
             # (their revoke callbacks): a synchronous commit there blocked every member for 60 s at a time.
-            offsets = [TopicPartition(self.topic, p, o) for p, o in sorted(self.positions.items())]
-            if offsets:
-                self.consumer.commit(offsets=offsets, asynchronous=True)
+            self.commit_async()
 
     def close(self) -> None:
         if not self.closed:
