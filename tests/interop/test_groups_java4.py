@@ -550,3 +550,48 @@ def read_committed(bootstrap: str, topic: str, partitions: int) -> list[bytes]:
     finally:
         consumer.close()
     raise AssertionError(f"{topic} not read to its end")
+
+
+@pytest.mark.parametrize("assignor", ["uniform", "range"])
+def test_members_with_different_subscriptions(java4_broker, java4_member, assignor):
+    """Heterogeneous subscriptions: member 0 subscribes to topic a, member 1 to a pattern matching a and b,
+    member 2 to b. Each gets partitions of its own topics only, together all of both; member 1 leaves and
+    members 0 and 2 take all of a and of b. Each record consumed once."""
+    bs, prefix = java4_broker.bootstrap, f"het{uuid.uuid4().hex[:8]}"
+    topics, per_topic = [f"{prefix}-a", f"{prefix}-b"], 3
+    group = f"g-{prefix}"
+    for t in topics:
+        create_topic(bs, t, per_topic)
+    ledger = Ledger(2 * per_topic)
+    loads = [Load(bs, t, per_topic) for t in topics]
+    first, second = set(range(per_topic)), set(range(per_topic, 2 * per_topic))
+    members: list[RegexMember] = []
+    try:
+        for subscription in (topics[0], f"re:{prefix}-.*", topics[1]):
+            members.append(RegexMember(topics, per_topic, java4_member, bs, group, subscription, ledger, "consumer",
+                                       (f"group.remote.assignor={assignor}",)))
+
+        def covered(live: list[RegexMember]) -> bool:
+            return set().union(*(m.assigned for m in live)) == first | second \
+                and sum(len(m.assigned) for m in live) == 2 * per_topic
+        poll_until(members, lambda: covered(members) and all(m.assigned for m in members),
+                   what="three members with different subscriptions to cover both topics")
+        assert members[0].assigned <= first and members[2].assigned <= second, \
+            [sorted(m.assigned) for m in members]
+        # (not necessarily two each with uniform: as Kafka's UniformHeterogeneousAssignmentBuilder, it balances
+        # topic by topic among the topic's subscribers, so 3/2/1 after joins in this order is balanced enough)
+        members[1].close()
+        live = [members[0], members[2]]
+        poll_until(live, lambda: members[0].assigned == first and members[2].assigned == second,
+                   what="the members of a and of b to take the leaving member's partitions")
+        produced = [n for load in loads for n in load.stop()]
+        poll_until(live, all_consumed(ledger, produced), what="every record to be consumed")
+        for m in live:
+            m.close()
+        ledger.check(produced)
+        assert [o for t in topics for o in committed(bs, group, t, per_topic)] == produced
+    finally:
+        for load in loads:
+            load.halt()
+        for m in members:
+            m.close()
