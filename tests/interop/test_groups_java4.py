@@ -11,10 +11,11 @@ leave a disjoint, covering assignment and every record consumed exactly once, in
 committed offsets. A member killed with SIGKILL commits nothing: what it consumed since its last commit
 may be consumed again (and nothing else), once the broker's session timeout has removed it.
 
-Covered: members joining, leaving and crashing (uniform and range assignors), a pattern subscription taking a
-new topic up and giving a deleted one up, static membership, a rolling upgrade from and downgrade to classic
-3.9.1 members, a broker restart, the group coordinator lost in a three-node cluster, and Admin's
-describeConsumerGroups (ConsumerGroupDescribe) against what the members hold.
+Covered: members joining, leaving and crashing (uniform and range assignors), heterogeneous subscriptions, a
+pattern subscription taking a new topic up and giving a deleted one up, static membership, a member past
+max.poll.interval.ms, a rolling upgrade from and downgrade to classic 3.9.1 members, a broker restart, the group
+coordinator lost in a three-node cluster, exactly-once transactional jobs, and Admin's describeConsumerGroups
+(ConsumerGroupDescribe) against what the members hold.
 """
 
 from __future__ import annotations
