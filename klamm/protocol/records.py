@@ -370,12 +370,17 @@ def _header_at(buf: bytes | bytearray | memoryview, position: int) -> BatchHeade
     return header
 
 
+_KNOWN_CODECS = frozenset(int(codec) for codec in Compression)
+
+
 def _records_section(buf: bytes | bytearray | memoryview, header: BatchHeader, limit: int | None = None) -> bytes:
     """The batch's records, decompressed (at most `limit` bytes of them: see compression.decompress)."""
     start = header.position + HEADER_SIZE
     end = header.position + header.size
     if end > len(buf):
         raise _corrupt("truncated batch")
+    if header.compression not in _KNOWN_CODECS:  # attribute bits 5-7: not a batch any client writes
+        raise _corrupt(f"unknown compression codec {header.compression}")
     return decompress(header.compression, memoryview(buf)[start:end], limit)
 
 
@@ -434,7 +439,6 @@ def _decode_records(data: bytes, header: BatchHeader) -> list[Record]:
     return records
 
 
-_KNOWN_CODECS = frozenset(int(codec) for codec in Compression)
 
 
 def decode_batch(
@@ -448,8 +452,6 @@ def decode_batch(
     header = _header_at(buf, position)
     if check_crc and not crc_ok(buf, header):
         raise _corrupt("batch CRC mismatch")
-    if header.compression not in _KNOWN_CODECS:  # attribute bits 5-7: not a batch any client writes
-        raise _corrupt(f"unknown compression codec {header.compression}")
     data = _records_section(buf, header, limit)
     try:
         return header, _decode_records(data, header)
