@@ -26,6 +26,8 @@ import signal
 import subprocess
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -148,21 +150,33 @@ def finish(bootstrap: str, group: str, topic: str, members: list[JavaMember], lo
           f"a member killed or past max.poll.interval.ms: {ledger.uncommitted}")
 
 
+@contextmanager
+def loaded_group(bs: str, topic: str, **ledger_options) -> Iterator[tuple[Ledger, Load, list[JavaMember]]]:
+    """A ledger of the topic's PARTITIONS, a producer load on them, and the list of members a test starts: at the
+    end, whatever happened, the load halts and every member still open closes."""
+    ledger = Ledger(PARTITIONS, **ledger_options)
+    load = Load(bs, topic, PARTITIONS)
+    members: list[JavaMember] = []
+    try:
+        yield ledger, load, members
+    finally:
+        load.halt()
+        for m in members:
+            if not m.closed:
+                m.close()
+
+
 @pytest.mark.parametrize("assignor", ["uniform", "range"])
 def test_members_join_leave_and_crash(java4_broker, java4_member, java4_admin, assignor):
     """Three members join one at a time, one leaves, a fourth joins, one is killed and its session expires."""
     bs, topic = java4_broker.bootstrap, f"j4-{assignor}-{uuid.uuid4().hex[:8]}"
     group = f"g-{topic}"
     create_topic(bs, topic, PARTITIONS)
-    ledger = Ledger(PARTITIONS)
-    load = Load(bs, topic, PARTITIONS)
-    members: list[JavaMember] = []
-
-    def join() -> None:
-        members.append(JavaMember(java4_member, bs, group, topic, ledger, "consumer",
-                                  (f"group.remote.assignor={assignor}",)))
-        settle([m for m in members if not m.closed], f"member {members[-1].index} joining")
-    try:
+    with loaded_group(bs, topic) as (ledger, load, members):
+        def join() -> None:
+            members.append(JavaMember(java4_member, bs, group, topic, ledger, "consumer",
+                                      (f"group.remote.assignor={assignor}",)))
+            settle([m for m in members if not m.closed], f"member {members[-1].index} joining")
         for _ in range(3):
             join()
         assert group_type(bs, group) == "CONSUMER"
@@ -178,11 +192,6 @@ def test_members_join_leave_and_crash(java4_broker, java4_member, java4_admin, a
         settle([m for m in members if not m.closed], "a killed member's session expiring")
         assert time.monotonic() - started >= SESSION_MS / 1000 - 1  # its partitions waited for the expiry
         finish(bs, group, topic, [m for m in members if not m.closed], load, ledger)
-    finally:
-        load.halt()
-        for m in members:
-            if not m.closed:
-                m.close()
 
 
 class RegexMember(JavaMember):
@@ -264,10 +273,7 @@ def test_rolling_upgrade_from_classic_java_391_members(java4_broker, java4_membe
     group = f"g-{topic}"
     classic = compile_java("CoopMember")
     create_topic(bs, topic, PARTITIONS)
-    ledger = Ledger(PARTITIONS)
-    load = Load(bs, topic, PARTITIONS)
-    members: list[JavaMember] = []
-    try:
+    with loaded_group(bs, topic) as (ledger, load, members):
         members += [JavaMember(classic, bs, group, topic, ledger, "classic") for _ in range(3)]
         poll_until(members, lambda: shared(members, PARTITIONS) and all(m.consumed for m in members),
                    what="a group of classic members")
@@ -281,10 +287,6 @@ def test_rolling_upgrade_from_classic_java_391_members(java4_broker, java4_membe
             poll_until(members, lambda: described_matches(java4_admin, bs, group, topic, members, "Stable"),
                        what=f"the group described by ConsumerGroupDescribe after step {step}", timeout=30)
         finish(bs, group, topic, members, load, ledger)
-    finally:
-        load.halt()
-        for m in members:
-            m.close()
 
 
 def test_static_member_restarts_into_its_partitions(java4_broker, java4_member):
@@ -294,14 +296,10 @@ def test_static_member_restarts_into_its_partitions(java4_broker, java4_member):
     bs, topic = java4_broker.bootstrap, f"j4-static-{uuid.uuid4().hex[:8]}"
     group = f"g-{topic}"
     create_topic(bs, topic, PARTITIONS)
-    ledger = Ledger(PARTITIONS)
-    load = Load(bs, topic, PARTITIONS)
-    members: list[JavaMember] = []
-
-    def start(instance: int) -> JavaMember:
-        return JavaMember(java4_member, bs, group, topic, ledger, "consumer",
-                          (f"group.instance.id={group}-{instance}",))
-    try:
+    with loaded_group(bs, topic) as (ledger, load, members):
+        def start(instance: int) -> JavaMember:
+            return JavaMember(java4_member, bs, group, topic, ledger, "consumer",
+                              (f"group.instance.id={group}-{instance}",))
         for i in range(3):
             members.append(start(i))
             settle(members, f"static member {i} joining")
@@ -313,10 +311,6 @@ def test_static_member_restarts_into_its_partitions(java4_broker, java4_member):
         assert members[1].assigned == held
         assert all(m.partial_revocations + m.full_revocations == before[m.index] for m in (members[0], members[2]))
         finish(bs, group, topic, members, load, ledger)
-    finally:
-        load.halt()
-        for m in members:
-            m.close()
 
 
 def test_rolling_downgrade_to_classic_java_391_members(java4_broker, java4_member):
@@ -327,10 +321,7 @@ def test_rolling_downgrade_to_classic_java_391_members(java4_broker, java4_membe
     group = f"g-{topic}"
     classic = compile_java("CoopMember")
     create_topic(bs, topic, PARTITIONS)
-    ledger = Ledger(PARTITIONS, stale_generation_ok=True)
-    load = Load(bs, topic, PARTITIONS)
-    members: list[JavaMember] = []
-    try:
+    with loaded_group(bs, topic, stale_generation_ok=True) as (ledger, load, members):
         members += [JavaMember(java4_member, bs, group, topic, ledger, "consumer") for _ in range(3)]
         poll_until(members, lambda: shared(members, PARTITIONS) and all(m.consumed for m in members),
                    what="a group of 4.x consumer-protocol members")
@@ -338,10 +329,6 @@ def test_rolling_downgrade_to_classic_java_391_members(java4_broker, java4_membe
             roll(members, step, lambda: JavaMember(classic, bs, group, topic, ledger, "classic"))
             assert group_type(bs, group) == kind, step
         finish(bs, group, topic, members, load, ledger)
-    finally:
-        load.halt()
-        for m in members:
-            m.close()
 
 
 @pytest.mark.parametrize("how", ["restart", "kill"])
@@ -451,10 +438,7 @@ def test_member_past_max_poll_interval_leaves_and_rejoins(java4_broker, java4_me
     bs, topic = java4_broker.bootstrap, f"j4-poll-{uuid.uuid4().hex[:8]}"
     group = f"g-{topic}"
     create_topic(bs, topic, PARTITIONS)
-    ledger = Ledger(PARTITIONS, stale_generation_ok=True)
-    load = Load(bs, topic, PARTITIONS)
-    members: list[JavaMember] = []
-    try:
+    with loaded_group(bs, topic, stale_generation_ok=True) as (ledger, load, members):
         members.append(JavaMember(java4_member, bs, group, topic, ledger, "consumer"))
         settle(members, "member 0 joining")
         members.append(PausingMember(4000, java4_member, bs, group, topic, ledger, "consumer"))
@@ -467,10 +451,6 @@ def test_member_past_max_poll_interval_leaves_and_rejoins(java4_broker, java4_me
         assert paused.assigned, "the paused member has not polled: it still believes it holds its partitions"
         settle(members, "the paused member polling again")
         finish(bs, group, topic, members, load, ledger)
-    finally:
-        load.halt()
-        for m in members:
-            m.close()
 
 
 def test_exactly_once_jobs_in_a_consumer_protocol_group(tmp_path, java4_broker):
