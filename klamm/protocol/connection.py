@@ -193,13 +193,8 @@ class ServerConnection:
 
     def spill(self) -> None:
         """Move what is unparsed out of the area into a buffer of this connection's own (another reads into it)."""
-        if not self._in_area:
-            return
-        need = self._frame_need()
-        if OWN_FRAME_MIN_BYTES <= need <= POOLED_FRAME_MAX and need > self._end - self._start:
-            self._into_frame_buffer(need)  # where get_buffer would move it next: one copy, not a second buffer
-        else:
-            self._own(min(need, POOLED_FRAME_MAX))
+        if self._in_area:
+            self._own(self._frame_need())
 
     def close(self) -> None:
         """The connection is gone: its buffers go."""

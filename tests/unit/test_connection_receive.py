@@ -285,24 +285,6 @@ def test_connections_sharing_an_area_keep_their_unparsed_bytes() -> None:
     assert [summary(r) for r in got_two] == [(100 + i, ("two" * i,)) for i in range(60)]
 
 
-def test_the_start_of_a_large_frame_spilled_from_the_area_goes_into_a_frame_buffer_once() -> None:
-    area = ReceiveArea()
-    big_conn, other = ServerConnection(1 << 22, SUPPORTED, area), ServerConnection(1 << 22, SUPPORTED, area)
-    size = OWN_FRAME_MIN_BYTES + 3000
-    big_produce(big_conn, 1, b"x" * size)  # a frame buffer in the pool, free again
-    frame = produce(2, b"y" * size)
-    read(big_conn, frame, most=20_000)  # its start in the area
-    assert big_conn.next_request() is NEED_DATA
-    assert [summary(r) for r in feed(other, metadata(3, ("o",)))] == [(3, ("o",))]  # takes the area: a spill
-    spilled = big_conn._buffer
-    assert len(spilled) >= len(frame) and spilled is big_conn._frame_buffer  # the pooled one, not a copy in between
-    room = big_conn.get_buffer()
-    assert room.obj is spilled and len(room) == len(frame) - 20_000
-    room.release()
-    got = feed(big_conn, frame[20_000:])
-    assert [summary(r) for r in got] == [(2, b"y" * size)] and records_of(got[0]).obj is spilled
-
-
 def test_a_connection_closed_mid_frame_leaves_the_area_to_the_others() -> None:
     area = ReceiveArea()
     gone, other = ServerConnection(1 << 20, SUPPORTED, area), ServerConnection(1 << 20, SUPPORTED, area)
