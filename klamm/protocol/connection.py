@@ -164,14 +164,12 @@ class ServerConnection:
             return memoryview(self._buffer)
         need = self._frame_need()
         if need > end - start:  # a frame still arriving
-            if OWN_FRAME_MIN_BYTES <= need <= POOLED_FRAME_MAX:  # into a frame buffer up to its end, handed to it
+            if need >= OWN_FRAME_MIN_BYTES:  # received into a frame buffer up to its end, handed to it whole
                 if start or self._buffer is not self._frame_buffer:
                     self._into_frame_buffer(need)
                 return memoryview(self._buffer)[self._end:need]
-            if start + need > len(self._buffer) and (self._in_area or start or end == len(self._buffer)):
-                # it does not fit where it began: a buffer of its own, which a frame larger than
-                # POOLED_FRAME_MAX grows into as it arrives (its size prefix alone takes no more memory than that)
-                self._own(min(need, max(2 * (end - start), POOLED_FRAME_MAX)))
+            if start + need > len(self._buffer):  # it does not fit where it began
+                self._own(need)
         elif end == len(self._buffer):  # full: its size not known yet, or whole frames not pulled yet
             self._own(end - start + (4 if end - start < 4 else self._area.size))
         return memoryview(self._buffer)[self._end:]

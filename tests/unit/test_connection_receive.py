@@ -215,20 +215,6 @@ def test_an_oversized_frame_is_refused_from_its_size_without_taking_memory_for_i
         conn.next_request()
 
 
-def test_a_size_prefix_alone_takes_no_more_than_the_pooled_frame_size_and_larger_frames_still_arrive() -> None:
-    from klamm.protocol.connection import POOLED_FRAME_MAX
-    conn = ServerConnection(1 << 27, SUPPORTED)
-    read(conn, struct.pack(">i", 100_000_000))  # a claim of 100 MB, nothing behind it
-    room = conn.get_buffer()
-    assert len(room.obj) <= POOLED_FRAME_MAX
-    room.release()
-    conn.close()
-    records = bytes(range(256)) * (POOLED_FRAME_MAX // 256 * 2 + 7)  # ~16 MB: beyond the pool, grown into
-    got = feed(ServerConnection(1 << 27, SUPPORTED), produce(4, records) + metadata(5, ("after",)),
-               list(range(1000, 17_000_000, 1_000_000)))
-    assert [summary(r) for r in got] == [(4, records), (5, ("after",))]
-
-
 def test_a_frame_larger_than_the_area_that_is_not_a_produce() -> None:
     topics = tuple(f"topic-{i:06d}" for i in range(9000))  # ~130 KB metadata request
     frame = metadata(5, topics)
