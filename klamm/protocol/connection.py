@@ -36,11 +36,6 @@ OWN_FRAME_MIN_BYTES = 128 * 1024
 # The connections of a processor read in turn into one area of this size (ReceiveArea): small requests are
 # decoded where they landed; a frame larger than what is left of it goes into a buffer of its own.
 RECEIVE_AREA_BYTES = 64 * 1024
-# Buffers of large frames are reused once no view of them is left (a fresh 1 MB bytearray costs its zeroing
-# and its page faults, ~0.2 ms, more than the copy it saves): this many per area, of up to POOLED_FRAME_MAX.
-FRAME_POOL_SIZE = 4
-POOLED_FRAME_MAX = 8 * 1024 * 1024
-_FRAME_ROUNDING = 64 * 1024  # frames of a stream differ a little in size: one buffer fits several
 
 
 class _NeedData:
@@ -87,7 +82,6 @@ class ReceiveArea:
         self.size = size
         self._buffer: bytearray | None = None  # made at the first read: a connection's own area costs nothing idle
         self._user: ServerConnection | None = None  # whose unparsed bytes may be in it
-        self._frames: list[bytearray] = []  # buffers of large frames handed to requests, oldest first
 
     def take(self, connection: ServerConnection) -> bytearray:
         """The area, for `connection` to read into from its start."""
@@ -96,34 +90,12 @@ class ReceiveArea:
             user.spill()
         self._user = connection
         if self._buffer is None or _has_views(self._buffer):
-            self._buffer = _bytearray(self.size)
+            self._buffer = bytearray(self.size)
         return self._buffer
 
     def leave(self, connection: ServerConnection) -> None:
         if self._user is connection:
             self._user = None
-
-    def frame_buffer(self, need: int) -> bytearray:
-        """A buffer of at least `need` bytes for a large frame, the caller's alone: one whose request is done
-        with it (no view of it left), else a new one."""
-        for index, buffer in enumerate(self._frames):
-            if len(buffer) >= need and not _has_views(buffer):
-                return self._frames.pop(index)
-        return _bytearray(-(-need // _FRAME_ROUNDING) * _FRAME_ROUNDING)
-
-    def recycle(self, buffer: bytearray) -> None:
-        """`buffer` now holds a frame handed to its request: reused once the request lets go of it."""
-        if OWN_FRAME_MIN_BYTES <= len(buffer) <= POOLED_FRAME_MAX:
-            self._frames.append(buffer)
-            if len(self._frames) > FRAME_POOL_SIZE:
-                del self._frames[0]  # dropped: freed when its request is
-
-
-def _bytearray(size: int) -> bytearray:
-    """A zeroed bytearray with room for one more byte, so that _has_views never reallocates (copies) it."""
-    buffer = bytearray(size + 1)
-    buffer.pop()
-    return buffer
 
 
 def _has_views(buffer: bytearray) -> bool:
@@ -150,7 +122,6 @@ class ServerConnection:
         # the same place: a view of it never sees its bytes change.
         self._buffer = bytearray()
         self._in_area = False
-        self._frame_buffer: bytearray | None = None  # from the area's pool, while a large frame arrives in it
         self._start = 0
         self._end = 0
 
@@ -164,9 +135,9 @@ class ServerConnection:
             return memoryview(self._buffer)
         need = self._frame_need()
         if need > end - start:  # a frame still arriving
-            if need >= OWN_FRAME_MIN_BYTES:  # received into a frame buffer up to its end, handed to it whole
-                if start or self._buffer is not self._frame_buffer:
-                    self._into_frame_buffer(need)
+            if need >= OWN_FRAME_MIN_BYTES:  # received into a buffer that is exactly the frame, handed to it whole
+                if self._in_area or start or len(self._buffer) != need:
+                    self._own(need)
                 return memoryview(self._buffer)[self._end:need]
             if start + need > len(self._buffer):  # it does not fit where it began
                 self._own(need)
@@ -208,15 +179,6 @@ class ServerConnection:
             self._area.leave(self)
         self._buffer, self._in_area, self._start, self._end = own, False, 0, end - start
 
-    def _into_frame_buffer(self, need: int) -> None:
-        """Move the start of a large frame into a buffer from the area's pool."""
-        start, end = self._start, self._end
-        buffer = self._area.frame_buffer(need)
-        buffer[: end - start] = memoryview(self._buffer)[start:end]
-        if self._in_area:
-            self._area.leave(self)
-        self._buffer, self._frame_buffer, self._in_area, self._start, self._end = buffer, buffer, False, 0, end - start
-
     def _frame_need(self) -> int:
         """4 + the size of the frame at _start, or 0 while its size is not in (or is one next_request refuses)."""
         if self._end - self._start < 4:
@@ -257,10 +219,9 @@ class ServerConnection:
         end = start + size
         if self._in_area:  # the area is read into again: a copy
             return memoryview(bytearray(memoryview(self._buffer)[start:end]))
-        owned = self._buffer  # usually a frame buffer that holds just the frame (get_buffer): no copy
+        owned = self._buffer  # usually exactly the frame (get_buffer): given up to it, no copy
         self._buffer = bytearray(memoryview(owned)[end:self._end])  # what followed it (usually nothing)
-        self._start, self._end, self._frame_buffer = 0, len(self._buffer), None
-        self._area.recycle(owned)
+        self._start, self._end = 0, len(self._buffer)
         return memoryview(owned)[start:end]
 
     def _raw_token(self, size: int, available: int) -> Request | _NeedData:

@@ -15,7 +15,6 @@ from typing import Any
 
 import pytest
 
-from klamm.broker.handlers.produce import let_go_of_frames
 from klamm.broker.network import ClientConnection, Processor
 from klamm.protocol import connection as connection_module
 from klamm.protocol.connection import (
@@ -116,7 +115,7 @@ def test_a_large_produce_is_read_into_its_own_frame_and_decoded_there() -> None:
     assert conn.next_request() is NEED_DATA
     room = conn.get_buffer()  # the rest of the frame, and not a byte past it, in a buffer of its own
     frame_buffer = room.obj
-    assert len(room) == len(big) - 1000 and len(frame_buffer) >= len(big)
+    assert len(room) == len(big) - 1000 and len(frame_buffer) == len(big)
     room.release()
     while (request := conn.next_request()) is NEED_DATA:
         read(conn, memoryview(big)[conn._end:], most=50_000)
@@ -126,79 +125,6 @@ def test_a_large_produce_is_read_into_its_own_frame_and_decoded_there() -> None:
     assert bytes(records_view) == records
     after = feed(conn, metadata(10, ("z",)))  # the connection goes on in another buffer
     assert [summary(r) for r in after] == [(10, ("z",))] and bytes(records_view) == records
-
-
-def big_produce(conn: ServerConnection, correlation_id: int, records: bytes) -> Request:
-    got = feed(conn, produce(correlation_id, records), [3000, 70_000])
-    assert len(got) == 1
-    return got[0]
-
-
-def records_of(request: Request) -> memoryview:
-    return request.body.topic_data[0].partition_data[0].records
-
-
-def test_a_frame_buffer_is_reused_only_once_its_request_let_go_of_it() -> None:
-    area = ReceiveArea()
-    conn = ServerConnection(1 << 22, SUPPORTED, area)
-    size = OWN_FRAME_MIN_BYTES + 5000
-    first = big_produce(conn, 1, b"a" * size)
-    second = big_produce(conn, 2, b"b" * size)
-    first_buffer, second_buffer = records_of(first).obj, records_of(second).obj
-    assert first_buffer is not second_buffer  # the first request still holds its frame
-    del first
-    third = big_produce(conn, 3, b"c" * size)
-    assert records_of(third).obj is first_buffer and bytes(records_of(third)) == b"c" * size
-    assert bytes(records_of(second)) == b"b" * size
-    held = [big_produce(conn, 10 + i, bytes([i]) * (size + i * 70_000)) for i in range(12)]  # more than the pool
-    assert len({id(records_of(r).obj) for r in held}) == 12
-    assert all(bytes(records_of(r)) == bytes([i]) * (size + i * 70_000) for i, r in enumerate(held))
-    assert bytes(records_of(second)) == b"b" * size and bytes(records_of(third)) == b"c" * size
-
-
-def test_the_produce_handler_letting_go_of_its_records_frees_the_frame_while_the_request_waits() -> None:
-    conn = ServerConnection(1 << 22, SUPPORTED, ReceiveArea())
-    size = OWN_FRAME_MIN_BYTES + 5000
-    first = big_produce(conn, 1, b"a" * size)
-    first_buffer = records_of(first).obj
-    let_go_of_frames(first.body)  # the request itself is still held, as while it waits for the ISR
-    second = big_produce(conn, 2, b"b" * size)
-    assert records_of(second).obj is first_buffer and bytes(records_of(second)) == b"b" * size
-    piece = records_of(second)[100:200]  # a slice kept elsewhere keeps the frame
-    let_go_of_frames(second.body)
-    third = big_produce(conn, 3, b"c" * size)
-    assert records_of(third).obj is not first_buffer and bytes(piece) == b"b" * 100
-    assert bytes(records_of(third)) == b"c" * size
-
-
-def test_two_connections_receiving_large_frames_at_once_never_share_a_buffer() -> None:
-    area = ReceiveArea()
-    one, two = ServerConnection(1 << 22, SUPPORTED, area), ServerConnection(1 << 22, SUPPORTED, area)
-    size = OWN_FRAME_MIN_BYTES + 100
-    for i in range(3):  # buffers in the pool, free again
-        big_produce(one, i, b"p" * size)
-    frames = [produce(10, b"1" * size), produce(20, b"2" * size)]
-    at, got = [0, 0], [[], []]
-    while at != [len(frames[0]), len(frames[1])]:
-        for k, conn in enumerate((one, two)):
-            if at[k] < len(frames[k]):
-                at[k] += read(conn, memoryview(frames[k])[at[k]:], most=9000)
-                while (request := conn.next_request()) is not NEED_DATA:
-                    got[k].append(request)
-    assert bytes(records_of(got[0][0])) == b"1" * size and bytes(records_of(got[1][0])) == b"2" * size
-
-
-def test_a_connection_closed_in_a_large_frame_gives_its_buffer_to_no_one() -> None:
-    area = ReceiveArea()
-    gone, other = ServerConnection(1 << 22, SUPPORTED, area), ServerConnection(1 << 22, SUPPORTED, area)
-    size = OWN_FRAME_MIN_BYTES + 100
-    frame = produce(1, b"g" * size)
-    read(gone, frame, most=4000)
-    read(gone, memoryview(frame)[4000:], most=50_000)
-    partial = gone._buffer
-    gone.close()
-    request = big_produce(other, 2, b"o" * size)
-    assert records_of(request).obj is not partial and bytes(records_of(request)) == b"o" * size
 
 
 def test_an_oversized_frame_is_refused_from_its_size_without_taking_memory_for_it() -> None:
