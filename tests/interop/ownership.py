@@ -420,22 +420,6 @@ def all_consumed(ledger: Ledger, produced: list[int]) -> Callable[[], bool]:
     return done
 
 
-def all_committed(members: list) -> Callable[[], bool]:
-    """Every librdkafka member's positions committed (asynchronously, again every 0.5 s while one is refused): a
-    member closing later may be a generation behind when another one has left, or have left the group when its
-    last commit goes out, and that commit be refused. Java members commit synchronously as they go."""
-    due = [0.0]
-
-    def done() -> bool:
-        waiting = [m for m in members if isinstance(m, Member) and not m.closed and not m.committed_already()]
-        if waiting and time.monotonic() >= due[0]:
-            due[0] = time.monotonic() + 0.5
-            for m in waiting:
-                m.commit_async()
-        return not waiting
-    return done
-
-
 def committed(bootstrap: str, group: str, topic: str, partitions: int) -> list[int]:
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
     try:
