@@ -417,11 +417,8 @@ def _decode_records(data: bytes, header: BatchHeader) -> list[Record]:
             header_key_length, position = _read_varint(data, position, _VARINT_MAX_BYTES)
             if header_key_length < 0 or position + header_key_length > end:
                 raise _corrupt(f"invalid record header key size {header_key_length}")
-            header_key_bytes = data[position : position + header_key_length]
-            try:
-                header_key = header_key_bytes.decode("utf-8")
-            except UnicodeDecodeError:  # Java's String(bytes, UTF_8) puts U+FFFD for bad bytes, by its own rules
-                header_key = java_utf8.decode(header_key_bytes)
+            # Java's String(bytes, UTF_8): bad bytes become U+FFFD by its own rules
+            header_key = java_utf8.decode(data[position : position + header_key_length])
             position += header_key_length
             header_value_length, position = _read_varint(data, position, _VARINT_MAX_BYTES)
             header_value = None

@@ -292,10 +292,7 @@ def leader_change(value: bytes) -> dict[str, object]:
 def _utf8(data: bytes) -> str:
     # Kafka's StringDecoder: new String(bytes, UTF_8), each malformed sequence one U+FFFD (Python's "replace"
     # can give several for one).
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError:
-        return java_utf8.decode(data)
+    return java_utf8.decode(data)
 
 
 # -------------------------------------------------------------------------- indexes
