@@ -267,6 +267,12 @@ class Member:
         positions = self.positions if positions is None else positions
         return all(self.ledger.acked.get(p, -1) >= offset for p, offset in positions.items())
 
+    def commit_held(self) -> None:
+        """Commit every position synchronously; a refusal is a failure (the member is in a settled group)."""
+        failure = self._commit(sorted(self.positions))
+        if failure:
+            self.ledger.failed_commits.append(failure)
+
     def commit_async(self) -> None:
         """Commit every position, answered in a later poll (_on_commit)."""
         offsets = [TopicPartition(self.topic, p, o) for p, o in sorted(self.positions.items())]
