@@ -47,9 +47,11 @@ class TokenBucket:
 class QuotaTracker:
     """One kind of quota (e.g. producer_byte_rate) for every client: record, and how long to throttle."""
 
-    def __init__(self, lookup: QuotaLookup, samples: int = 11, window_ms: int = 1000) -> None:
+    def __init__(self, lookup: QuotaLookup, samples: int = 11, window_ms: int = 1000,
+                 max_throttle_ms: int | None = None) -> None:
         self._lookup = lookup
         self._burst_seconds = samples * window_ms / 1000
+        self._max_throttle_ms = max_throttle_ms
         self._buckets: dict[Hashable, TokenBucket] = {}
 
     def record(self, principal: str, client_id: str, value: float, now_ms: int) -> int:
@@ -61,7 +63,8 @@ class QuotaTracker:
         bucket = self._buckets.get(entity)
         if bucket is None:
             bucket = self._buckets[entity] = TokenBucket()
-        return bucket.record(value, quota, quota * self._burst_seconds, now_ms)
+        throttle = bucket.record(value, quota, quota * self._burst_seconds, now_ms)
+        return throttle if self._max_throttle_ms is None else min(throttle, self._max_throttle_ms)
 
 
 PRODUCE, FETCH = 0, 1
@@ -74,7 +77,9 @@ class ClientQuotas:
         self._image = image
         self.produce = QuotaTracker(self._lookup("producer_byte_rate"), samples, window_ms)
         self.fetch = QuotaTracker(self._lookup("consumer_byte_rate"), samples, window_ms)
-        self.requests = QuotaTracker(self._lookup("request_percentage"), samples, window_ms)
+        # A request's time can be far more than a tiny percentage's burst: Kafka's ClientRequestQuotaManager
+        # throttles for at most one window (the byte rates are not bounded)
+        self.requests = QuotaTracker(self._lookup("request_percentage"), samples, window_ms, max_throttle_ms=window_ms)
 
     def _lookup(self, key: str) -> QuotaLookup:
         def lookup(user: str, client_id: str) -> tuple[Hashable, float] | None:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from klamm.broker.quotas import QuotaTracker
+from klamm.broker.quotas import ClientQuotas, QuotaTracker
 
 
 def test_the_bucket_starts_full_and_fills_at_the_quota() -> None:
@@ -38,3 +40,16 @@ def test_waiting_out_the_throttle_brings_the_rate_back_to_the_quota(quota: int, 
         assert throttle >= 0
         now += gap_ms + throttle
     assert sum(sizes) <= quota * (now / 1000 + 11) * 1.0001 + max(sizes)
+
+
+def test_request_percentage_throttles_for_one_window_at_most() -> None:
+    """Kafka's ClientRequestQuotaManager bounds the throttle time at quota.window.size.seconds: a request that
+    took far more than a tiny percentage allows waits one window, not (time / percentage)."""
+    image = SimpleNamespace(quotas_by_entity={"x": 1}, applicable_client_quota=lambda user, client, key: (
+        SimpleNamespace(metric_tags=("client-id", client), value=0.001) if key == "request_percentage" else None))
+    quotas = ClientQuotas(lambda: image, samples=3, window_ms=1000)
+    request = SimpleNamespace(session=SimpleNamespace(internal=False, principal="User:ANONYMOUS"), client_id="busy",
+                              api_key=3, body=None, size=100)
+    assert quotas.throttle_ms(request, None, 0.001, 0) == 1000  # 1 ms against 0.001 %: 97 s unbounded
+    bytes_rate = QuotaTracker(lambda user, client: ("e", 1.0), samples=3, window_ms=1000)
+    assert bytes_rate.record("u", "c", 1000, 0) == 997_000  # the byte rates are not bounded (as Kafka's)
