@@ -3,7 +3,7 @@
     .venv/bin/python scripts/capture_fuzz_corpus.py [--out tests/fuzz/corpus] [--per-version 3]
 
 Starts an in-process broker with a PLAINTEXT and a SASL_PLAINTEXT listener (PLAIN and SCRAM users as
-tests/fuzz/harness.py knows them), taps every byte each connection receives (ServerConnection.receive_data,
+tests/fuzz/harness.py knows them), taps every byte each connection receives (ServerConnection.buffer_updated,
 wrapped for the run) and cuts it into length-prefixed frames. Then it drives real clients through what they
 really send: librdkafka (producers with every codec, idempotent and transactional producers, group consumers
 with commits, the AdminClient, SASL PLAIN and SCRAM), kafka-python (current protocol, and pinned to 0.10.1:
@@ -63,21 +63,23 @@ class Tap:
         self.skipped = 0
         self._buffers: dict[ServerConnection, bytearray] = {}
         self._lock = threading.Lock()  # brokers' loops and the clients' threads
-        self._original: Callable[[ServerConnection, bytes], None] | None = None
+        self._original: Callable[[ServerConnection, int], None] | None = None
 
     def install(self) -> None:
-        original = self._original = ServerConnection.receive_data
+        # The socket reads into ServerConnection.get_buffer(), which starts at its _end; buffer_updated says how
+        # many bytes came (receive_data goes through both as well).
+        original = self._original = ServerConnection.buffer_updated
         tap = self
 
-        def receive_data(connection: ServerConnection, data: bytes) -> None:
-            tap.received(connection, bytes(data))
-            original(connection, data)
+        def buffer_updated(connection: ServerConnection, nbytes: int) -> None:
+            tap.received(connection, bytes(memoryview(connection._buffer)[connection._end:connection._end + nbytes]))
+            original(connection, nbytes)
 
-        ServerConnection.receive_data = receive_data  # type: ignore[method-assign]
+        ServerConnection.buffer_updated = buffer_updated  # type: ignore[method-assign]
 
     def uninstall(self) -> None:
         if self._original is not None:
-            ServerConnection.receive_data = self._original  # type: ignore[method-assign]
+            ServerConnection.buffer_updated = self._original  # type: ignore[method-assign]
 
     def received(self, connection: ServerConnection, data: bytes) -> None:
         with self._lock:

@@ -1,6 +1,8 @@
 """The network edge: an acceptor, N processors, and one protocol object per connection.
 
-A connection decodes requests with the sans-io `ServerConnection` and starts
+A connection is an asyncio buffered protocol: the socket reads straight into the
+buffer of the sans-io `ServerConnection` (the processor's `ReceiveArea`, or a
+frame's own buffer), which decodes requests from there. It starts
 their handlers in arrival order (so appends from pipelined produce requests
 happen in order: handlers do their synchronous work before their first await).
 The APIs of `Processor.run_at_once` (Produce, Fetch) run in the read itself, up
@@ -49,7 +51,7 @@ from typing import Any
 from klamm.broker.authentication import ANONYMOUS, SaslListener, SaslSession, Session, session_of_certificate
 from klamm.broker.principal_mapping import NoMatchingRule, PrincipalMapper
 from klamm.config.errors import ConfigError
-from klamm.protocol.connection import NEED_DATA, ProtocolError, Request, ServerConnection
+from klamm.protocol.connection import NEED_DATA, ProtocolError, ReceiveArea, Request, ServerConnection
 from klamm.protocol.sendplan import FileRegion, Part, release_regions
 
 log = logging.getLogger("klamm.network")
@@ -184,7 +186,7 @@ class _Answer:
         self.connection.answer_ready()
 
 
-class ClientConnection(asyncio.Protocol):
+class ClientConnection(asyncio.BufferedProtocol):
     # Slots and futures made only while waiting: an idle connection costs little (bench/idle_connections.py).
     __slots__ = ("processor", "peer", "client_host", "last_active", "session", "_on_lost", "_sans_io", "_transport",
                  "_pending", "_drained", "_reading_paused", "_closed", "_reading", "_sending", "_sendfile",
@@ -203,7 +205,7 @@ class ClientConnection(asyncio.Protocol):
         self.last_active = time.monotonic()
         self._on_lost = on_lost
         self._sans_io = ServerConnection(processor.max_request_size if sasl is None else sasl.max_receive_size,
-                                         processor.supported())
+                                         processor.supported(), processor.receive_area)
         self._transport: asyncio.Transport | None = None
         self._pending: collections.deque[_Answer] = collections.deque()  # the requests in flight, in arrival order
         self._drained: asyncio.Future[None] | None = None  # set while the transport's buffer is too full
@@ -229,7 +231,16 @@ class ClientConnection(asyncio.Protocol):
         self.processor.connections.add(self)
         self.processor.connections_accepted += 1
 
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self._sans_io.get_buffer()
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self.last_active = time.monotonic()
+        self._sans_io.buffer_updated(nbytes)
+        self.read_requests()
+
     def data_received(self, data: bytes) -> None:
+        """Bytes handed in rather than read into get_buffer (tests, tools): copied in."""
         self.last_active = time.monotonic()
         self._sans_io.receive_data(data)
         self.read_requests()
@@ -243,6 +254,7 @@ class ClientConnection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closed = True
+        self._sans_io.close()
         self.processor.connections.discard(self)
         self.processor.budget.forget(self)
         pending, self._pending = self._pending, collections.deque()
@@ -601,6 +613,7 @@ class Processor:
         self.idle_seconds = idle_ms / 1000
         self.native_sendfile = native_sendfile
         self.budget = budget or RequestBudget(2**31 - 1)
+        self.receive_area = ReceiveArea()  # its connections read into it in turn (one event loop)
         self.connections: set[ClientConnection] = set()
         self.connections_accepted = 0  # for metrics
         self.bytes_sent = 0

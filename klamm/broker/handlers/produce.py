@@ -94,6 +94,7 @@ async def handle(broker: BrokerServices, request: Any) -> dict[str, Any] | None:
                 failed = failed or response["error_code"] != ErrorCode.none
                 partitions.append(response)
             responses.append({"name": name, "partition_responses": partitions})
+        let_go_of_frames(body)  # every append is done: nothing reads the records again
         if acks != 0 and durable:
             request.leave_queue()  # waiting for an fsync or the ISR, Kafka's delayed produce: out of the request queue
             for response, waiting in durable:
@@ -115,6 +116,19 @@ async def handle(broker: BrokerServices, request: Any) -> dict[str, Any] | None:
         for partition in topic["partition_responses"]:
             hints.add(partition, topic["name"], partition["index"])
     return {"responses": responses, "node_endpoints": hints.node_endpoints()}
+
+
+def let_go_of_frames(body: Any) -> None:
+    """Release the records views into the request's frame (a large produce, klamm.protocol.connection), so the
+    network layer reuses its buffer now rather than once the ISR has the batch: with acks=all many requests
+    wait at once, each holding 1 MB. A view still being read (BufferError) keeps it, as does any slice of it."""
+    for topic in body.topic_data:
+        for data in topic.partition_data:
+            if isinstance(data.records, memoryview):
+                try:
+                    data.records.release()
+                except BufferError:
+                    pass
 
 
 def _authorize(broker: BrokerServices, request: Any, transactional_id: str | None) -> KafkaError | set[str]:
