@@ -23,9 +23,11 @@ last heartbeat. Kafka resolves a group's regexes with the principal of the
 heartbeat that triggered the refresh; here each member's with its own, so
 members of different principals do not undo each other's resolution.
 
-Divergence from Kafka: a known dynamic member that heartbeats with epoch 0
-(librdkafka after FENCED_MEMBER_EPOCH: same member id, nothing owned) starts
-over with an empty assignment instead of being fenced again.
+A known dynamic member that heartbeats with epoch 0 (a client rejoining after
+FENCED_MEMBER_EPOCH: same member id, nothing owned) is accepted, as Kafka does
+since KAFKA-19233 (before it, Kafka fenced it again). It starts over with an
+empty current assignment; Kafka keeps its current assignment and answers with
+it. Either way it is then given its target assignment.
 """
 
 from __future__ import annotations
