@@ -438,7 +438,8 @@ class Broker:
         log.info("metrics endpoint on http://%s:%d/metrics", self.config.metrics_host or "0.0.0.0", self.metrics_port)
 
     async def _checkpoint_periodically(self) -> None:
-        """Recovery points and log start offsets reach disk every log.flush.offset.checkpoint.interval.ms."""
+        """Recovery points and log start offsets reach disk every log.flush.offset.checkpoint.interval.ms
+        (snapshotted here, written off the loop by the LogManager's checkpoint thread)."""
         interval = self.config.log_flush_offset_checkpoint_interval_ms / 1000
         while True:
             await asyncio.sleep(interval)

@@ -10,7 +10,8 @@ Their descriptors close when the last response leasing them is sent
 
 Each retention pass decides on the event loop (cheap: segment metadata only) and
 detaches the deletable segments; the log start offsets that moved are
-checkpointed right after the pass.
+checkpointed right after the pass (snapshotted on the loop, written by the
+LogManager's checkpoint thread).
 """
 
 from __future__ import annotations

@@ -19,6 +19,12 @@ the one marked complete.
 Invariants: a partition lives in exactly one log directory; the clean-shutdown
 marker is deleted as soon as the logs are loaded, so a crash afterwards is
 detected at the next startup and the logs are recovered from their recovery points.
+
+The two offset checkpoints of a log dir are written by one CheckpointWriter thread
+(klamm.storage.checkpoint_writer) when an event loop runs here, in the order their
+snapshots were taken on the loop; without a running loop (tools, tests) they are
+written at once. Paths that need them on disk before going on (startup, shutdown,
+a log recreated under a deleted one's name, a move's promotion) wait for the writer.
 """
 
 from __future__ import annotations
@@ -37,6 +43,7 @@ from klamm.storage.checkpoint import (
     read_offset_checkpoint,
     write_offset_checkpoint,
 )
+from klamm.storage.checkpoint_writer import CheckpointWriter, DirCheckpoints
 from klamm.storage.config import LogConfig
 from klamm.storage.log import Log, _wall_clock_ms, parse_log_dir_name
 
@@ -62,10 +69,14 @@ class LogManager:
         # The logs of each log dir, kept by _attach/_detach beside the two maps above: choosing a new log's
         # dir and writing one dir's checkpoints then cost the logs of that dir, not a walk of every log.
         self._logs_in: dict[Path, dict[tuple[str, int], Log]] = {log_dir: {} for log_dir in self.log_dirs}
-        # Log dirs where delete_log renamed a log away since their checkpoints were last written: written once
-        # for all the deletions of one event-loop turn (see delete_log).
+        # Log dirs where delete_log renamed a log away since their checkpoints were last snapshotted: submitted
+        # once for all the deletions of one event-loop turn (see delete_log).
         self._deleted_in: set[Path] = set()
         self._write_scheduled_on: asyncio.AbstractEventLoop | None = None
+        self._writer = CheckpointWriter(_write_dir_checkpoints)
+        # Logs deleted since the writer was last seen idle: their offsets may still be in a checkpoint on disk,
+        # so create_log waits for the writer before recreating one of these names.
+        self._deleted_unwritten: set[tuple[str, int]] = set()
 
     # -- startup and shutdown ----------------------------------------------------
 
@@ -123,15 +134,20 @@ class LogManager:
             self._attach(parsed, log, log_dir)
         # Checkpoint what recovery established before dropping the marker, then drop it so
         # that a crash from here on is seen as unclean.
-        self._checkpoint_dir(log_dir)
+        self._write_now(log_dir)
         marker.unlink(missing_ok=True)
         fsync_dir(log_dir)
 
     def shutdown(self) -> None:
-        """Flush and close every log, write the checkpoints, then mark each log dir clean."""
+        """Flush and close every log, write the checkpoints after those still queued, stop the writer's
+        thread, then mark each log dir clean."""
         for log in self._logs.values():
             log.close()
-        self.checkpoint()
+        try:
+            for log_dir in self.log_dirs:
+                self._write_now(log_dir)
+        finally:
+            self._writer.close()
         for log_dir in self.log_dirs:
             marker = log_dir / CLEAN_SHUTDOWN_FILE
             marker.write_text(json.dumps({"version": 0, "brokerEpoch": -1}))
@@ -155,8 +171,10 @@ class LogManager:
         existing = self._logs.get(key)
         if existing is not None:
             return existing
-        # A log recreated under a deleted one's name must not meet that one's offsets in a checkpoint at restart.
-        self.write_deletions()
+        # A log recreated under a deleted one's name must not meet that one's offsets in a checkpoint at restart,
+        # nor its directory, if the rename was not durable yet.
+        if key in self._deleted_unwritten:
+            self.wait_for_checkpoints()
         log_dir = self._least_loaded_dir()
         log = Log.open(
             log_dir / f"{topic}-{partition}",
@@ -195,11 +213,13 @@ class LogManager:
         fsync_dir(log_dir)
         staging.rmdir()
         old = self.delete_log(*key)
+        # The old copy's rename durable before the new one loses its mark: two unmarked copies stop a restart.
+        self.wait_for_checkpoints()
         log = Log.open(final, config, recovery_point=end, log_start_offset=start, clean_shutdown=True,
                        time_ms=self._time_ms)
         (final / MOVED_MARKER).unlink()
         self._attach(key, log, log_dir)
-        self._checkpoint_dir(log_dir)
+        self._write_now(log_dir)
         return log, old
 
     def _least_loaded_dir(self) -> Path:
@@ -227,50 +247,86 @@ class LogManager:
         A crash before that leaves a `-delete` directory, removed at the next startup.
 
         On an event loop, the rename is made durable (a directory fsync) and the log dir's offset checkpoints
-        are rewritten without the log once for all the logs deleted in the same turn of the loop (a topic of P
-        partitions removed by one metadata image: one fsync and one rewrite, not P), in a callback scheduled
-        right away; create_log, checkpoint and shutdown write them first if still pending. Without a running
-        loop, at once. Until then a crash can bring the log back, as a crash just before the rename could.
+        are rewritten without the log by the writer thread, from one snapshot for all the logs deleted in the
+        same turn of the loop (a topic of P partitions removed by one metadata image: one snapshot, not P of
+        O(logs) each), taken in a callback scheduled right away or by any checkpoint of the dir before it.
+        Without a running loop, at once. Until written, a crash can bring the log back, as a crash just before
+        the rename could; create_log waits for the write before recreating the name.
         """
         log, log_dir = self._detach((topic, partition))
         if log is None or log_dir is None:
             return None
+        if not self._deleted_in and not self._writer.busy and not self._writer.failed:
+            self._deleted_unwritten.clear()  # all written: forget them
         renamed = log.directory.with_name(f"{log.directory.name}.{uuid.uuid4().hex}{DELETE_SUFFIX}")
         log.directory.rename(renamed)
         log.directory = renamed  # its delete() must not remove a topic recreated under the old name
         self._deleted_in.add(log_dir)
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            self.write_deletions()
-        else:
-            if self._write_scheduled_on is not loop:
-                self._write_scheduled_on = loop
-                loop.call_soon(self.write_deletions)
+        self._deleted_unwritten.add((topic, partition))
+        loop = _running_loop()
+        if loop is None:
+            self._submit_deletions()
+        elif self._write_scheduled_on is not loop:
+            self._write_scheduled_on = loop
+            loop.call_soon(self._submit_deletions)
         return log
 
-    def write_deletions(self) -> None:
-        """Make the renames of delete_log durable and rewrite the checkpoints of the log dirs they were in."""
+    def _submit_deletions(self) -> None:
+        """Checkpoint the log dirs delete_log renamed logs in (their renames fsynced first)."""
         self._write_scheduled_on = None
         for log_dir in list(self._deleted_in):
-            self._checkpoint_dir(log_dir)
+            self._write(log_dir)
 
     # -- checkpoints -------------------------------------------------------------------
 
     def checkpoint(self) -> None:
-        """Write the recovery-point and log-start-offset checkpoints of every log dir."""
+        """Write the recovery-point and log-start-offset checkpoints of every log dir: on an event loop,
+        snapshotted here and written by the writer thread; without one, at once."""
         for log_dir in self.log_dirs:
-            self._checkpoint_dir(log_dir)
+            self._write(log_dir)
 
-    def _checkpoint_dir(self, log_dir: Path) -> None:
-        if log_dir in self._deleted_in:  # renamed logs not in the checkpoints must be gone at restart too
-            self._deleted_in.discard(log_dir)
-            fsync_dir(log_dir)
+    def _write(self, log_dir: Path) -> None:
+        if _running_loop() is None:
+            self._write_now(log_dir)
+        else:
+            self._writer.submit(log_dir, self._snapshot(log_dir))
+
+    def _write_now(self, log_dir: Path) -> None:
+        """Write on this thread, after the writes still queued (blocks: startup, shutdown and rare paths)."""
+        self._writer.write_now(log_dir, self._snapshot(log_dir))
+
+    def wait_for_checkpoints(self) -> None:
+        """Block until every checkpoint write so far is on disk; those that failed in the writer are written
+        again here, so that their error is raised to the caller."""
+        self._submit_deletions()
+        for log_dir in self._writer.drain():
+            self._write_now(log_dir)
+        self._deleted_unwritten.clear()
+
+    def _snapshot(self, log_dir: Path) -> DirCheckpoints:
+        renamed = log_dir in self._deleted_in  # renamed logs not in the checkpoints must be gone at restart too
+        self._deleted_in.discard(log_dir)
         logs = self._logs_in.get(log_dir, {})
-        write_offset_checkpoint(log_dir / RECOVERY_POINT_CHECKPOINT, {k: log.recovery_point for k, log in logs.items()})
-        write_offset_checkpoint(
-            log_dir / LOG_START_OFFSET_CHECKPOINT, {k: log.log_start_offset for k, log in logs.items()}
+        return DirCheckpoints(
+            {k: log.recovery_point for k, log in logs.items()},
+            {k: log.log_start_offset for k, log in logs.items()},
+            renamed,
         )
+
+
+def _write_dir_checkpoints(log_dir: Path, checkpoints: DirCheckpoints) -> None:
+    """Write one log dir's offset checkpoints (in the writer thread, or on the caller's when it must wait)."""
+    if checkpoints.renamed:
+        fsync_dir(log_dir)
+    write_offset_checkpoint(log_dir / RECOVERY_POINT_CHECKPOINT, checkpoints.recovery_points)
+    write_offset_checkpoint(log_dir / LOG_START_OFFSET_CHECKPOINT, checkpoints.start_offsets)
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
 
 
 def _read_checkpoint_or_empty(path: Path) -> dict[tuple[str, int], int]:

@@ -1,4 +1,5 @@
-"""LogManager.delete_log on an event loop: the deletions of one loop turn fsync and rewrite the checkpoints once."""
+"""LogManager.delete_log on an event loop: the deletions of one loop turn fsync and rewrite the checkpoints once
+(in the writer thread: tests/unit/test_log_manager_checkpoint_writer.py)."""
 
 from __future__ import annotations
 
@@ -49,6 +50,7 @@ def test_one_loop_turn_of_deletions_writes_each_dirs_checkpoints_once(tmp_path, 
         return detached
 
     detached = asyncio.run(delete_topic())
+    manager.wait_for_checkpoints()  # they were written by the writer thread
     assert calls == {"checkpoints": 4, "fsyncs": 2}  # per dir: one fsync of its renames, its two checkpoints
     for log_dir in dirs:
         for name in (RECOVERY_POINT_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT):
