@@ -6,6 +6,9 @@ Each row runs at three sizes, each on a fresh broker (PLAINTEXT, one node):
 
 - partitions: N partitions (N/10 topics of 10) created with CreateTopics; then a Metadata request for every
   topic (median of 5), a clean restart (process start until it answers Metadata), and the RSS after it;
+- topics one at a time: N topics of one partition, each its own CreateTopics (as a client creating topics as it
+  needs them does): every request commits and publishes a metadata image, so what an image costs to build and
+  apply against the topics already there shows here, 100 times as often as in the partitions row;
 - consumer groups: G groups each committing an offset 10 times (OffsetCommit v8, standalone commits, 8
   connections at once): commits per second and the RSS after;
 - segments: a partition of S segments (the segment count of a 100 GB log at ~10 MB segments; each holds one
@@ -139,6 +142,29 @@ def partitions_row(base: Path, count: int) -> dict[str, float]:
     return {"create s": created, "metadata ms": answer * 1000, "start s": startup, "RSS Δ MiB": rss - BASELINE[0]}
 
 
+def single_topics_row(base: Path, count: int) -> dict[str, float]:
+    broker = Serve(base)
+    broker.start()
+    try:
+        async def create() -> None:
+            client = BrokerConnection("127.0.0.1", broker.port, "klamm-bench-scale", 120)
+            try:
+                for i in range(count):
+                    topic = {"name": f"s{i:05d}", "num_partitions": 1, "replication_factor": 1, "assignments": [],
+                             "configs": []}
+                    response = await client.request(CREATE_TOPICS, 7, {"timeout": 60_000, "validate_only": False,
+                                                                       "topics": [topic]})
+                    assert response.topics[0].error_code == 0, response
+            finally:
+                client.close()
+        started = time.perf_counter()
+        asyncio.run(create())
+        created = time.perf_counter() - started
+    finally:
+        broker.stop()
+    return {"create s": created, "ms per topic": created * 1000 / count}
+
+
 async def find_coordinator(broker: Serve) -> None:
     for _ in range(600):
         response = await broker.request(FIND_COORDINATOR, 4, {"key_type": 0, "coordinator_keys": ["group-00000"]})
@@ -228,6 +254,7 @@ def segments_row(base: Path, count: int) -> dict[str, float]:
 
 ROWS: dict[str, tuple[Callable[[Path, int], dict[str, float]], tuple[int, ...], tuple[int, ...]]] = {
     "partitions": (partitions_row, (1_000, 3_000, 10_000), (300, 1_000, 3_000)),
+    "topics one at a time": (single_topics_row, (1_000, 3_000, 10_000), (300, 1_000, 3_000)),
     "consumer groups": (groups_row, (100, 300, 1_000), (30, 100, 300)),
     "segments": (segments_row, (1_000, 3_000, 10_000), (300, 1_000, 3_000)),
 }
@@ -277,7 +304,7 @@ def main() -> None:
             print(f"| {name} | {size:,} | {measures} |", flush=True)
         (first, a), (last, b) = results[0], results[-1]
         exponents = ", ".join(f"{k} {growth((first, a[k]), (last, b[k]))}" for k in a
-                              if k not in ("segments", "commits/s"))
+                              if k not in ("segments", "commits/s", "ms per topic"))
         print(f"| {name} | growth {first:,} → {last:,} | {exponents} |", flush=True)
 
 

@@ -166,7 +166,10 @@ class BrokerMetrics:
 
     def forget_deleted_topics(self, old_image: Any, new_image: Any) -> None:
         """A controller listener: a deleted topic's series go, as Kafka removes its topic metrics."""
-        for topic in old_image.topics_by_name.keys() - new_image.topics_by_name.keys():
+        before, after = old_image.topics_by_name, new_image.topics_by_name
+        names = new_image.topics_changed(before)
+        gone = before.keys() - after.keys() if names is None else [n for n in names if n in before and n not in after]
+        for topic in gone:
             if self._in_series.pop(topic, None) is not None:
                 self._bytes_in.remove(topic)
                 self._messages_in.remove(topic)
@@ -175,7 +178,9 @@ class BrokerMetrics:
 
     def count_isr_changes(self, old_image: Any, new_image: Any) -> None:
         """A controller listener: one shrink or expansion per committed ISR change of a partition led here."""
-        for topic in new_image.topics_by_name.values():
+        topics = new_image.topics_by_name
+        names = new_image.topics_changed(old_image.topics_by_name)
+        for topic in topics.values() if names is None else [topics[n] for n in names if n in topics]:
             before = old_image.topics_by_name.get(topic.name)
             if before is topic or before is None or before.topic_id != topic.topic_id:
                 continue  # images share the topics a change did not touch

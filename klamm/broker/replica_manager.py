@@ -97,7 +97,7 @@ class ReplicaManager:
         previous, self._applied = self._applied, None  # an error part-way leaves the next image a full walk
         topics = self._cluster_topics = image.topics_by_name
         full = previous is None or ineligible != self._ineligible
-        changed = list(topics.values()) if full else [t for name, t in topics.items() if previous.get(name) is not t]
+        changed, removed = (list(topics.values()), []) if full else _changes(previous, image)
         fetching_changed = full
         wanted: set[tuple[str, int]] = set()
         epoch_writes: list[LeaderEpochCache] = []
@@ -125,7 +125,7 @@ class ReplicaManager:
             stale = [key for key in self.partitions if key not in wanted]
         else:  # hosted partitions are those the last image gave this node: look only in the topics that changed
             before = [previous[t.name] for t in changed if t.name in previous]
-            before += [previous[name] for name in previous.keys() - topics.keys()]
+            before += [previous[name] for name in removed]
             stale = [key for topic in before for key in ((topic.name, index) for index in topic.partitions)
                      if key in self.partitions and key not in wanted]
         for key in stale:
@@ -206,6 +206,17 @@ class ReplicaManager:
     def shutdown(self) -> None:
         self.moves.stop()
         self.logs.shutdown()
+
+
+def _changes(previous: Mapping[str, TopicImage], image: MetadataImage) -> tuple[list[TopicImage], list[str]]:
+    """(the topics of `image` that are not the same objects as in `previous`, the names of those it no longer has).
+    An image built on `previous` names the topics it touched; any other walks every topic."""
+    topics = image.topics_by_name
+    names = image.topics_changed(previous)
+    if names is None:
+        return [t for name, t in topics.items() if previous.get(name) is not t], list(previous.keys() - topics.keys())
+    changed = [topics[name] for name in names if name in topics and previous.get(name) is not topics[name]]
+    return changed, [name for name in names if name in previous and name not in topics]
 
 
 def _fetching(partition: Partition | None) -> tuple[Partition, int] | None:

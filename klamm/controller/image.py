@@ -5,6 +5,18 @@ batch of records goes through an `ImageBuilder` that copies only what changes
 (the topic maps, and the partition map of each touched topic) and then freezes
 a new image. Readers can keep any image they hold for as long as they like.
 
+Building an image walks no topic in Python: the builder starts from C-level
+copies of the base's maps (`dict.copy`, no key hashed again: about 6 µs per
+1,000 topics, where `dict(mapping_proxy)` rehashed every topic id through
+`UUID.__hash__`, 0.2-0.4 ms), keeps the name map and the collision-name index
+beside the id map as records change them, and hands its maps to the image it
+builds. Kafka shares untouched topics between images with persistent maps;
+these copies are what is left of a cost per topic hosted in each image. And
+like Kafka's MetadataDelta, an image says which topics its build added,
+changed or removed (`changed_topics`, relative to `changed_since`, its base's
+name map), so a listener handed the image it saw last and this one looks at
+those topics only (`topics_changed`).
+
 SCRAM credentials (UserScramCredentialRecord, RemoveUserScramCredentialRecord)
 are kept by (user name, mechanism name), e.g. ("alice", "SCRAM-SHA-256"): what
 the server needs to check a SCRAM login (salt, stored key, server key,
@@ -30,6 +42,7 @@ from klamm.controller.acls import Acl, AclIndex
 from klamm.controller.client_quotas import AppliedQuota, QuotaEntity, applicable_quota, quota_entity
 from klamm.controller.records import MetadataRecord
 from klamm.protocol.sasl import SCRAM_MECHANISMS, ScramCredential
+from klamm.protocol.topics import has_collision_chars, unify_collision_chars
 
 __all__ = [
     "BROKER_RESOURCE",
@@ -142,6 +155,18 @@ class MetadataImage:
     acl_index: AclIndex = field(default_factory=lambda: AclIndex(()), compare=False, repr=False)
     # Client quotas (ClientQuotaRecord) by entity: {((type, name or None), ...): {key: value}}
     quotas_by_entity: Mapping[QuotaEntity, Mapping[str, float]] = field(default_factory=_empty)
+    # The names of the topics this image's build added, changed or removed, relative to `changed_since` (the
+    # topics_by_name of the image it was built on); None when unknown.
+    changed_topics: tuple[str, ...] | None = field(default=None, compare=False, repr=False)
+    changed_since: Mapping[str, TopicImage] | None = field(default=None, compare=False, repr=False)
+    # The names with '.' or '_' by their unified form (Kafka's topicsWithCollisionChars): what CreateTopics checks a
+    # new name against, without walking every topic.
+    collision_names: Mapping[str, str] = field(default_factory=_empty, compare=False, repr=False)
+
+    def topics_changed(self, before: Mapping[str, TopicImage]) -> Iterable[str] | None:
+        """The names of the topics that may differ between `before` (an earlier image's topics_by_name) and this
+        image, or None when this image cannot tell (it was not built on `before`): walk them all then."""
+        return self.changed_topics if self.changed_since is before else None
 
     def topic(self, name_or_id: str | uuid.UUID) -> TopicImage | None:
         if isinstance(name_or_id, uuid.UUID):
@@ -187,26 +212,32 @@ def empty_image(cluster_id: str, controller_id: int) -> MetadataImage:
 
 
 class ImageBuilder:
-    """Accumulates the records of one or more batches on top of a base image."""
+    """Accumulates the records of one or more batches on top of a base image, and builds one image: the image
+    takes the builder's maps (no copy of them again), so the builder is done then."""
 
     def __init__(self, base: MetadataImage) -> None:
         self.base = base
         self.offset = base.offset
-        self.topics: dict[uuid.UUID, TopicImage] = dict(base.topics_by_id)
-        self.topic_ids: dict[str, uuid.UUID] = {name: t.topic_id for name, t in base.topics_by_name.items()}
-        self.brokers: dict[int, BrokerRegistration] = dict(base.brokers)
-        self.features: dict[str, int] = dict(base.features)
-        self.configs: dict[tuple[int, str], Mapping[str, str]] = dict(base.configs)
+        self.topics: dict[uuid.UUID, TopicImage] = _copy(base.topics_by_id)
+        self.topics_by_name: dict[str, TopicImage] = _copy(base.topics_by_name)
+        self.changed_topics: dict[str, None] = {}  # an ordered set: replay order, for a deterministic walk
+        self.collision_names: dict[str, str] = _copy(base.collision_names)
+        self.brokers: dict[int, BrokerRegistration] = _copy(base.brokers)
+        self.features: dict[str, int] = _copy(base.features)
+        self.configs: dict[tuple[int, str], Mapping[str, str]] = _copy(base.configs)
         self.next_producer_id = base.next_producer_id
-        self.scram_credentials: dict[tuple[str, str], ScramCredential] = dict(base.scram_credentials)
-        self.acls: dict[uuid.UUID, Acl] = dict(base.acls)
+        self.scram_credentials: dict[tuple[str, str], ScramCredential] = _copy(base.scram_credentials)
+        self.acls: dict[uuid.UUID, Acl] = _copy(base.acls)
         self._base = base
         self.acls_changed = False
         self._quotas: dict[QuotaEntity, Mapping[str, float]] | None = None  # copied on the first change
         # Partition maps copied on first change, per topic id.
         self._partitions: dict[uuid.UUID, dict[int, PartitionImage]] = {}
+        self._built = False
 
     def apply(self, record: MetadataRecord, offset: int | None = None) -> None:
+        if self._built:
+            raise RuntimeError("this ImageBuilder has built its image: its maps are that image's now")
         handler = _HANDLERS.get(record.type)
         if handler is None:
             log.debug("ignoring metadata record %s", record.type)
@@ -216,41 +247,63 @@ class ImageBuilder:
             self.offset = offset
 
     def build(self) -> MetadataImage:
+        if self._built:
+            raise RuntimeError("an ImageBuilder builds one image")
+        self._built = True
         for topic_id, partitions in self._partitions.items():
             topic = self.topics.get(topic_id)
             if topic is not None:
-                self.topics[topic_id] = replace(topic, partitions=MappingProxyType(dict(partitions)))
+                self.put_topic(replace(topic, partitions=MappingProxyType(dict(partitions))))
         self._partitions.clear()
         return MetadataImage(
             cluster_id=self.base.cluster_id,
             controller_id=self.base.controller_id,
             offset=self.offset,
-            topics_by_name=MappingProxyType({t.name: t for t in self.topics.values()}),
-            topics_by_id=MappingProxyType(dict(self.topics)),
-            brokers=MappingProxyType(dict(self.brokers)),
-            features=MappingProxyType(dict(self.features)),
-            configs=MappingProxyType(dict(self.configs)),
+            topics_by_name=MappingProxyType(self.topics_by_name),
+            topics_by_id=MappingProxyType(self.topics),
+            brokers=MappingProxyType(self.brokers),
+            features=MappingProxyType(self.features),
+            configs=MappingProxyType(self.configs),
             next_producer_id=self.next_producer_id,
-            scram_credentials=MappingProxyType(dict(self.scram_credentials)),
-            acls=MappingProxyType(dict(self.acls)) if self.acls_changed else self._base.acls,
+            scram_credentials=MappingProxyType(self.scram_credentials),
+            acls=MappingProxyType(self.acls) if self.acls_changed else self._base.acls,
             acl_index=AclIndex(self.acls.values()) if self.acls_changed else self._base.acl_index,
             quotas_by_entity=self._base.quotas_by_entity if self._quotas is None else MappingProxyType(
                 dict(self._quotas)),
+            changed_topics=tuple(self.changed_topics),
+            collision_names=MappingProxyType(self.collision_names),
+            changed_since=self._base.topics_by_name,
         )
 
     # -- helpers used by the handlers
 
+    def put_topic(self, topic: TopicImage) -> None:
+        """Add or replace a topic in both topic maps."""
+        self.topics[topic.topic_id] = topic
+        self.topics_by_name[topic.name] = topic
+        self.changed_topics[topic.name] = None
+        if has_collision_chars(topic.name):
+            self.collision_names[unify_collision_chars(topic.name)] = topic.name
+
+    def remove_topic(self, topic_id: uuid.UUID) -> None:
+        topic = self.topics.pop(topic_id, None)
+        if topic is not None:
+            if self.topics_by_name.get(topic.name) is topic:
+                del self.topics_by_name[topic.name]
+                if self.collision_names.get(unify_collision_chars(topic.name)) == topic.name:
+                    del self.collision_names[unify_collision_chars(topic.name)]
+            self.changed_topics[topic.name] = None
+        self._partitions.pop(topic_id, None)
+
     def partitions_of(self, topic_id: uuid.UUID) -> dict[int, PartitionImage] | None:
-        if topic_id not in self.topics:
+        topic = self.topics.get(topic_id)
+        if topic is None:
             return None
         partitions = self._partitions.get(topic_id)
         if partitions is None:
-            partitions = dict(self.topics[topic_id].partitions)
-            self._partitions[topic_id] = partitions
+            partitions = dict(topic.partitions)
+            self._partitions[topic_id] = partitions  # build() puts the topic back, changed
         return partitions
-
-    def drop_partitions(self, topic_id: uuid.UUID) -> None:
-        self._partitions.pop(topic_id, None)
 
     def client_quotas(self) -> dict[QuotaEntity, Mapping[str, float]]:
         """The quotas by entity, to change (copied from the base image on first use)."""
@@ -259,8 +312,12 @@ class ImageBuilder:
         return self._quotas
 
     def topic_named(self, name: str) -> TopicImage | None:
-        topic_id = self.topic_ids.get(name)
-        return None if topic_id is None else self.topics.get(topic_id)
+        return self.topics_by_name.get(name)
+
+
+def _copy(mapping: Mapping) -> dict:
+    """A dict of `mapping`: a C-level clone for an image's maps (no key hashed again)."""
+    return mapping.copy() if isinstance(mapping, (dict, MappingProxyType)) else dict(mapping)
 
 
 def apply(image: MetadataImage, record: MetadataRecord, offset: int | None = None) -> MetadataImage:
@@ -328,15 +385,11 @@ def _broker_registration_change(b: ImageBuilder, d: Mapping[str, Any]) -> None:
 
 
 def _topic(b: ImageBuilder, d: Mapping[str, Any]) -> None:
-    b.topics[d["topic_id"]] = TopicImage(name=d["name"], topic_id=d["topic_id"])
-    b.topic_ids[d["name"]] = d["topic_id"]
+    b.put_topic(TopicImage(name=d["name"], topic_id=d["topic_id"]))
 
 
 def _remove_topic(b: ImageBuilder, d: Mapping[str, Any]) -> None:
-    topic = b.topics.pop(d["topic_id"], None)
-    if topic is not None and b.topic_ids.get(topic.name) == topic.topic_id:
-        del b.topic_ids[topic.name]
-    b.drop_partitions(d["topic_id"])
+    b.remove_topic(d["topic_id"])
 
 
 def _partition(b: ImageBuilder, d: Mapping[str, Any]) -> None:
@@ -383,7 +436,7 @@ def _config(b: ImageBuilder, d: Mapping[str, Any]) -> None:
         if topic is None:
             log.warning("ConfigRecord for unknown topic %s", resource_name)
             return
-        b.topics[topic.topic_id] = replace(topic, configs=_with_config(topic.configs, name, value))
+        b.put_topic(replace(topic, configs=_with_config(topic.configs, name, value)))
         return
     key = (resource_type, resource_name)
     configs = _with_config(b.configs.get(key, _EMPTY), name, value)

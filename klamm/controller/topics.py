@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import uuid
+from collections import ChainMap
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -172,7 +173,7 @@ def decide_create_topics(
     """
     results: list[TopicResult] = []
     records: list[MetadataRecord] = []
-    taken = {unify_collision_chars(name): name for name in image.topics_by_name}
+    taken = ChainMap({}, image.collision_names)  # a name can collide only with one that has '.' or '_' too
     created: set[str] = set()
     placement_offset = len(image.topics_by_id)
     for spec in specs:
@@ -185,7 +186,8 @@ def decide_create_topics(
             continue
         results.append(result)
         records.extend(topic_records)
-        taken.setdefault(unify_collision_chars(spec.name), spec.name)
+        if has_collision_chars(spec.name):
+            taken.setdefault(unify_collision_chars(spec.name), spec.name)
         created.add(spec.name)
         placement_offset += 1
     return results, records

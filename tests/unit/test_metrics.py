@@ -209,7 +209,9 @@ def test_a_deleted_topic_loses_its_series():
     metrics.produced("kept", 10, 1)
     metrics.produced("deleted", 10, 1)
     metrics.fetched("deleted", 10)
-    old, new = SimpleNamespace(topics_by_name={"kept": 1, "deleted": 2}), SimpleNamespace(topics_by_name={"kept": 1})
+    old = _image(("kept", 0, 1, (1,), (1,)), ("deleted", 0, 1, (1,), (1,)))
+    new = apply_batch(old, [(old.offset + 1, MetadataRecord("RemoveTopicRecord", {
+        "topic_id": old.topics_by_name["deleted"].topic_id}))])
     metrics.forget_deleted_topics(old, new)
     text = metrics.exposition().decode()
     assert value(text, "klamm_topic_messages_in_total", topic="kept") == 1
