@@ -10,8 +10,8 @@ follow it exactly as on a combined node. The image is kept in memory: a
 restarted broker fetches the log again from its start (or its snapshot).
 
 `BrokerLifecycle` registers the broker (BrokerRegistration: it starts fenced),
-heartbeats every `broker.heartbeat.interval.ms` with how far its metadata has
-come (the controller unfences it once that reaches its registration), and at
+heartbeats every `broker.heartbeat.interval.ms` (every 10 ms until unfenced) with how far its metadata
+has come (the controller unfences it once that reaches its registration), and at
 shutdown asks for a controlled shutdown and waits until the controller has
 moved its leaderships away.
 
@@ -69,6 +69,9 @@ SET, DELETE = 0, 1  # IncrementalAlterConfigs operations
 ZERO_UUID = uuid.UUID(int=0)
 FETCH_SNAPSHOT, SNAPSHOT_CHUNK_BYTES = 59, 8 << 20
 RETRY_S = 0.2
+# Until unfenced a broker heartbeats this often, not every broker.heartbeat.interval.ms: it is unfenced by the
+# first heartbeat that finds its metadata caught up (Kafka's BrokerLifecycleManager: 10 ms while STARTING).
+STARTING_HEARTBEAT_S = 0.01
 LEADER_RETRY_S = 0.05
 LEADER_MOVED = frozenset({ErrorCode.not_leader_or_follower, ErrorCode.fenced_leader_epoch,
                           ErrorCode.unknown_leader_epoch})
@@ -251,8 +254,9 @@ class BrokerLifecycle:
 
     async def heartbeat_periodically(self) -> None:
         while not self._shutting_down:
-            await self._heartbeat(want_shut_down=False)
-            await asyncio.sleep(self.interval_s)
+            response = await self._heartbeat(want_shut_down=False)
+            starting = response is not None and response.error_code == ErrorCode.none and not self.unfenced.is_set()
+            await asyncio.sleep(STARTING_HEARTBEAT_S if starting else self.interval_s)
 
     async def _heartbeat(self, *, want_shut_down: bool) -> Any:
         try:
