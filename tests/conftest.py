@@ -41,7 +41,13 @@ from pathlib import Path
 
 import pytest
 
+from klamm.controller.meta_properties import random_base64_uuid
+
 ROOT = Path(__file__).resolve().parent.parent
+# kio registers hypothesis strategies when hypothesis is importable (it is, in the test venv), which needs
+# hypothesis's Unicode table: cached in .hypothesis/ under the working directory, else computed (~2 s). Every
+# broker and tool these tests start runs in a fresh directory of its own; one cache for all of them.
+os.environ.setdefault("HYPOTHESIS_STORAGE_DIRECTORY", str(ROOT / ".hypothesis"))
 READY_RE = re.compile(rb"\bready\b", re.IGNORECASE)
 START_TIMEOUT_S = 20.0
 STOP_TIMEOUT_S = 15.0
@@ -278,6 +284,17 @@ def klamm_storage(*args: str) -> str:
     return subprocess.run(command, capture_output=True, text=True, check=True).stdout.strip()
 
 
+def klamm_storage_all(commands: list[list[str]]) -> None:
+    """`klamm storage ...` for each argument list, the processes run side by side (each is mostly start-up)."""
+    command = [str(Path(klamm_command()[0])), "storage"]
+    procs = [subprocess.Popen([*command, *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+             for args in commands]
+    for args, proc in zip(commands, procs):
+        out, _ = proc.communicate()
+        if proc.returncode:
+            raise RuntimeError(f"klamm storage {' '.join(args)} exited with {proc.returncode}:\n{out}")
+
+
 class ClusterProcess:
     """Three `klamm serve` processes formatted as one cluster, with a broker's interface.
 
@@ -297,8 +314,9 @@ class ClusterProcess:
         controller_port = free_port()
         voter_ports = {n: controller_port if n == 1 else free_port() for n in ((1, 2, 3) if quorum else (1,))}
         voters = ",".join(f"{n}@127.0.0.1:{p}" for n, p in voter_ports.items())
-        cluster_id = klamm_storage("random-uuid")
+        cluster_id = random_base64_uuid()  # `klamm storage random-uuid`'s (its own tests run the command)
         self.nodes: list[BrokerProcess] = []
+        formats: list[list[str]] = []
         for node_id in (1, 2, 3, 4) if dedicated_controller else (1, 2, 3):
             port = controller_port if node_id == 1 and dedicated_controller else free_port()
             config = {"node.id": str(node_id), "controller.quorum.voters": voters,
@@ -319,9 +337,10 @@ class ClusterProcess:
             properties.parent.mkdir(parents=True, exist_ok=True)
             properties.write_text("".join(f"{k}={v}\n" for k, v in
                                           {**config, "log.dirs": str(node.log_dir)}.items()))
-            klamm_storage("format", "--cluster-id", cluster_id, "--config", str(properties),
-                          *(a for argument in add_scram for a in ("--add-scram", argument)))
+            formats.append(["format", "--cluster-id", cluster_id, "--config", str(properties),
+                            *(a for argument in add_scram for a in ("--add-scram", argument))])
             self.nodes.append(node)
+        klamm_storage_all(formats)
         self.port = self.nodes[1].port
         self.bootstrap = ",".join(n.bootstrap for n in self.nodes[1 if dedicated_controller else 0:])
         self.log_dir = self.nodes[1].log_dir
