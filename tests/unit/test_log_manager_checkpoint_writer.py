@@ -20,6 +20,7 @@ from klamm.storage.log_manager import (
     RECOVERY_POINT_CHECKPOINT,
     LogManager,
 )
+from tests.unit.test_log_manager_deletions import _manager  # "gone" 0.. and "kept" 0 over two dirs, checkpointed
 
 WRITER_THREAD = "klamm-checkpoints"
 
@@ -63,18 +64,6 @@ class Recorder:
 
     def in_writer(self) -> list[tuple[str, str]]:
         return [(kind, name) for kind, name, thread in self.calls if thread.name.startswith(WRITER_THREAD)]
-
-
-def _manager(tmp_path, partitions: int) -> tuple[LogManager, list]:
-    """Two log dirs: "gone" partitions 0.. and "kept" 0, in a and b alternately; checkpoints written."""
-    dirs = [tmp_path / "a", tmp_path / "b"]
-    manager = LogManager(dirs, LogConfig())
-    manager.startup()
-    for p in range(partitions):
-        manager.create_log("gone", p)
-    manager.create_log("kept", 0)
-    manager.checkpoint()  # no loop: at once
-    return manager, dirs
 
 
 def _on_disk(dirs, name: str) -> dict[tuple[str, int], int]:
