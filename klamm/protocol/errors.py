@@ -28,3 +28,15 @@ class KafkaError(Exception):
 
     def __repr__(self) -> str:
         return f"KafkaError({self.code.name}, {self.message!r})"
+
+    def __reduce__(self) -> tuple:
+        # Rebuilt from its fields when pickled (the cleaner process sends its failures back), not by calling
+        # __init__ with Exception.args, which hold the message only.
+        return (_restore, (type(self), self.args, self.__dict__))
+
+
+def _restore(cls: type[KafkaError], args: tuple, state: dict) -> KafkaError:
+    error = cls.__new__(cls)
+    Exception.__init__(error, *args)
+    error.__dict__.update(state)
+    return error
