@@ -278,16 +278,18 @@ QUORUM_DEFAULTS = {"controller.quorum.election.timeout.ms": "300", "controller.q
                    "controller.quorum.election.backoff.max.ms": "300"}
 
 
+def _storage_command(*args: str) -> list[str]:
+    return [str(Path(klamm_command()[0])), "storage", *args]
+
+
 def klamm_storage(*args: str) -> str:
     """`klamm storage ...` (random-uuid, format), its output."""
-    command = [str(Path(klamm_command()[0])), "storage", *args]
-    return subprocess.run(command, capture_output=True, text=True, check=True).stdout.strip()
+    return subprocess.run(_storage_command(*args), capture_output=True, text=True, check=True).stdout.strip()
 
 
 def klamm_storage_all(commands: list[list[str]]) -> None:
     """`klamm storage ...` for each argument list, the processes run side by side (each is mostly start-up)."""
-    command = [str(Path(klamm_command()[0])), "storage"]
-    procs = [subprocess.Popen([*command, *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    procs = [subprocess.Popen(_storage_command(*args), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
              for args in commands]
     for args, proc in zip(commands, procs):
         out, _ = proc.communicate()
