@@ -2,7 +2,13 @@
 
 On disk: `leader-epoch-checkpoint` in the partition directory, Kafka's checkpoint
 format (see klamm.storage.checkpoint) with "epoch startOffset" entries, rewritten
-atomically on every change (changes are rare: once per leader election).
+atomically (and fsynced) when an epoch is assigned or entries are truncated from
+the end: the file never misses an entry (changes are rare: once per leader election).
+A truncation from the start (retention, DeleteRecords, a follower following the
+leader's log start) is written by the next write or by `write_if_changed` when the
+log closes, not at once: it happens on every retention step, and the file's extra
+entries below the log start are harmless, as opening a log truncates them again
+(Kafka writes these asynchronously too, truncateFromStartAsyncFlush).
 
 Invariants: epochs and start offsets both strictly increase along the list.
 Assigning an entry removes every entry it would break that order with.
@@ -32,6 +38,7 @@ class LeaderEpochCache:
         self.path = directory / FILE_NAME
         self._log_end_offset = log_end_offset
         self.entries: list[EpochEntry] = self._read()
+        self._unwritten = False  # entries truncated from the start since the last write
 
     def _read(self) -> list[EpochEntry]:
         try:
@@ -44,6 +51,7 @@ class LeaderEpochCache:
 
     def _write(self) -> None:
         write_checkpoint(self.path, [(entry.epoch, entry.start_offset) for entry in self.entries])
+        self._unwritten = False
 
     @property
     def latest_epoch(self) -> int:
@@ -67,6 +75,11 @@ class LeaderEpochCache:
     def write(self) -> None:
         """Write the checkpoint (after `assign(..., write=False)`)."""
         self._write()
+
+    def write_if_changed(self) -> None:
+        """Write a truncation from the start not written yet (a log closing)."""
+        if self._unwritten:
+            self._write()
 
     def end_offset_for(self, epoch: int) -> tuple[int, int]:
         """(epoch, end offset) as OffsetForLeaderEpoch answers: the start offset of the first
@@ -100,13 +113,14 @@ class LeaderEpochCache:
             self._write()
 
     def truncate_from_start(self, start_offset: int) -> None:
-        """Drop entries below `start_offset`, moving the last of them up to start there."""
+        """Drop entries below `start_offset`, moving the last of them up to start there (written later: see the
+        module docstring)."""
         below = [e for e in self.entries if e.start_offset <= start_offset]
         if not below or (len(below) == 1 and below[0].start_offset == start_offset):
             return
         above = [e for e in self.entries if e.start_offset > start_offset]
         self.entries = [EpochEntry(below[-1].epoch, start_offset)] + above
-        self._write()
+        self._unwritten = True
 
     def clear(self) -> None:
         self.entries = []

@@ -748,6 +748,7 @@ class Log:
         self._closed = True
         self._cancel_spare()
         self.flush()
+        self.leader_epoch_cache.write_if_changed()
         self.producer_state.map_end_offset = self.log_end_offset
         self.producer_state.take_snapshot()
         for segment in self._segments:

@@ -354,6 +354,31 @@ def test_leader_epoch_cache_follows_appends(tmp_path):
     assert (tmp_path / "topic-0" / "leader-epoch-checkpoint").read_text() == "0\n1\n1 0\n"
 
 
+def test_retention_writes_no_epoch_checkpoint_and_a_reopened_log_agrees(tmp_path):
+    """Deleting the oldest segments moves the epoch entries up to the new log start without writing the
+    checkpoint (no fsync per retention step); a log reopened after a crash truncates the file's stale entries
+    itself, and a closed log has them written."""
+    log = open_log(tmp_path, SMALL)
+    for epoch in (1, 2):
+        for _ in range(10):
+            append(log, batch(3, value_size=20), leader_epoch=epoch)
+    checkpoint = tmp_path / "topic-0" / "leader-epoch-checkpoint"
+    written = checkpoint.read_text()
+    assert written == "0\n2\n1 0\n2 30\n"
+    removed = log.delete_oldest_segments(next(n for n, s in enumerate(log.segments) if s.base_offset > 30))
+    start = log.log_start_offset
+    assert start > 30 and removed
+    assert [(e.epoch, e.start_offset) for e in log.leader_epoch_cache.entries] == [(2, start)]
+    assert checkpoint.read_text() == written
+    for segment in removed:
+        segment.delete()
+    reopened = open_log(tmp_path, SMALL, clean_shutdown=False)  # as after a crash: `log` never closed
+    assert reopened.log_start_offset == start
+    assert reopened.leader_epoch_cache.entries == log.leader_epoch_cache.entries
+    reopened.close()
+    assert checkpoint.read_text() == f"0\n1\n2 {start}\n"
+
+
 def test_close_is_idempotent(tmp_path):
     log = open_log(tmp_path)
     append(log, batch(1))

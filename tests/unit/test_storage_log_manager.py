@@ -96,8 +96,12 @@ def test_leader_epoch_cache_truncation(tmp_path):
         cache.assign(epoch, offset)
     cache.truncate_from_end(15)
     assert [(e.epoch, e.start_offset) for e in cache.entries] == [(1, 0), (2, 10)]
+    assert LeaderEpochCache(tmp_path, lambda: 0).entries == cache.entries  # truncated from the end: written
     cache.truncate_from_start(12)
     assert [(e.epoch, e.start_offset) for e in cache.entries] == [(2, 12)]
+    # From the start: written later (retention must not fsync on the event loop), by write_if_changed.
+    assert [(e.epoch, e.start_offset) for e in LeaderEpochCache(tmp_path, lambda: 0).entries] == [(1, 0), (2, 10)]
+    cache.write_if_changed()
     assert LeaderEpochCache(tmp_path, lambda: 0).entries == cache.entries
 
 
