@@ -9,7 +9,8 @@ Their descriptors close when the last response leasing them is sent
 (klamm.storage.shared_file), so no fetch ever sends from a reused descriptor.
 
 Each retention pass decides on the event loop (cheap: segment metadata only) and
-detaches the deletable segments; the log start offsets that moved are
+detaches the deletable segments, giving the loop back every millisecond; the log
+start offsets that moved are
 checkpointed right after the pass (snapshotted on the loop, written by the
 LogManager's checkpoint thread).
 """
@@ -27,6 +28,8 @@ from klamm.storage.retention import RetentionPolicy, delete_segments, enforce_re
 from klamm.storage.segment import LogSegment
 
 log = logging.getLogger("klamm.log_tasks")
+
+RETENTION_SLICE_S = 0.001  # the most a retention pass works before letting other callbacks run
 
 
 
@@ -97,28 +100,50 @@ class LogRetention:
         while True:
             await asyncio.sleep(interval)
             try:
-                self.run_once()
+                await self.run_pass()
             except Exception:  # one bad log must not stop retention for all of them
                 log.exception("retention pass failed")
 
     def run_once(self, now_ms: int | None = None) -> int:
-        """One retention pass over every hosted partition; returns the number of segments deleted."""
+        """One retention pass over every hosted partition at once; returns the number of segments deleted."""
+        now = _now_ms() if now_ms is None else now_ms
+        deleted = sum(self._retain(partition, now) for partition in list(self.broker.replicas.partitions.values()))
+        self._checkpoint(deleted)
+        return deleted
+
+    async def run_pass(self, now_ms: int | None = None) -> int:
+        """run_once, handing the loop back after every RETENTION_SLICE_S of work: each deletion renames a
+        segment's files, tens of microseconds, and a pass over thousands of logs would hold the loop for as
+        many milliseconds. A partition no longer hosted when its turn comes is skipped."""
         now = _now_ms() if now_ms is None else now_ms
         deleted = 0
-        for partition in list(self.broker.replicas.partitions.values()):
-            if partition.topic == METADATA_TOPIC:
-                continue
-            config = partition.config
-            policy = RetentionPolicy(config.retention_ms, config.retention_bytes, config.delete)
-            removed = enforce_retention(partition.log, policy, now_ms=now, high_watermark=partition.high_watermark)
-            if removed:
-                log.info("retention deleted %d segment(s) of %s-%d; log start offset now %d", len(removed),
-                         partition.topic, partition.index, partition.log.log_start_offset)
-                self.broker.delayed_deletes.segments(removed, config.file_delete_delay_ms)
-                deleted += len(removed)
+        partitions = self.broker.replicas.partitions
+        slice_started = time.monotonic()
+        for partition in list(partitions.values()):
+            if time.monotonic() - slice_started >= RETENTION_SLICE_S:
+                await asyncio.sleep(0)
+                slice_started = time.monotonic()
+                if partitions.get((partition.topic, partition.index)) is not partition:
+                    continue
+            deleted += self._retain(partition, now)
+        self._checkpoint(deleted)
+        return deleted
+
+    def _retain(self, partition: Any, now: int) -> int:
+        if partition.topic == METADATA_TOPIC:
+            return 0
+        config = partition.config
+        policy = RetentionPolicy(config.retention_ms, config.retention_bytes, config.delete)
+        removed = enforce_retention(partition.log, policy, now_ms=now, high_watermark=partition.high_watermark)
+        if removed:
+            log.info("retention deleted %d segment(s) of %s-%d; log start offset now %d", len(removed),
+                     partition.topic, partition.index, partition.log.log_start_offset)
+            self.broker.delayed_deletes.segments(removed, config.file_delete_delay_ms)
+        return len(removed)
+
+    def _checkpoint(self, deleted: int) -> None:
         if deleted:
             self.broker.logs.checkpoint()
-        return deleted
 
     async def stop(self) -> None:
         """Cancel the pass (segments it detached are the broker's DelayedDeletes' to remove)."""
