@@ -23,7 +23,8 @@ from pathlib import Path
 from types import ModuleType
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+if str(ROOT) not in sys.path:
+    sys.path.append(str(ROOT))  # after PYTHONPATH: a before/after run puts the other tree first
 
 from klamm.broker import replica_manager
 from klamm.broker.partition import log_config

@@ -53,7 +53,6 @@ from klamm.protocol import batch as batches
 from klamm.protocol.batch import BatchHeader, InvalidBatch, TruncatedBatch, UnsupportedMagic, set_max_timestamp
 from klamm.protocol.errors import ErrorCode, KafkaError
 from klamm.protocol.records import ControlRecordType, build_control_batch
-from klamm.storage.leader_epoch import LeaderEpochCache
 from klamm.storage.log import AppendResult, Log, LogConfig, ReadResult
 from klamm.storage.txn_index import AbortedTxn
 
@@ -118,20 +117,17 @@ class Partition:
             flusher.watch(log, self._on_flushed)
 
     def become_leader(self, leader_epoch: int, *, node_id: int | None = None, partition_epoch: int = 0,
-                      replicas: Sequence[int] = (), isr: Sequence[int] = (), lag_max_ms: int = 30_000,
-                      epoch_writes: list[LeaderEpochCache] | None = None) -> None:
-        """Start a leader epoch: later appends carry it, and the epoch cache records where it began.
+                      replicas: Sequence[int] = (), isr: Sequence[int] = (), lag_max_ms: int = 30_000) -> None:
+        """Start a leader epoch: later appends carry it, and the epoch cache records where it began (its
+        checkpoint is written by the log's next flush: klamm.storage.leader_epoch).
 
         With `node_id` the partition is replicated: a LeaderState tracks the followers of `replicas`.
-        With `epoch_writes`, the epoch cache's checkpoint is left to the caller, which writes it (with those
-        of other partitions) before anything is appended.
         """
         self.leader_epoch = leader_epoch
         self._verification_guards.clear()
         cache = self.log.leader_epoch_cache
         if cache.latest_epoch < leader_epoch:
-            if cache.assign(leader_epoch, self.log.log_end_offset, write=epoch_writes is None) and epoch_writes is not None:
-                epoch_writes.append(cache)
+            cache.assign(leader_epoch, self.log.log_end_offset)
         self.replicas, self.isr = list(replicas), list(isr)
         self.leader_id = node_id
         if node_id is not None:

@@ -18,7 +18,6 @@ import asyncio
 import logging
 import uuid
 from collections.abc import Callable, Iterable, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
 from klamm.broker.log_flush import LogFlusher
@@ -30,7 +29,6 @@ from klamm.config.topic import TopicConfig
 from klamm.controller.image import MetadataImage, PartitionImage, TopicImage
 from klamm.protocol.errors import ErrorCode, KafkaError
 from klamm.protocol.topics import TRANSACTION_STATE, is_internal
-from klamm.storage.leader_epoch import LeaderEpochCache
 from klamm.storage.log import LogConfig
 from klamm.storage.log_manager import LogManager
 
@@ -100,7 +98,6 @@ class ReplicaManager:
         changed, removed = (list(topics.values()), []) if full else _changes(previous, image)
         fetching_changed = full
         wanted: set[tuple[str, int]] = set()
-        epoch_writes: list[LeaderEpochCache] = []
         for topic in changed:
             config = self.topic_config(topic.name, dict(topic.configs))
             for index, meta in topic.partitions.items():
@@ -117,10 +114,9 @@ class ReplicaManager:
                 if partition.config is not config:
                     partition.config = config
                     partition.log.config = _log_config(topic.name, config)
-                self._apply_role(partition, meta, ineligible, epoch_writes)
+                self._apply_role(partition, meta, ineligible)
                 if not fetching_changed and _fetching(partition) != fetching:
                     fetching_changed = True
-        write_epoch_checkpoints(epoch_writes)
         if full:
             stale = [key for key in self.partitions if key not in wanted]
         else:  # hosted partitions are those the last image gave this node: look only in the topics that changed
@@ -134,13 +130,12 @@ class ReplicaManager:
         if (fetching_changed or stale) and self.followers_changed is not None:
             self.followers_changed(self.followers())
 
-    def _apply_role(self, partition: Partition, meta: PartitionImage, ineligible: set[int],
-                    epoch_writes: list[LeaderEpochCache]) -> None:
+    def _apply_role(self, partition: Partition, meta: PartitionImage, ineligible: set[int]) -> None:
         if meta.leader == self.node_id:
             if partition.leader is None or partition.leader_epoch != meta.leader_epoch:
                 partition.become_leader(meta.leader_epoch, node_id=self.node_id,
                                         partition_epoch=meta.partition_epoch, replicas=meta.replicas, isr=meta.isr,
-                                        lag_max_ms=self.config.replica_lag_time_max_ms, epoch_writes=epoch_writes)
+                                        lag_max_ms=self.config.replica_lag_time_max_ms)
             partition.on_partition_change(meta.partition_epoch, meta.replicas, meta.isr, ineligible)
         elif partition.leader is not None or partition.leader_id != meta.leader or \
                 partition.leader_epoch != meta.leader_epoch:
@@ -232,20 +227,4 @@ def _log_config(topic: str, config: TopicConfig) -> LogConfig:
     after its markers were written (README, "What an acknowledgement means")."""
     storage = log_config(config)
     return replace(storage, flush_messages=1) if topic == TRANSACTION_STATE else storage
-
-
-EPOCH_WRITERS = 8
-
-
-def write_epoch_checkpoints(caches: list[LeaderEpochCache]) -> None:
-    """Write the leader-epoch checkpoints of partitions that became leaders, several at once: each is an fsync
-    (and a directory fsync), which a restart of thousands of partitions otherwise pays one after another. They
-    are all on disk before this returns, so before anything is appended at the new epochs (Kafka's assign
-    writes synchronously too)."""
-    if len(caches) <= 1:
-        for cache in caches:
-            cache.write()
-        return
-    with ThreadPoolExecutor(min(EPOCH_WRITERS, len(caches)), thread_name_prefix="klamm-epoch-checkpoint") as pool:
-        list(pool.map(LeaderEpochCache.write, caches))  # raises the first write's error, if any
 

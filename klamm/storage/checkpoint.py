@@ -27,8 +27,10 @@ class CorruptCheckpoint(ValueError):
     """The checkpoint file exists but does not parse."""
 
 
-def write_checkpoint(path: Path, entries: list[tuple[object, ...]], version: int = VERSION) -> None:
-    """Replace `path` atomically with a checkpoint holding `entries` (fields joined by spaces)."""
+def write_checkpoint(path: Path, entries: list[tuple[object, ...]], version: int = VERSION, *,
+                     sync_dir: bool = True) -> None:
+    """Replace `path` atomically with a checkpoint holding `entries` (fields joined by spaces); with
+    `sync_dir=False` the caller fsyncs the directory (making the rename durable) itself."""
     lines = [str(version), str(len(entries))]
     lines.extend(" ".join(str(field) for field in entry) for entry in entries)
     data = ("\n".join(lines) + "\n").encode()
@@ -40,7 +42,8 @@ def write_checkpoint(path: Path, entries: list[tuple[object, ...]], version: int
     finally:
         os.close(fd)
     os.replace(tmp, path)
-    fsync_dir(path.parent)
+    if sync_dir:
+        fsync_dir(path.parent)
 
 
 def read_checkpoint(path: Path, fields: int, version: int = VERSION) -> list[list[str]]:

@@ -2,13 +2,20 @@
 
 On disk: `leader-epoch-checkpoint` in the partition directory, Kafka's checkpoint
 format (see klamm.storage.checkpoint) with "epoch startOffset" entries, rewritten
-atomically (and fsynced) when an epoch is assigned or entries are truncated from
-the end: the file never misses an entry (changes are rare: once per leader election).
-A truncation from the start (retention, DeleteRecords, a follower following the
-leader's log start) is written by the next write or by `write_if_changed` when the
-log closes, not at once: it happens on every retention step, and the file's extra
-entries below the log start are harmless, as opening a log truncates them again
-(Kafka writes these asynchronously too, truncateFromStartAsyncFlush).
+atomically and fsynced.
+
+When it is written. Opening a log after a crash re-assigns the epoch of every batch
+it recovers (from the segment holding the recovery point on) and then truncates the
+entries to the log's start and end. So the file only has to hold the entries of
+the batches below the recovery point, and its extra entries are harmless. A log
+therefore writes its entries with the flush job that moves its recovery point
+(klamm.storage.log.FlushJob, in a worker thread: `snapshot` on the owner's
+thread, `EpochSnapshot.write` in the job) and when it closes, not when an epoch is
+assigned: a leader election, a topic's creation or a follower's first batch of a
+new epoch then fsyncs nothing on the event loop. A truncation from the end is
+written at once: the batches it removes may be replaced below the recovery point
+a crash finds. Kafka fsyncs assign where it happens (in threads that serve no
+request) and writes truncations asynchronously (truncateFromEndAsyncFlush).
 
 Invariants: epochs and start offsets both strictly increase along the list.
 Assigning an entry removes every entry it would break that order with.
@@ -16,6 +23,7 @@ Assigning an entry removes every entry it would break that order with.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,12 +41,27 @@ class EpochEntry:
     start_offset: int
 
 
+@dataclass(frozen=True, slots=True)
+class EpochSnapshot:
+    """The entries of one version of a cache, for a flush job to write in any thread."""
+
+    cache: LeaderEpochCache
+    version: int
+    entries: tuple[EpochEntry, ...]
+
+    def write(self, *, sync_dir: bool = True) -> bool:
+        return self.cache.write_version(self.version, self.entries, sync_dir=sync_dir)
+
+
 class LeaderEpochCache:
     def __init__(self, directory: Path, log_end_offset: Callable[[], int]) -> None:
         self.path = directory / FILE_NAME
         self._log_end_offset = log_end_offset
         self.entries: list[EpochEntry] = self._read()
-        self._unwritten = False  # entries truncated from the start since the last write
+        self._version = 0  # changes to the entries (owner's thread)
+        self._written = 0  # the version the file holds (any thread, under _lock)
+        self._cancelled = False  # the log is being deleted: its directory is not this path any more
+        self._lock = threading.Lock()
 
     def _read(self) -> list[EpochEntry]:
         try:
@@ -49,37 +72,53 @@ class LeaderEpochCache:
             return []
         return entries
 
-    def _write(self) -> None:
-        write_checkpoint(self.path, [(entry.epoch, entry.start_offset) for entry in self.entries])
-        self._unwritten = False
+    def _changed(self, entries: list[EpochEntry], *, write: bool) -> None:
+        self.entries = entries
+        self._version += 1
+        if write:
+            self.write()
+
+    def write(self) -> None:
+        """Write the entries now (if the file does not have them yet)."""
+        self.write_version(self._version, tuple(self.entries))
+
+    def snapshot(self) -> EpochSnapshot | None:
+        """The entries for a flush job to write; None if the file has them."""
+        if self._written >= self._version:
+            return None
+        return EpochSnapshot(self, self._version, tuple(self.entries))
+
+    def write_version(self, version: int, entries: tuple[EpochEntry, ...], *, sync_dir: bool = True) -> bool:
+        """Write `entries`, version `version` of the cache, unless a later version is written already or the log
+        is being deleted (any thread); whether it was written. `sync_dir=False`: the caller fsyncs the
+        directory before relying on it (a flush job, once for all it wrote)."""
+        with self._lock:
+            if self._cancelled or version <= self._written:
+                return False
+            write_checkpoint(self.path, [(entry.epoch, entry.start_offset) for entry in entries], sync_dir=sync_dir)
+            self._written = version
+            return True
+
+    def cancel(self) -> None:
+        """No more writes: the log's directory is renamed or removed (a write in progress finishes first)."""
+        with self._lock:
+            self._cancelled = True
 
     @property
     def latest_epoch(self) -> int:
         return self.entries[-1].epoch if self.entries else UNDEFINED_EPOCH
 
-    def assign(self, epoch: int, start_offset: int, *, write: bool = True) -> bool:
+    def assign(self, epoch: int, start_offset: int, *, write: bool = False) -> bool:
         """Record that `epoch` starts at `start_offset` (no-op if it is already the latest epoch); whether the
-        entries changed. The checkpoint is written (and fsynced) now, or with `write=False` by the caller's
-        `write()` before anything is appended at the new epoch (klamm.broker.replica_manager writes many at once)."""
+        entries changed. Written by the log's next flush job (see the module docstring), or now with `write`."""
         if epoch < 0 or start_offset < 0:
             raise ValueError(f"invalid epoch entry ({epoch}, {start_offset})")
         latest = self.entries[-1] if self.entries else None
         if latest is not None and latest.epoch == epoch and latest.start_offset <= start_offset:
             return False
-        self.entries = [e for e in self.entries if e.epoch < epoch and e.start_offset < start_offset]
-        self.entries.append(EpochEntry(epoch, start_offset))
-        if write:
-            self._write()
+        kept = [e for e in self.entries if e.epoch < epoch and e.start_offset < start_offset]
+        self._changed(kept + [EpochEntry(epoch, start_offset)], write=write)
         return True
-
-    def write(self) -> None:
-        """Write the checkpoint (after `assign(..., write=False)`)."""
-        self._write()
-
-    def write_if_changed(self) -> None:
-        """Write a truncation from the start not written yet (a log closing)."""
-        if self._unwritten:
-            self._write()
 
     def end_offset_for(self, epoch: int) -> tuple[int, int]:
         """(epoch, end offset) as OffsetForLeaderEpoch answers: the start offset of the first
@@ -106,22 +145,18 @@ class LeaderEpochCache:
         return found
 
     def truncate_from_end(self, end_offset: int) -> None:
-        """Drop entries starting at or after `end_offset` (log truncated to it)."""
+        """Drop entries starting at or after `end_offset` (log truncated to it); written now."""
         kept = [e for e in self.entries if e.start_offset < end_offset]
         if kept != self.entries:
-            self.entries = kept
-            self._write()
+            self._changed(kept, write=True)
 
     def truncate_from_start(self, start_offset: int) -> None:
-        """Drop entries below `start_offset`, moving the last of them up to start there (written later: see the
-        module docstring)."""
+        """Drop entries below `start_offset`, moving the last of them up to start there."""
         below = [e for e in self.entries if e.start_offset <= start_offset]
         if not below or (len(below) == 1 and below[0].start_offset == start_offset):
             return
         above = [e for e in self.entries if e.start_offset > start_offset]
-        self.entries = [EpochEntry(below[-1].epoch, start_offset)] + above
-        self._unwritten = True
+        self._changed([EpochEntry(below[-1].epoch, start_offset)] + above, write=False)
 
     def clear(self) -> None:
-        self.entries = []
-        self._write()
+        self._changed([], write=True)

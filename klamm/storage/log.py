@@ -13,8 +13,9 @@ Invariants:
   * log_start_offset >= first segment base; log_end_offset is the next offset to
     assign, equal to the active segment's next_offset;
   * recovery_point <= log_end_offset and every batch below it has been fsynced,
-    with its segment's indexes and the producer snapshots of the rolls below it
-    (written by the flush job that fsyncs them);
+    with its segment's indexes, the producer snapshots of the rolls below it and
+    the leader epoch entries of its batches (written by the flush job that fsyncs
+    them);
   * producer state and leader epoch cache describe exactly the batches below
     log_end_offset;
   * every abort marker below log_end_offset has its entry in its segment's
@@ -30,7 +31,8 @@ readers see the old or the new segments, never a mix (klamm.storage.cleaner).
 
 Flushing is split so the fsyncs can run in a worker thread: `begin_flush` (owner's
 thread) picks the segments and snapshots holding unflushed offsets into a FlushJob,
-`FlushJob.run` writes the rolls' producer snapshots and fsyncs it all (any thread),
+`FlushJob.run` writes the rolls' producer snapshots and the leader epoch checkpoint
+and fsyncs it all (any thread),
 `complete_flush` (owner's thread) advances the recovery point. Jobs may finish in
 any order; the recovery point moves only over a contiguous run of finished jobs, so
 it never passes data whose fsync has not completed. Appends and rolls never fsync,
@@ -60,7 +62,7 @@ from klamm.protocol.records import control_marker_of
 from klamm.storage.checkpoint import fsync_dir
 from klamm.storage.cleaner import recover_interrupted_swaps, swap_in
 from klamm.storage.config import LogConfig
-from klamm.storage.leader_epoch import LeaderEpochCache
+from klamm.storage.leader_epoch import EpochSnapshot, LeaderEpochCache
 from klamm.storage.producer_state import CompletedTxn, PendingSnapshot, ProducerStateManager
 from klamm.storage.segment import LOG_SUFFIX, OS_FILE_IO, SPARE_SUFFIX, FileIO, LogSegment, SpareFiles
 from klamm.storage.shared_file import SharedFile
@@ -114,6 +116,7 @@ class FlushJob:
     snapshots: list[PendingSnapshot]  # producer snapshots of rolls, to write and fsync
     directory: Path
     new_files: bool  # a segment was created at or after `start`: its directory entry needs an fsync too
+    epochs: EpochSnapshot | None = None  # the leader epoch entries, if the checkpoint lacks them
     done: bool = False
     spare: SpareFiles | None = None  # the next segment's files, to make after the fsyncs
 
@@ -129,7 +132,9 @@ class FlushJob:
                 # Deleted meanwhile (retention, cleaner, topic deletion): nothing of it to recover.
         for snapshot in self.snapshots:
             snapshot.write()  # nothing if cancelled meanwhile (retention, truncation, topic deletion)
-        if self.snapshots or self.new_files:
+        # Nothing if a later version is written or the log is being deleted; the directory fsync below.
+        wrote_epochs = self.epochs is not None and self.epochs.write(sync_dir=False)
+        if self.snapshots or self.new_files or wrote_epochs:
             try:
                 fsync_dir(self.directory)
             except FileNotFoundError:
@@ -230,6 +235,7 @@ class Log:
         self.recovery_point = self._flush_issued_to = self.log_end_offset
         self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
         self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
+        self.leader_epoch_cache.write()  # the epochs of recovered batches: the recovery point is past them now
         self.producer_state.remove_stray_snapshots(self._bases)
         if not clean_shutdown:
             # A roll's snapshot is written and fsynced by a flush job that may not have finished
@@ -497,12 +503,13 @@ class Log:
         start = self.recovery_point if from_recovery_point else self._flush_issued_to
         target = self.log_end_offset
         self._unsynced_snapshots = [snapshot for snapshot in self._unsynced_snapshots if not snapshot.cancelled]
-        if target <= start and not self._unsynced_snapshots:
+        epochs = self.leader_epoch_cache.snapshot()
+        if target <= start and not self._unsynced_snapshots and epochs is None:
             return None
         first = max(bisect.bisect_right(self._bases, start) - 1, 0)
         segments = self._segments[first:] if target > start else []
         job = FlushJob(start, target, segments, self._unsynced_snapshots, self.directory,
-                       any(segment.base_offset >= start for segment in segments))
+                       any(segment.base_offset >= start for segment in segments), epochs)
         if self._spare is None and not from_recovery_point and not self._closed:
             self._spare = job.spare = SpareFiles(self.directory)
         self._unsynced_snapshots = []
@@ -748,17 +755,23 @@ class Log:
         self._closed = True
         self._cancel_spare()
         self.flush()
-        self.leader_epoch_cache.write_if_changed()
+        self.leader_epoch_cache.write()
         self.producer_state.map_end_offset = self.log_end_offset
         self.producer_state.take_snapshot()
         for segment in self._segments:
             segment.close()
 
+    def stop_writes(self) -> None:
+        """Nothing more is written into the directory by a flush job in flight or to come (producer snapshots,
+        epoch entries, spare segment files): it is about to be renamed or removed."""
+        self.producer_state.cancel_pending_snapshots()
+        self.leader_epoch_cache.cancel()
+        self._cancel_spare()
+
     def delete(self) -> None:
         """Close and remove the whole partition directory."""
         self._closed = True
-        self.producer_state.cancel_pending_snapshots()  # a flush job in flight must not write into it
-        self._cancel_spare()  # nor create spare files
+        self.stop_writes()
         for segment in self._segments:
             segment.delete()
         self._segments, self._bases = [], []

@@ -35,6 +35,7 @@ import logging
 import shutil
 import uuid
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from klamm.storage.checkpoint import (
@@ -52,6 +53,7 @@ LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 DELETE_SUFFIX = "-delete"
 FUTURE_SUFFIX = "-future"
+CLOSING_THREADS = 8  # logs closed at once at shutdown
 MOVED_MARKER = "klamm-moved-replica"  # in a moved log's directory until the old copy is detached
 
 logger = logging.getLogger(__name__)
@@ -139,10 +141,15 @@ class LogManager:
         fsync_dir(log_dir)
 
     def shutdown(self) -> None:
-        """Flush and close every log, write the checkpoints after those still queued, stop the writer's
-        thread, then mark each log dir clean."""
-        for log in self._logs.values():
-            log.close()
+        """Flush and close every log (several at once: each close is a few fsyncs, and a broker hosting
+        thousands of logs would wait for them one after another), write the checkpoints after those still
+        queued, stop the writer's thread, then mark each log dir clean."""
+        logs = list(self._logs.values())
+        if len(logs) > 1:
+            with ThreadPoolExecutor(min(CLOSING_THREADS, len(logs)), thread_name_prefix="klamm-log-close") as pool:
+                list(pool.map(Log.close, logs))  # raises the first failure, after every close has run
+        elif logs:
+            logs[0].close()
         try:
             for log_dir in self.log_dirs:
                 self._write_now(log_dir)
@@ -259,6 +266,7 @@ class LogManager:
         if not self._deleted_in and not self._writer.busy and not self._writer.failed:
             self._deleted_unwritten.clear()  # all written: forget them
         renamed = log.directory.with_name(f"{log.directory.name}.{uuid.uuid4().hex}{DELETE_SUFFIX}")
+        log.stop_writes()  # a flush job in flight writes nothing under the old name, which a new log may take
         log.directory.rename(renamed)
         log.directory = renamed  # its delete() must not remove a topic recreated under the old name
         self._deleted_in.add(log_dir)

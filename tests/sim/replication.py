@@ -37,7 +37,7 @@ from klamm.controller.partition_changes import (decide_alter_partition, decide_f
                                                 decide_unfence_broker)
 from klamm.controller.records import MetadataRecord, decode_record, encode_record
 from klamm.protocol.errors import ErrorCode
-from klamm.storage.leader_epoch import LeaderEpochCache
+from klamm.storage.leader_epoch import EpochEntry, LeaderEpochCache
 
 TOPIC_ID = uuid.UUID(int=1)
 CONTROLLER = 0
@@ -77,8 +77,8 @@ class MemoryEpochCache(LeaderEpochCache):
         self._log_end_offset = log_end_offset
         self.entries = []
 
-    def _write(self) -> None:
-        pass
+    def _changed(self, entries: list[EpochEntry], *, write: bool) -> None:
+        self.entries = entries  # nothing to write
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ from test_storage_helpers import append, batch
 from klamm.broker import log_tasks
 from klamm.broker.log_tasks import LogRetention
 from klamm.storage.log import Log, LogConfig
+from klamm.storage.retention import delete_segments
 
 SEGMENT_BYTES = 1000
 
@@ -35,6 +36,11 @@ class _Broker:
 
     def _checkpoint(self) -> None:
         self.checkpoints += 1
+
+    def close(self, partitions: list[SimpleNamespace]) -> None:
+        delete_segments(self.deleted)  # type: ignore[arg-type]
+        for partition in partitions:
+            partition.log.close()
 
 
 def test_a_pass_lets_other_callbacks_run_between_partitions(tmp_path, monkeypatch) -> None:
@@ -67,12 +73,16 @@ def test_a_pass_lets_other_callbacks_run_between_partitions(tmp_path, monkeypatc
     assert deleted == 29 and len(broker.deleted) == 29 and broker.checkpoints == 1
     assert len(removed_mid_pass.log.segments) == 3  # skipped: no longer hosted when its turn came
     assert all(len(p.log.segments) == 2 for p in partitions if p is not removed_mid_pass)
+    broker.close(partitions)
 
 
 def test_run_once_and_run_pass_delete_the_same(tmp_path) -> None:
-    first = _Broker([_partition(tmp_path / "a", n) for n in range(5)])
-    second = _Broker([_partition(tmp_path / "b", n) for n in range(5)])
+    first_partitions = [_partition(tmp_path / "a", n) for n in range(5)]
+    second_partitions = [_partition(tmp_path / "b", n) for n in range(5)]
+    first, second = _Broker(first_partitions), _Broker(second_partitions)
     assert LogRetention(first).run_once(now_ms=0) == 5
     assert asyncio.run(LogRetention(second).run_pass(now_ms=0)) == 5
     starts = [[p.log.log_start_offset for p in b.replicas.partitions.values()] for b in (first, second)]
     assert starts[0] == starts[1] and all(start > 0 for start in starts[0])
+    first.close(first_partitions)
+    second.close(second_partitions)

@@ -362,6 +362,7 @@ def test_retention_writes_no_epoch_checkpoint_and_a_reopened_log_agrees(tmp_path
     for epoch in (1, 2):
         for _ in range(10):
             append(log, batch(3, value_size=20), leader_epoch=epoch)
+    log.flush()
     checkpoint = tmp_path / "topic-0" / "leader-epoch-checkpoint"
     written = checkpoint.read_text()
     assert written == "0\n2\n1 0\n2 30\n"
@@ -377,6 +378,7 @@ def test_retention_writes_no_epoch_checkpoint_and_a_reopened_log_agrees(tmp_path
     assert reopened.leader_epoch_cache.entries == log.leader_epoch_cache.entries
     reopened.close()
     assert checkpoint.read_text() == f"0\n1\n2 {start}\n"
+    log.close()
 
 
 def test_close_is_idempotent(tmp_path):
@@ -406,15 +408,75 @@ def test_truncating_at_the_end_drops_an_epoch_begun_without_records(tmp_path):
     assert log.log_end_offset == end
 
 
-def test_epoch_checkpoints_written_together(tmp_path) -> None:
-    """assign(write=False) leaves the checkpoint to write_epoch_checkpoints, which writes every one (in threads)
-    before returning; an unchanged epoch asks for no write."""
-    from klamm.broker.replica_manager import write_epoch_checkpoints
+def _epochs_on_disk(log: Log) -> list[tuple[int, int]]:
+    path = log.directory / "leader-epoch-checkpoint"
+    if not path.exists():
+        return []
+    return [tuple(map(int, line.split())) for line in path.read_text().splitlines()[2:]]
 
-    logs = [Log.open(tmp_path / f"t{i}-0", LogConfig()) for i in range(20)]
-    caches = [log.leader_epoch_cache for log in logs if log.leader_epoch_cache.assign(3, 0, write=False)]
-    assert len(caches) == 20
-    assert not any((tmp_path / f"t{i}-0" / "leader-epoch-checkpoint").exists() for i in range(20))
-    write_epoch_checkpoints(caches)
-    assert all((tmp_path / f"t{i}-0" / "leader-epoch-checkpoint").read_text() == "0\n1\n3 0\n" for i in range(20))
-    assert logs[0].leader_epoch_cache.assign(3, 0, write=False) is False
+
+def test_an_assigned_epoch_is_written_by_the_flush_job_that_covers_it(tmp_path) -> None:
+    """Assigning writes nothing (no fsync where an election or a follower's batch happens: the event loop);
+    the flush job that moves the recovery point past the epoch's batches writes it, in its thread."""
+    log = open_log(tmp_path, SMALL)
+    append(log, batch(2), leader_epoch=3)
+    assert log.leader_epoch_cache.latest_epoch == 3 and _epochs_on_disk(log) == []
+    job = log.begin_flush()
+    assert job is not None and job.epochs is not None
+    assert _epochs_on_disk(log) == []
+    job.run()
+    assert _epochs_on_disk(log) == [(3, 0)]
+    log.complete_flush(job)
+    append(log, batch(2), leader_epoch=3)
+    later = log.begin_flush()
+    assert later is not None and later.epochs is None  # nothing new to write
+    log.close()
+
+
+def test_a_job_does_not_overwrite_a_later_write(tmp_path) -> None:
+    log = open_log(tmp_path, SMALL)
+    append(log, batch(2), leader_epoch=1)
+    append(log, batch(2), leader_epoch=2)
+    stale = log.begin_flush()
+    assert stale is not None and stale.epochs is not None
+    log.truncate_to(2)  # written at once: [(1, 0)]
+    assert _epochs_on_disk(log) == [(1, 0)]
+    stale.run()  # a job begun before, finishing after
+    assert _epochs_on_disk(log) == [(1, 0)]
+    log.close()
+
+
+def test_a_crash_before_the_flush_rebuilds_the_epochs_from_the_batches(tmp_path) -> None:
+    log = open_log(tmp_path, SMALL)
+    fill_at = [append(log, batch(3), leader_epoch=1) for _ in range(5)]
+    log.flush()
+    recovery_point = log.recovery_point
+    assert _epochs_on_disk(log) == [(1, 0)]
+    second = append(log, batch(3), leader_epoch=4)
+    append(log, batch(3), leader_epoch=4)
+    assert _epochs_on_disk(log) == [(1, 0)] and fill_at
+    reopened = open_log(tmp_path, SMALL, recovery_point=recovery_point, clean_shutdown=False)  # `log` never closed
+    expected = [(1, 0), (4, second.first_offset)]
+    assert [(e.epoch, e.start_offset) for e in reopened.leader_epoch_cache.entries] == expected
+    assert _epochs_on_disk(reopened) == expected  # recovery moved the recovery point past them: written
+    reopened.close()
+    log.close()
+
+
+def test_a_log_stopped_for_deletion_gets_no_epoch_write(tmp_path) -> None:
+    log = open_log(tmp_path, SMALL)
+    append(log, batch(2), leader_epoch=2)
+    job = log.begin_flush()
+    assert job is not None
+    log.stop_writes()  # about to be renamed: a new log may take its name
+    job.run()
+    assert _epochs_on_disk(log) == []
+    log.delete()
+
+
+def test_closing_writes_the_epochs(tmp_path) -> None:
+    log = open_log(tmp_path)
+    log.leader_epoch_cache.assign(7, 0)  # a leader that appended nothing yet
+    log.close()
+    assert _epochs_on_disk(log) == [(7, 0)]
+

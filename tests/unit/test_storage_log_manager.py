@@ -77,6 +77,8 @@ def test_leader_epoch_cache_assign_and_end_offsets(tmp_path):
     assert cache.end_offset_for(4) == (4, 100)
     assert cache.end_offset_for(5) == (-1, -1)
     assert cache.epoch_for_offset(50) == 2
+    assert not (tmp_path / "leader-epoch-checkpoint").exists()  # assigned: written by the log's next flush
+    cache.write()
     assert (tmp_path / "leader-epoch-checkpoint").read_text() == "0\n3\n0 0\n2 40\n4 70\n"
     reloaded = LeaderEpochCache(tmp_path, lambda: end[0])
     assert reloaded.entries == cache.entries
@@ -94,14 +96,15 @@ def test_leader_epoch_cache_truncation(tmp_path):
     cache = LeaderEpochCache(tmp_path, lambda: 0)
     for epoch, offset in [(1, 0), (2, 10), (3, 20)]:
         cache.assign(epoch, offset)
+    cache.write()
     cache.truncate_from_end(15)
     assert [(e.epoch, e.start_offset) for e in cache.entries] == [(1, 0), (2, 10)]
     assert LeaderEpochCache(tmp_path, lambda: 0).entries == cache.entries  # truncated from the end: written
     cache.truncate_from_start(12)
     assert [(e.epoch, e.start_offset) for e in cache.entries] == [(2, 12)]
-    # From the start: written later (retention must not fsync on the event loop), by write_if_changed.
+    # From the start: written later (retention must not fsync on the event loop).
     assert [(e.epoch, e.start_offset) for e in LeaderEpochCache(tmp_path, lambda: 0).entries] == [(1, 0), (2, 10)]
-    cache.write_if_changed()
+    cache.write()
     assert LeaderEpochCache(tmp_path, lambda: 0).entries == cache.entries
 
 
@@ -207,4 +210,23 @@ def test_delete_log(tmp_path):
     assert manager.delete_log("t", 0) is None  # idempotent
     recreated = manager.create_log("t", 0)
     assert recreated.log_end_offset == 0
+    manager.shutdown()
+
+
+def test_a_flush_job_in_flight_writes_nothing_into_a_log_recreated_under_the_deleted_ones_name(tmp_path):
+    """delete_log renames the directory; a job begun before must not write the old log's epoch entries or
+    producer snapshots under the old name, which the recreated log now has."""
+    manager = LogManager([tmp_path], SMALL)
+    old = manager.create_log("t", 0)
+    while len(old.segments) < 3:  # rolls: the job carries their producer snapshots
+        append(old, batch(3, value_size=100), leader_epoch=5)
+    job = old.begin_flush()
+    assert job is not None and job.snapshots and job.epochs is not None
+    manager.delete_log("t", 0)
+    manager.wait_for_checkpoints()
+    new = manager.create_log("t", 0)
+    job.run()
+    assert sorted(p.name for p in new.directory.iterdir()) == ["00000000000000000000.index",
+                                                              "00000000000000000000.log",
+                                                              "00000000000000000000.timeindex"]
     manager.shutdown()
