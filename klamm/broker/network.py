@@ -18,7 +18,10 @@ dropped. Socket errors end the connection at this one edge.
 
 A request that fails (its handler raises, or its response cannot be encoded)
 closes its connection after one log line: the client sees EOF and retries,
-rather than waiting forever on a connection that will never answer.
+rather than waiting forever on a connection that will never answer. An error of
+klamm's own anywhere in the read or send path closes the connection the same
+way (asyncio would close it silently for an OSError); a socket that fails on its
+own (reset by the peer) is logged at debug, as Kafka's Selector does.
 
 Kafka's SocketServer limits, all static:
   * queued.max.requests / queued.max.request.bytes (`RequestBudget`): requests
@@ -236,14 +239,20 @@ class ClientConnection(asyncio.BufferedProtocol):
 
     def buffer_updated(self, nbytes: int) -> None:
         self.last_active = time.monotonic()
-        self._sans_io.buffer_updated(nbytes)
-        self.read_requests()
+        try:
+            self._sans_io.buffer_updated(nbytes)
+            self.read_requests()
+        except Exception as exc:
+            self._unexpected("reading requests", exc)
 
     def data_received(self, data: bytes) -> None:
         """Bytes handed in rather than read into get_buffer (tests, tools): copied in."""
         self.last_active = time.monotonic()
-        self._sans_io.receive_data(data)
-        self.read_requests()
+        try:
+            self._sans_io.receive_data(data)
+            self.read_requests()
+        except Exception as exc:
+            self._unexpected("reading requests", exc)
 
     def eof_received(self) -> bool | None:
         # The client is done (Kafka closes a connection whose read hits its end): nothing is written after it.
@@ -253,6 +262,10 @@ class ClientConnection(asyncio.BufferedProtocol):
         return None
 
     def connection_lost(self, exc: Exception | None) -> None:
+        if exc is not None:
+            # The socket failed (reset, timed out, aborted): asyncio closed the transport without a word. Kafka's
+            # Selector logs such a disconnection at debug; klamm's own errors were logged by _unexpected.
+            log.debug("connection from %s lost: %r", self.peer, exc)
         self._closed = True
         self._sans_io.close()
         self.processor.connections.discard(self)
@@ -275,7 +288,19 @@ class ClientConnection(asyncio.BufferedProtocol):
 
     def resume_writing(self) -> None:
         self._writable()
-        self.answer_ready()
+        try:
+            self.answer_ready()
+        except Exception as exc:
+            self._unexpected("sending responses", exc)
+
+    def _unexpected(self, what: str, exc: Exception) -> None:
+        """An error of klamm's own in a protocol callback: one log line naming the connection, then close.
+
+        Raised on, asyncio would close the transport itself, and say nothing at all when the error is an
+        OSError (a file's, not the socket's): the client would see a healthy connection end without a reason.
+        """
+        log.error("closing connection from %s: unexpected error while %s: %r", self.peer, what, exc, exc_info=exc)
+        self.close()
 
     def _writable(self) -> None:
         drained, self._drained = self._drained, None
