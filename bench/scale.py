@@ -18,6 +18,11 @@ Each row runs at three sizes, each on a fresh broker (PLAINTEXT, one node):
 
 The table gives each measure per unit at each size, and `growth`: the exponent k in cost ~ size^k between the
 smallest and the largest size (1: linear, 0: constant; the row's claim is k <= 1 for totals).
+
+Each broker's output goes to .cache/bench-logs/scale-<time>/<its data dir>.log. A broker that exits before the
+bench stops it (killed by a signal, or crashed) fails the row with its exit status and log, not only with the
+client's lost connection: a broker process killed by another program looked exactly like a broker closing the
+connection (SIGKILL: "connection reset by peer" or end of file at the client, and nothing in the log).
 """
 
 from __future__ import annotations
@@ -63,20 +68,26 @@ def rss_mib(pid: int) -> float:
     raise RuntimeError("no VmRSS")
 
 
+LOGS = [ROOT / ".cache" / "bench-logs" / f"scale-{time.strftime('%Y%m%d%H%M%S')}"]  # where brokers' output goes
+
+
 class Serve:
     """A `klamm serve` process on a data directory that outlives it (for restarts)."""
 
     def __init__(self, data: Path) -> None:
         self.data, self.port = data, free_port()
+        self.log = LOGS[0] / f"{data.name}.log"  # restarts append to it
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> float:
         """Seconds from the process's start until it answers a Metadata request."""
         started = time.perf_counter()
-        self.process = subprocess.Popen(
-            [str(KLAMM), "serve", "--override", f"listeners=PLAINTEXT://127.0.0.1:{self.port}",
-             "--override", f"log.dirs={self.data}", "--override", "offsets.topic.num.partitions=1"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.log.parent.mkdir(parents=True, exist_ok=True)
+        with self.log.open("ab") as output:
+            self.process = subprocess.Popen(
+                [str(KLAMM), "serve", "--override", f"listeners=PLAINTEXT://127.0.0.1:{self.port}",
+                 "--override", f"log.dirs={self.data}", "--override", "offsets.topic.num.partitions=1"],
+                stdout=output, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 600
         while True:
             try:
@@ -84,13 +95,32 @@ class Serve:
                 return time.perf_counter() - started
             except (BrokerUnavailable, OSError):
                 if time.monotonic() > deadline or self.process.poll() is not None:
-                    raise RuntimeError("klamm serve did not come up") from None
+                    raise RuntimeError(f"klamm serve did not come up: {self._status()}") from None
                 time.sleep(0.05)
 
     def stop(self) -> None:
+        """SIGTERM and wait; RuntimeError if the process had already exited: nothing the row measured since
+        is the broker's (rows stop their broker in `finally`, so this also says why a request failed)."""
         assert self.process is not None
+        try:  # a process killed a moment ago has reset its connections but may not have been reaped yet
+            self.process.wait(0.5)
+        except subprocess.TimeoutExpired:
+            pass
+        else:
+            raise RuntimeError(f"klamm serve exited before the bench stopped it: {self._status()}")
         self.process.send_signal(signal.SIGTERM)
         self.process.wait(120)
+
+    def _status(self) -> str:
+        assert self.process is not None
+        code = self.process.returncode
+        if code is None:
+            how = "still running"
+        elif code < 0:
+            how = f"killed by {signal.Signals(-code).name}"
+        else:
+            how = f"exit code {code}"
+        return f"pid {self.process.pid} {how}; its output is in {self.log}"
 
     @property
     def rss_mib(self) -> float:
@@ -288,6 +318,7 @@ def main() -> None:
     parser.add_argument("--only", default=",".join(ROWS), help="rows to run, comma-separated")
     args = parser.parse_args()
     BASELINE[0] = baseline_rss()
+    print(f"brokers' output in {LOGS[0]}")
     print(f"empty broker: RSS {BASELINE[0]:.1f} MiB (RSS Δ is above it)")
     print("| row | size | measures |")
     print("|---|---|---|")
