@@ -749,7 +749,8 @@ class Log:
         self.producer_state.truncate_fully_and_start_at(offset)
 
     def close(self) -> None:
-        """Flush, snapshot producer state at the log end, and close every file (idempotent)."""
+        """Flush, snapshot producer state at the log end (if no snapshot of it is on disk), and close every file
+        (idempotent)."""
         if self._closed:
             return
         self._closed = True
@@ -757,7 +758,7 @@ class Log:
         self.flush()
         self.leader_epoch_cache.write()
         self.producer_state.map_end_offset = self.log_end_offset
-        self.producer_state.take_snapshot()
+        self.producer_state.take_snapshot_if_new()
         for segment in self._segments:
             segment.close()
 

@@ -386,6 +386,15 @@ class ProducerStateManager:
         fsync_dir(self.directory)
         return path
 
+    def take_snapshot_if_new(self) -> Path | None:
+        """take_snapshot, unless nothing was ever appended (map end offset 0) or `<map_end_offset>.snapshot` is
+        on disk already (a roll's, or an earlier close's: the state at an offset is the same): as Kafka's
+        takeSnapshot, which writes only past its last snapshot's offset. A broker restarted without traffic
+        then rewrites no snapshot of its thousands of logs."""
+        if self.map_end_offset == 0 or (self.directory / snapshot_name(self.map_end_offset)).exists():
+            return None
+        return self.take_snapshot()
+
     def snapshot_later(self) -> PendingSnapshot:
         """The state as of now, encoded here, for a flush job to write (a roll's snapshot)."""
         offset = self.map_end_offset

@@ -480,3 +480,25 @@ def test_closing_writes_the_epochs(tmp_path) -> None:
     log.close()
     assert _epochs_on_disk(log) == [(7, 0)]
 
+
+
+def test_closing_writes_a_producer_snapshot_only_past_the_last_one(tmp_path) -> None:
+    """As Kafka's takeSnapshot: an empty log gets none, and a log reopened and closed without appends keeps the
+    snapshot it has (a restart without traffic rewrites nothing); an append makes the next close write one."""
+    directory = tmp_path / "topic-0"
+    log = open_log(tmp_path)
+    log.close()
+    assert not list(directory.glob("*.snapshot"))
+    log = open_log(tmp_path)
+    append(log, batch(2))
+    log.close()
+    snapshot = directory / "00000000000000000002.snapshot"
+    written = snapshot.stat().st_mtime_ns
+    os.utime(snapshot, ns=(written - 10**9, written - 10**9))  # a rewrite would show as a new mtime
+    log = open_log(tmp_path)
+    log.close()
+    assert snapshot.stat().st_mtime_ns == written - 10**9
+    log = open_log(tmp_path)
+    append(log, batch(1))
+    log.close()
+    assert sorted(p.name for p in directory.glob("*.snapshot"))[-1] == "00000000000000000003.snapshot"
