@@ -40,7 +40,10 @@
 # nothing (offsets_for_times at once on a new topic: a record past the HW is not found, in Kafka too,
 # until the followers have fetched it), test_consumer_seek_to_end reads a record at once after
 # seek_to_end (the latest offset is the HW, which a follower may not have taken past the last acks=1
-# record yet). Skipped: the two GSSAPI tests, test_sasl_unknown_topic_describe
+# record yet); test_concurrent_send_on_different_connection_groups fetches from a random broker at
+# once after checking the new topic on another (brokers apply metadata on their own, in Kafka too).
+# test_manual_subscribe_pattern failed once in 2026-11-26's runs (partition 1 read twice, partition 0
+# not at all) and passed the 6 reruns: not explained. Skipped: the two GSSAPI tests, test_sasl_unknown_topic_describe
 # (Kafka < 1.0 only), and test_protocol's 103 cases of an empty parametrization.
 #
 # KAFKA_VERSION (default 2.8.1, the Makefile's) gates the tests (@kafka_versions). Broker logs and

@@ -15,6 +15,10 @@
 #            broker: a small pytest plugin (written to WORK, loaded with -p) makes it 3. KP_REPLICAS=1
 #            runs the suite as it is (its topics at RF 1, so min.insync.replicas stays 1: acks=all to a
 #            one-replica topic with min.insync.replicas=2 is NOT_ENOUGH_REPLICAS, in Kafka too).
+#            Not klamm's there: test_create_partitions asks for new partitions of one replica each
+#            ([[0], [0]]) on its 3-replica topic, which Kafka refuses with INVALID_REPLICA_ASSIGNMENT too;
+#            test_delete_records takes one poll() to return the records of six partitions, which on
+#            three brokers returns as soon as the first leaders answer (polling on, every offset is right).
 #   sasl     test_sasl_integration.py alone (it skips itself under KAFKA_URI and otherwise spawns a JVM
 #            broker): one klamm with a SASL_PLAINTEXT listener (PLAIN, and SCRAM-SHA-256/512 credentials
 #            added by `klamm storage format --add-scram`) for the fixture's user alice; a small plugin
