@@ -51,6 +51,15 @@ async def _closed_by_server(client: socket.socket) -> None:
     assert data == b"", f"an answer came instead of the close: {data!r}"
 
 
+async def _gone(processor: Processor, connection: ClientConnection) -> None:
+    """Waits (bounded) until the processor has dropped `connection`."""
+    for _ in range(500):
+        if connection not in processor.connections:
+            return
+        await asyncio.sleep(0.01)
+    assert connection not in processor.connections
+
+
 def _network_records(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
     return [r for r in caplog.records if r.name == "klamm.network"]
 
@@ -97,11 +106,7 @@ def test_a_connection_reset_by_the_client_is_logged_at_debug_with_the_reason(
         # Unread bytes plus SO_LINGER 0: the close sends a reset, which the server's next read reports.
         client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
         client.close()
-        for _ in range(500):
-            if made[0] not in processor.connections:
-                break
-            await asyncio.sleep(0.01)
-        assert made[0] not in processor.connections
+        await _gone(processor, made[0])
 
     with caplog.at_level(logging.DEBUG, logger="klamm.network"):
         asyncio.run(main())
@@ -119,11 +124,7 @@ def test_a_clean_close_by_the_client_logs_nothing(caplog: pytest.LogCaptureFixtu
         processor = Processor(0, handler, lambda: SUPPORTED, 1 << 20, 600_000, False)
         client, made = await _accept_one(processor)
         client.close()
-        for _ in range(500):
-            if made[0] not in processor.connections:
-                break
-            await asyncio.sleep(0.01)
-        assert made[0] not in processor.connections
+        await _gone(processor, made[0])
 
     with caplog.at_level(logging.DEBUG, logger="klamm.network"):
         asyncio.run(main())
