@@ -108,16 +108,16 @@ class LeaderEpochCache:
     def latest_epoch(self) -> int:
         return self.entries[-1].epoch if self.entries else UNDEFINED_EPOCH
 
-    def assign(self, epoch: int, start_offset: int, *, write: bool = False) -> bool:
+    def assign(self, epoch: int, start_offset: int) -> bool:
         """Record that `epoch` starts at `start_offset` (no-op if it is already the latest epoch); whether the
-        entries changed. Written by the log's next flush job (see the module docstring), or now with `write`."""
+        entries changed. Written by the log's next flush job (see the module docstring) or `write()`."""
         if epoch < 0 or start_offset < 0:
             raise ValueError(f"invalid epoch entry ({epoch}, {start_offset})")
         latest = self.entries[-1] if self.entries else None
         if latest is not None and latest.epoch == epoch and latest.start_offset <= start_offset:
             return False
         kept = [e for e in self.entries if e.epoch < epoch and e.start_offset < start_offset]
-        self._changed(kept + [EpochEntry(epoch, start_offset)], write=write)
+        self._changed(kept + [EpochEntry(epoch, start_offset)], write=False)
         return True
 
     def end_offset_for(self, epoch: int) -> tuple[int, int]:

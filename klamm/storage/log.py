@@ -755,8 +755,7 @@ class Log:
             return
         self._closed = True
         self._cancel_spare()
-        self.flush()
-        self.leader_epoch_cache.write()
+        self.flush()  # its job writes epoch entries the checkpoint lacks
         self.producer_state.map_end_offset = self.log_end_offset
         self.producer_state.take_snapshot_if_new()
         for segment in self._segments:
