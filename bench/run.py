@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import datetime as dt
 import json
 import os
@@ -145,13 +146,24 @@ def make_workloads(scale: float) -> list[Workload]:
 
 
 ROLL_SEGMENT_BYTES = 65_536
+# Paced records sent before the measured ones, at the workload's rate. The Java client is still compiling
+# its own code for 2-3 s after it starts on two cores (the JIT's compilations per second: ~1,230 in each of
+# the first two seconds, 442 in the third, 182 in the fourth), and records sent meanwhile wait for it: with
+# 500, four fifths of a run's records over 5 ms were in its first two measured seconds (BENCHMARKS.md).
+LATENCY_WARMUP = 3_000
+
+
+def background_start_s(w: Workload) -> float:
+    """When a latency workload's background event (a deletion, the cleaner) starts, after its client: 1.5 s
+    (the client's start and its first record) and the warm-up, so it falls early in the measured records."""
+    return 1.5 + LATENCY_WARMUP * w.interval_us / 1e6
 LOOP_STALLS_MS: float | None = None  # --loop-stalls
 LATENCY_KINDS = ("latency", "latency-delete", "latency-during")
 
 
 def workload_timeout(w: Workload, scale: float, mult: float) -> float:
     if w.kind in LATENCY_KINDS:
-        t = 60 + w.records * w.interval_us / 1e6 * 3 + (LOAD_LEAD_S if w.load else 0)
+        t = 60 + (w.records + LATENCY_WARMUP) * w.interval_us / 1e6 * 3 + (LOAD_LEAD_S if w.load else 0)
     else:
         t = 60 + w.base_timeout * scale
     return t * mult
@@ -712,7 +724,7 @@ def run_one(b: Broker, w: Workload, client: str, java_cmd, runid: str, seed_topi
             res = run_client(client, java_cmd, "latency",
                              dict(bootstrap=b.bootstrap, topic=topic, records=w.records,
                                   size=w.size, acks=w.acks, interval_us=w.interval_us,
-                                  timeout_ms=60_000), timeout, logdir, tag, b)
+                                  warmup=LATENCY_WARMUP, timeout_ms=60_000), timeout, logdir, tag, b)
         finally:
             if loader is not None:
                 res["load"] = stop_load(loader, tag, logdir)
@@ -761,7 +773,7 @@ def start_load(b: Broker, w: Workload, latency_topic: str, timeout: float, logdi
     """The background producer of a `load` workload (librdkafka, whatever client is measured)."""
     topic = f"{latency_topic}-load"
     create_topic(b.bootstrap, topic, COMPACTED_LOAD_CONFIGS)
-    seconds = LOAD_LEAD_S + (w.records + 500) * w.interval_us / 1e6 + 15
+    seconds = LOAD_LEAD_S + (w.records + LATENCY_WARMUP) * w.interval_us / 1e6 + 15
     cmd = [str(PYTHON), str(BENCH / "rdk_worker.py"), "load", f"bootstrap={b.bootstrap}", f"topic={topic}",
            f"seconds={min(seconds, timeout)}", "rate=20000", "size=200", "keys=10000"]
     return subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=open(logdir / f"{tag}-load.out", "wb"),
@@ -808,7 +820,7 @@ def fill_segments(bootstrap: str, topic: str, segments: int) -> None:
 
 def latency_while_deleting(b: Broker, w: Workload, client: str, java_cmd, runid: str, timeout: float,
                            logdir: Path, tag: str) -> dict:
-    """The latency workload, with a topic of `w.segments` segments deleted 2 s into it
+    """The latency workload, with a topic of `w.segments` segments deleted early in its measured records
     (file.delete.delay.ms=0: its files are removed at once, by klamm's executor)."""
     from confluent_kafka.admin import AdminClient
 
@@ -822,7 +834,7 @@ def latency_while_deleting(b: Broker, w: Workload, client: str, java_cmd, runid:
     create_topic(b.bootstrap, topic)
     worker, outcome = latency_client(b, w, client, java_cmd, topic, timeout, logdir, tag)
     worker.start()
-    time.sleep(2.0)
+    time.sleep(background_start_s(w))
     admin = AdminClient({"bootstrap.servers": b.bootstrap, "log_level": 0})
     t0 = time.monotonic()
     admin.delete_topics([bulk], operation_timeout=30)[bulk].result(timeout=60)
@@ -841,24 +853,24 @@ def latency_client(b: Broker, w: Workload, client: str, java_cmd, topic: str, ti
     outcome: dict = {}
     worker = threading.Thread(target=lambda: outcome.update(run_client(
         client, java_cmd, "latency", dict(bootstrap=b.bootstrap, topic=topic, records=w.records, size=w.size,
-                                          acks=w.acks, interval_us=w.interval_us, timeout_ms=60_000),
+                                          acks=w.acks, interval_us=w.interval_us, warmup=LATENCY_WARMUP,
+                                          timeout_ms=60_000),
         timeout, logdir, tag, b)))
     return worker, outcome
 
 
 CLEANER_FILL_RECORDS = 300_000  # 200 B values over 10,000 keys: ~60 MiB in 1 MiB segments, ~97 % of it stale
-CLEANER_START_S = 2.0
 
 
 def latency_during(b: Broker, w: Workload, client: str, java_cmd, runid: str, timeout: float,
                    logdir: Path, tag: str) -> dict:
     """The latency workload while other work goes on in the broker, on another topic: `w.during`
-    "cleaner" (a compacted topic filled beforehand, made cleanable 2 s in) or "rebalance" (a consumer
+    "cleaner" (a compacted topic filled beforehand, made cleanable early in the measured records) or "rebalance" (a consumer
     group joined and left over and over). The background's own figures are in the result's "background"."""
     other = f"{w.key}-other-{client}-{runid}"
     if w.during == "cleaner":
         prepare_cleaner(b, other)
-        background = clean_during
+        background = functools.partial(clean_during, start_s=background_start_s(w))
     elif w.during == "rebalance":
         create_topic(b.bootstrap, other, partitions=4)
         background = Rebalancer(b, other).run
@@ -907,11 +919,11 @@ def prepare_cleaner(b: Broker, topic: str) -> None:
         raise RuntimeError(f"filling {topic}: records left unsent")
 
 
-def clean_during(b: Broker, topic: str, stop: threading.Event) -> dict:
-    """CLEANER_START_S into the measurement, make `topic` cleanable; count the broker log's cleanings of it."""
+def clean_during(b: Broker, topic: str, stop: threading.Event, start_s: float) -> dict:
+    """`start_s` after the client started, make `topic` cleanable; count the broker log's cleanings of it."""
     from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
 
-    if stop.wait(CLEANER_START_S):
+    if stop.wait(start_s):
         return {"ok": False, "error": "the measurement ended before the cleaner was started"}
     admin = AdminClient({"bootstrap.servers": b.bootstrap, "log_level": 0})
     resource = ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=[
@@ -1201,15 +1213,15 @@ def write_report(path: Path, info: dict, header: list[str], rows: list[list[str]
                "once per broker. latency = producer (linger.ms=0, acks=1) sends one 100 B record per "
                "ms while a consumer in the same process polls (librdkafka: poll() per record; Java: "
                "poll(100 ms)); latency = receive time − send time carried in the record (one "
-               "clock); a warm-up record that must arrive first and 500 paced records after it "
-               "are not measured. Client fetch settings are the clients' defaults "
+               f"clock); a warm-up record that must arrive first and {LATENCY_WARMUP:,} paced records after "
+               "it are not measured (the Java client compiles its code for its first 2-3 s). Client fetch settings are the clients' defaults "
                "(fetch.wait.max.ms / fetch.max.wait.ms = 500). latency-delete (klamm only) = the same, "
                "while a topic of 10,000 one-batch segments (internal.segment.bytes=250, "
-               "file.delete.delay.ms=0) is deleted 2 s in. latency-all = latency with acks=all. "
+               "file.delete.delay.ms=0) is deleted 0.5-1 s into the measured records. latency-all = latency with acks=all. "
                f"latency-roll (klamm only) = latency on a topic of internal.segment.bytes={ROLL_SEGMENT_BYTES} "
                "(a segment rolled about every 0.4 s). latency-cleaner (klamm only) = latency while the cleaner "
                f"compacts another topic ({CLEANER_FILL_RECORDS:,} records of 200 B over 10,000 keys in 1 MiB "
-               "segments, written before and made cleanable 2 s in). latency-rebalance (klamm only) = latency "
+               "segments, written before and made cleanable 0.5-1 s into the measured records). latency-rebalance (klamm only) = latency "
                "while a group of two consumers of another topic (4 partitions) has a third member join and "
                f"leave every {REBALANCE_PERIOD_S:g} s.")
     if cluster_rows:
