@@ -8,8 +8,10 @@ A watchdog thread looks at the callback running every 0.25 ms; one running past 
 thread's stack taken (sys._current_frames) every 0.5 ms while it goes on, so a stall is named by the frames
 it spent its time in, not by where its task happened to stop. A stall that holds the GIL in Python code lets
 the watchdog in only every switch interval (5 ms): the stacks of stalls shorter than that are often missing,
-but their durations are counted. The summary (written every 5 s and at exit) groups stalls by the innermost
-klamm frames of their stacks: count, total and worst milliseconds, and one full stack.
+but their durations are counted. The summary (written at exit, and every LOOP_STALLS_WRITE_EVERY_S seconds
+if set) groups stalls by the innermost klamm frames of their stacks: count, total and worst milliseconds, and
+one full stack; its "timeline" has every stall's end (Unix time), duration and place, to pick out those of a
+measured window.
 
 asyncio's own debug mode (loop.slow_callback_duration) names the same callbacks, but records a traceback
 for every handle made, which slows every request several times over; this costs two clock reads per callback.
@@ -30,6 +32,10 @@ from asyncio import events
 from pathlib import Path
 
 SAMPLE_S = 0.0005
+# Writing the summary holds the interpreter lock for up to hundreds of milliseconds once there are many
+# stalls with stacks, which then shows up as stalls of the loop (every 5 s when this was 5): by default it is
+# written once, when the broker exits (SIGTERM, as bench/run.py stops it).
+WRITE_EVERY_S = float(os.environ.get("LOOP_STALLS_WRITE_EVERY_S", "0"))
 
 
 class StallSampler:
@@ -64,7 +70,8 @@ class StallSampler:
 
         events.Handle._run = timed_run  # type: ignore[method-assign]
         threading.Thread(target=self.watch, name="loop-stall-watchdog", daemon=True).start()
-        threading.Thread(target=self.write_periodically, name="loop-stall-writer", daemon=True).start()
+        if WRITE_EVERY_S > 0:
+            threading.Thread(target=self.write_periodically, name="loop-stall-writer", daemon=True).start()
         atexit.register(self.write)
 
     def record(self, handle: object, took: float, seq: int) -> None:
@@ -98,17 +105,19 @@ class StallSampler:
 
     def write_periodically(self) -> None:
         while True:
-            time.sleep(5)
+            time.sleep(WRITE_EVERY_S)
             self.write()
 
     def summary(self) -> dict:
         groups: dict[str, dict] = {}
+        timeline = []
         for stall in list(self.stalls):
             # the stall's heaviest place: the most frequent innermost-klamm frame of its samples
             places: dict[str, int] = {}
             for stack in stall["stacks"]:
                 places[_place(stack)] = places.get(_place(stack), 0) + 1
             place = max(places, key=places.get) if places else "(not sampled) " + _callback_name(stall["callback"])
+            timeline.append({"at": round(stall["at"], 4), "ms": stall["ms"], "place": place})
             group = groups.setdefault(place, {"place": place, "count": 0, "total_ms": 0.0, "max_ms": 0.0,
                                               "example_callback": "", "example_stack": []})
             group["count"] += 1
@@ -121,7 +130,7 @@ class StallSampler:
         durations = sorted(s["ms"] for s in self.stalls)
         return {"threshold_ms": self.threshold_s * 1000, "callbacks": self.callbacks, "stalls": len(durations),
                 "stall_ms_total": round(sum(durations), 3), "worst_ms": durations[-10:][::-1],
-                "places": ranked}
+                "places": ranked, "timeline": timeline}
 
     def write(self) -> None:
         try:

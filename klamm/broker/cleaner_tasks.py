@@ -28,6 +28,7 @@ import asyncio
 import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +45,7 @@ from klamm.storage.cleaner import (
     LogToClean,
     SegmentChanged,
     commit_clean,
+    make_swaps_durable,
     grab_filthiest,
     log_to_clean,
     prepare_clean,
@@ -97,6 +99,8 @@ class LogCleanerService:
         self._uncleanable: dict[Path, set[tuple[str, int]]] = {}
         self._crashes: dict[tuple[str, int], int] = {}  # process deaths in a row per partition
         self._executor: ThreadPoolExecutor | None = None
+        # A cleaning's directory fsync and checkpoint write: one thread, so checkpoints land in order.
+        self._commit_executor = ThreadPoolExecutor(1, thread_name_prefix="klamm-cleaner-commit")
         self._tasks: list[asyncio.Task[None]] = []
 
     # metrics: totals over the workers
@@ -159,9 +163,13 @@ class LogCleanerService:
                 raise LogCleaningFailed(target, e) from e
             partition = self.broker.replicas.partitions.get(key)
             delay_ms = partition.config.file_delete_delay_ms if partition is not None else 60_000
-            self.broker.delayed_deletes.segments(replaced, delay_ms)
-            if complete:
-                self._checkpoint(target, result.end_offset)
+            loop = asyncio.get_running_loop()
+            try:  # the swap's directory fsync waits on the journal: never on the loop
+                await loop.run_in_executor(self._commit_executor, make_swaps_durable, target.directory)
+            finally:  # unlinked only once the renames that detached them are durable
+                self.broker.delayed_deletes.segments(replaced, delay_ms)
+            if complete and self.broker.logs.get_log(*key) is target:
+                await loop.run_in_executor(self._commit_executor, self._record_checkpoint(target, result.end_offset))
             log.info("cleaned %s-%d up to offset %d: %d segment(s) replaced, %d bytes read, %d written",
                      target.topic, target.partition, result.end_offset, len(replaced),
                      cleaner.bytes_read - read_before, cleaner.bytes_written - written_before)
@@ -261,10 +269,12 @@ class LogCleanerService:
         except Exception:  # noqa: BLE001 (the very log whose reading failed: a scrape must not fail with it)
             return 0
 
-    def _checkpoint(self, target: Any, offset: int) -> None:
+    def _record_checkpoint(self, target: Any, offset: int) -> Callable[[], None]:
+        """Record `offset` as `target`'s clean point; the write of its dir's file, for the commit thread
+        (one thread: the files are written in the order their contents were recorded)."""
         assert self.checkpoints is not None
         live = {(log_.topic, log_.partition) for log_ in self.broker.logs.all_logs()}
-        self.checkpoints.update(target, offset, live)
+        return self.checkpoints.record(target, offset, live).write
 
     async def stop(self) -> None:
         """Stop the workers (a cleaning in progress aborts and removes its files)."""
@@ -278,3 +288,4 @@ class LogCleanerService:
         await asyncio.gather(*(loop.run_in_executor(None, cleaner.close) for cleaner in self.cleaners))
         if self._executor is not None:
             await loop.run_in_executor(None, self._executor.shutdown)
+        await loop.run_in_executor(None, self._commit_executor.shutdown)

@@ -36,10 +36,18 @@ On-disk protocol of a swap (files named as in klamm.storage.segment, plus a suff
 
     1. worker:  write <B>.log.cleaned (+ .index.cleaned, .timeindex.cleaned), fsync (the cleaner process)
     2. owner:   rename the replaced segments except the first to *.deleted
-    3. owner:   rename the cleaned files to *.swap (the .log last), fsync the directory
+    3. owner:   rename the cleaned files to *.swap (the .log last)
     4. owner:   rename the first replaced segment (base B) to *.deleted
-    5. owner:   rename the .swap files to their final names (the .log last), fsync the directory
-    6. later:   close and unlink the *.deleted files (after file.delete.delay.ms)
+    5. owner:   rename the .swap files to their final names (the .log last)
+    6. thread:  fsync the directory, then write cleaner-offset-checkpoint
+    7. later:   close and unlink the *.deleted files (after file.delete.delay.ms, and after 6)
+
+The renames are not fsynced one by one, as in Kafka's LocalLog.replaceSegments (which flushes the
+directory once, after the last): a journaling filesystem (ext4, xfs) makes metadata changes durable in
+the order they were made, so a crash leaves a prefix of steps 2-5 on disk, which the invariant below
+covers. Step 6 runs off the event loop (a directory fsync waits for the journal, tens of milliseconds
+while other files are being written); until it has run the swap may be lost in a crash, leaving the old
+segments, and the checkpoint never claims a cleaning that is not on disk.
 
 Invariant for recovery (recover_interrupted_swaps, run by Log.open): while a
 `<B>.log.swap` exists, every segment it replaces is `.deleted` except possibly
@@ -116,6 +124,7 @@ __all__ = [
     "CleanPlan",
     "CleanResult",
     "Cleaner",
+    "CheckpointWrite",
     "CleanerCheckpoints",
     "CleanerCrashed",
     "CleaningAborted",
@@ -124,6 +133,7 @@ __all__ = [
     "SegmentChanged",
     "commit_clean",
     "grab_filthiest",
+    "make_swaps_durable",
     "log_to_clean",
     "prepare_clean",
     "recover_interrupted_swaps",
@@ -946,15 +956,23 @@ def commit_clean(log: Log, result: CleanResult) -> tuple[bool, list[LogSegment]]
 
 
 def swap_in(new: LogSegment, old: list[LogSegment]) -> None:
-    """Steps 2-5 of the protocol in the module docstring: `new` (named *.cleaned) replaces `old`."""
-    directory = new.log_path.parent
+    """Steps 2-5 of the protocol in the module docstring: `new` (named *.cleaned) replaces `old`. Renames
+    only: the caller makes them durable (step 6, `fsync_dir` of the log's directory) before the replaced
+    files are unlinked."""
     for segment in old[1:]:
         _set_suffix(segment, DELETED_SUFFIX)
     _set_suffix(new, SWAP_SUFFIX)
-    fsync_dir(directory)
     _set_suffix(old[0], DELETED_SUFFIX)
     _set_suffix(new, "")
-    fsync_dir(directory)
+
+
+def make_swaps_durable(directory: Path) -> None:
+    """Step 6's fsync (any thread): the renames of swap_in in `directory`, durable; nothing when the log
+    was deleted since (its directory renamed away)."""
+    try:
+        fsync_dir(directory)
+    except FileNotFoundError:
+        pass
 
 
 def _set_suffix(segment: LogSegment, suffix: str) -> None:
@@ -1036,8 +1054,24 @@ class CleanerCheckpoints:
 
     def update(self, log: Log, offset: int, live: set[tuple[str, int]]) -> None:
         """Record `offset` for `log` and rewrite its dir's file, dropping logs no longer `live`."""
+        self.record(log, offset, live).write()
+
+    def record(self, log: Log, offset: int, live: set[tuple[str, int]]) -> CheckpointWrite:
+        """Record `offset` for `log`, dropping logs no longer `live`; the write of its dir's file, to run on
+        any thread (writes of one dir must run in the order they were recorded)."""
         log_dir = log.directory.parent
         offsets = {key: value for key, value in self._offsets.get(log_dir, {}).items() if key in live}
         offsets[(log.topic, log.partition)] = offset
         self._offsets[log_dir] = offsets
-        write_offset_checkpoint(log_dir / CLEANER_OFFSET_CHECKPOINT, offsets)
+        return CheckpointWrite(log_dir / CLEANER_OFFSET_CHECKPOINT, dict(offsets))
+
+
+@dataclass(frozen=True)
+class CheckpointWrite:
+    """A cleaner-offset-checkpoint's contents at one point, to be written."""
+
+    path: Path
+    offsets: dict[tuple[str, int], int]
+
+    def write(self) -> None:
+        write_offset_checkpoint(self.path, self.offsets)

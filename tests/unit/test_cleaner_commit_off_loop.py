@@ -1,0 +1,64 @@
+"""A cleaning's swap is committed off the event loop: its directory fsync and the cleaner-offset-checkpoint
+write wait on the filesystem's journal (tens of milliseconds while other files are written), which on the
+loop held every connection's requests. The renames stay on the loop (readers never see a half-swapped log);
+the replaced segments' files are unlinked only after the fsync made those renames durable."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+from test_cleaner_process import fake_broker
+
+from klamm.broker.cleaner_tasks import LogCleanerService
+from klamm.broker import log_tasks
+from klamm.storage import checkpoint, cleaner
+from klamm.storage.cleaner import CLEANER_OFFSET_CHECKPOINT, CleanerCheckpoints
+
+
+def test_the_fsync_and_the_checkpoint_of_a_cleaning_run_off_the_loop_and_before_the_unlinks(tmp_path, monkeypatch):
+    broker, log = fake_broker(tmp_path)
+    events: list[tuple[str, bool]] = []  # (what, on the loop's thread)
+    loop_thread: list[int] = []
+    real_fsync, real_write, real_delete = (cleaner.fsync_dir, checkpoint.write_offset_checkpoint,
+                                             log_tasks.delete_segments)
+
+    def on_loop() -> bool:
+        return threading.get_ident() == loop_thread[0]
+
+    def fsync_dir(directory):
+        if directory == log.directory:
+            events.append(("fsync", on_loop()))
+        real_fsync(directory)
+
+    def write_offset_checkpoint(path, offsets):
+        if path.name == CLEANER_OFFSET_CHECKPOINT:
+            events.append(("checkpoint", on_loop()))
+        real_write(path, offsets)
+
+    def delete_segments(segments):
+        events.append(("unlink", on_loop()))
+        real_delete(segments)
+
+    monkeypatch.setattr(cleaner, "fsync_dir", fsync_dir)
+    monkeypatch.setattr(cleaner, "write_offset_checkpoint", write_offset_checkpoint)
+    monkeypatch.setattr(log_tasks, "delete_segments", delete_segments)
+    before = len(log.segments)
+
+    async def run() -> None:
+        loop_thread.append(threading.get_ident())
+        service = LogCleanerService(broker)
+        service.checkpoints = CleanerCheckpoints([tmp_path])  # what start() does, without its periodic tasks
+        [worker] = service.cleaners
+        try:
+            assert await service.clean_once(worker)
+            await broker.delayed_deletes.stop()  # file.delete.delay.ms=0: the unlinks, waited for
+        finally:
+            await service.stop()
+
+    asyncio.run(asyncio.wait_for(run(), 60))
+    assert len(log.segments) < before  # the cleaning was swapped in
+    assert events[:2] == [("fsync", False), ("checkpoint", False)]
+    assert events[2:] and all(event == ("unlink", False) for event in events[2:])
+    assert CleanerCheckpoints([tmp_path]).get(log) == log.segments[-1].base_offset
+    broker.logs.shutdown()
