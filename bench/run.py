@@ -836,14 +836,15 @@ def latency_while_deleting(b: Broker, w: Workload, client: str, java_cmd, runid:
     worker.start()
     time.sleep(background_start_s(w))
     admin = AdminClient({"bootstrap.servers": b.bootstrap, "log_level": 0})
-    t0 = time.monotonic()
+    t0, deleted_at = time.monotonic(), time.time()
     admin.delete_topics([bulk], operation_timeout=30)[bulk].result(timeout=60)
     acked = time.monotonic() - t0
     while data is not None and list(data.glob(f"{bulk}-0*")) and time.monotonic() - t0 < 120:
         time.sleep(0.05)
     removed = time.monotonic() - t0
     worker.join()
-    outcome.update(segments=segments, delete_acked_s=round(acked, 3), delete_removed_s=round(removed, 3))
+    outcome.update(segments=segments, delete_acked_s=round(acked, 3), delete_removed_s=round(removed, 3),
+                   deleted_at=round(deleted_at, 3))  # Unix time: to find the deletion in a loop-stalls timeline
     return outcome
 
 
