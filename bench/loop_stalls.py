@@ -11,7 +11,7 @@ the watchdog in only every switch interval (5 ms): the stacks of stalls shorter 
 but their durations are counted. The summary (written at exit, and every LOOP_STALLS_WRITE_EVERY_S seconds
 if set) groups stalls by the innermost klamm frames of their stacks: count, total and worst milliseconds, and
 one full stack; its "timeline" has every stall's end (Unix time), duration and place, to pick out those of a
-measured window.
+measured window, and "collections" every garbage collection over the threshold (generation, end, duration).
 
 asyncio's own debug mode (loop.slow_callback_duration) names the same callbacks, but records a traceback
 for every handle made, which slows every request several times over; this costs two clock reads per callback.
@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import atexit
+import gc
 import json
 import os
 import sys
@@ -48,6 +49,8 @@ class StallSampler:
         self.stalls: list[dict] = []  # each: ms, callback, stacks (lists of "file:line function")
         self.samples: dict[int, list[list[str]]] = {}
         self.callbacks = 0
+        self.collection_started = 0.0
+        self.collections: list[dict] = []  # garbage collections over the threshold
         self.lock = threading.Lock()
 
     def install(self) -> None:
@@ -69,6 +72,7 @@ class StallSampler:
                     sampler.record(handle, took, seq)
 
         events.Handle._run = timed_run  # type: ignore[method-assign]
+        gc.callbacks.append(self.time_collection)
         threading.Thread(target=self.watch, name="loop-stall-watchdog", daemon=True).start()
         if WRITE_EVERY_S > 0:
             threading.Thread(target=self.write_periodically, name="loop-stall-writer", daemon=True).start()
@@ -83,6 +87,18 @@ class StallSampler:
             callback = type(handle).__name__
         self.stalls.append({"ms": round(took * 1000, 3), "at": time.time(), "callback": callback,
                             "stacks": stacks})
+
+    def time_collection(self, phase: str, info: dict[str, int]) -> None:
+        """Every cyclic garbage collection over the threshold, in `collections` (it holds the lock throughout:
+        the watchdog cannot sample a stall it causes)."""
+        if phase == "start":
+            self.collection_started = time.perf_counter()
+            return
+        took = time.perf_counter() - self.collection_started
+        if took >= self.threshold_s:
+            self.collections.append({"at": round(time.time(), 4), "ms": round(took * 1000, 3),
+                                     "generation": info["generation"], "collected": info["collected"],
+                                     "thread": threading.current_thread().name})
 
     def watch(self) -> None:
         while True:
@@ -130,7 +146,7 @@ class StallSampler:
         durations = sorted(s["ms"] for s in self.stalls)
         return {"threshold_ms": self.threshold_s * 1000, "callbacks": self.callbacks, "stalls": len(durations),
                 "stall_ms_total": round(sum(durations), 3), "worst_ms": durations[-10:][::-1],
-                "places": ranked, "timeline": timeline}
+                "places": ranked, "timeline": timeline, "collections": list(self.collections)}
 
     def write(self) -> None:
         try:
