@@ -10,7 +10,8 @@
 # Extra node settings go in the array EXTRA (KEY=VALUE, appended to every node's properties; a key
 # given again there wins). Extra listeners: define a function node_listeners NODE_ID printing
 # ",NAME://host:port..." (ports free_port gave beforehand); they join the node's listeners and
-# advertised.listeners.
+# advertised.listeners. PORTS[N] set after sourcing and before `start_nodes cluster` fixes node N's
+# PLAINTEXT port (for a suite that dials a fixed address).
 # Every node started is killed when the sourcing script exits (an EXIT trap). Logs, properties and
 # log dirs are in WORK (nodeN.log, nodeN.properties, nodeN/).
 
@@ -86,7 +87,7 @@ start_cluster() {
     controller=$(free_port)
     cluster_id=$("$KLAMM" storage random-uuid)
     for id in 0 1 2; do
-        PORTS[$id]=$(free_port)
+        PORTS[$id]=${PORTS[$id]:-$(free_port)}  # a port set before start_nodes stays
         advertised="PLAINTEXT://localhost:${PORTS[$id]}$(more_listeners "$id")"
         roles=broker listeners=$advertised
         if [ "$id" = 0 ]; then
