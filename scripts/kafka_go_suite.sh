@@ -67,14 +67,15 @@
 #   Kafka 4.0 failure: kafka-go's CI runs Kafka 2.7-3.7, its 4.0 job is commented out.)
 # In cluster mode, also the suite's own (it takes the cluster for its one broker, id 1 on 9092):
 # - TestConn/the_connection_advertises_the_broker_that_it_is_connected_to, .../test_list_brokers,
-#   .../test_retrieve_controller, TestDialerTLS, TestDialerResolver/*: they expect broker 1 on 9092 to
-#   lead every partition, be the only broker and the controller (TestConn dials partition 0's leader).
+#   .../test_retrieve_controller, and TestDialer, TestDialerTLS, TestDialerResolver/* whenever their
+#   new topic's replica is placed on another node: they expect broker 1 on 9092 to lead every
+#   partition, be the only broker and the controller (TestConn dials partition 0's leader).
 # - TestConn/test_list_groups, .../test_heartbeat_once_group_has_been_created
 #   (.../test_fetch_and_commit_offset, by chance): they send group requests to whichever broker the
 #   connection has, which is NOT_COORDINATOR unless it is the group's coordinator (Kafka's group
 #   coordinator answers the same).
-# - TestRebalanceTooManyConsumers, TestConsumerGroupWithTopic, TestConsumerGroupWithGroupTopicsSingle:
-#   a reader joins a group on a topic that does not exist yet. The leader's Metadata request
+# - TestConsumerGroupWithTopic, TestConsumerGroupWithGroupTopicsSingle, TestRebalanceTooManyConsumers
+#   (the last in some runs): a reader joins a group on a topic that does not exist yet. The leader's Metadata request
 #   (auto-creation allowed) reaches a broker-only node, which answers UNKNOWN_TOPIC_OR_PARTITION while
 #   the controller creates the topic, as a KRaft Kafka broker does (AutoTopicCreationManager.
 #   sendCreateTopicRequest); kafka-go then assigns nothing (consumergroup.go assignTopicPartitions
