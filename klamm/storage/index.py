@@ -38,6 +38,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from klamm.storage.stored_path import StoredPath
+
 _Bytes = bytes | bytearray | mmap.mmap
 
 
@@ -49,6 +51,7 @@ class _Index:
     """Shared machinery: an append-only array of fixed-size entries in a file."""
 
     ENTRY: struct.Struct
+    path = StoredPath()
 
     def __init__(self, path: Path, base_offset: int, max_index_bytes: int) -> None:
         self.path = path

@@ -63,6 +63,7 @@ from klamm.protocol.batch import (
 from klamm.storage.config import LogConfig
 from klamm.storage.index import CorruptIndex, OffsetIndex, TimeIndex
 from klamm.storage.shared_file import SharedFile
+from klamm.storage.stored_path import StoredPath
 from klamm.storage.txn_index import TXN_INDEX_SUFFIX, TransactionIndex
 
 LOG_SUFFIX = ".log"
@@ -211,6 +212,8 @@ class SegmentSummary:
 
 class LogSegment:
     """A `.log` file with its indexes; see the module docstring for format and invariants."""
+
+    log_path = StoredPath()
 
     def __init__(
         self, directory: Path, base_offset: int, config: LogConfig, created_ms: int, suffix: str = "",

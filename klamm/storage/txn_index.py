@@ -23,6 +23,8 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
+from klamm.storage.stored_path import StoredPath
+
 TXN_INDEX_SUFFIX = ".txnindex"
 _VERSION = 0
 _ENTRY = struct.Struct(">hqqqq")
@@ -41,6 +43,8 @@ class AbortedTxn:
 
 
 class TransactionIndex:
+    path = StoredPath()
+
     def __init__(self, path: Path) -> None:
         self.path = path
         self._entries: list[AbortedTxn] | None = None  # None: not read from disk yet
