@@ -2,8 +2,13 @@
 
 v0 asks for all topics with an empty list; v1+ with a null list. Topics that do
 not exist are created when `auto.create.topics.enable` is on and the request
-allows it (v4+), with the broker's default partitions and replication factor,
-and returned at once (Kafka answers LEADER_NOT_AVAILABLE first; ours is ready).
+allows it (v4+), with the broker's default partitions and replication factor.
+The answer that creates a topic names it with LEADER_NOT_AVAILABLE and no
+partitions, as Kafka's AutoTopicCreationManager does (createTopicsInZk: the topic
+is created, its leaders not yet known); the client asks again and finds it ready.
+A KRaft Kafka broker answers UNKNOWN_TOPIC_OR_PARTITION there, which some clients
+take for "no such topic" (kafka-go's consumer groups then never rebalance), where
+LEADER_NOT_AVAILABLE is retried by every client.
 
 With an authorizer, a topic needs DESCRIBE: listing every topic leaves out the
 others, a named one answers TOPIC_AUTHORIZATION_FAILED; creating one also needs
@@ -174,6 +179,7 @@ async def _lookup(broker: BrokerServices, entry: Any, allow_create: bool) -> dic
         except KafkaError as exc:  # the client retries; a controller out of reach is no reason to drop it
             retriable = exc.code in (ErrorCode.not_controller, ErrorCode.request_timed_out)
             return {"error_code": ErrorCode.leader_not_available if retriable else exc.code, "name": name}
+        return {"error_code": ErrorCode.leader_not_available, "name": name}  # created: the client asks again
     return _describe(broker, name, broker.controller.image)
 
 
