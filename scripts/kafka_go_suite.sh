@@ -74,24 +74,17 @@
 #   (.../test_fetch_and_commit_offset, by chance): they send group requests to whichever broker the
 #   connection has, which is NOT_COORDINATOR unless it is the group's coordinator (Kafka's group
 #   coordinator answers the same).
-# - TestConsumerGroupWithTopic, TestConsumerGroupWithGroupTopicsSingle, TestRebalanceTooManyConsumers
-#   (the last in some runs): a reader joins a group on a topic that does not exist yet. The leader's Metadata request
-#   (auto-creation allowed) reaches a broker-only node, which answers UNKNOWN_TOPIC_OR_PARTITION while
-#   the controller creates the topic, as a KRaft Kafka broker does (AutoTopicCreationManager.
-#   sendCreateTopicRequest); kafka-go then assigns nothing (consumergroup.go assignTopicPartitions
-#   takes that error for "no topic yet") and only its partition watcher could rebalance, whose first
-#   count already includes the topic (or there is no watcher). They pass in kafka-go's CI because a
-#   ZooKeeper-mode Kafka answers LEADER_NOT_AVAILABLE there, which fails the join and the rejoin 5 s
-#   later finds the topic; TestConsumerGroupWithMissingTopic skips itself for the same reason.
-# A klamm difference, not fixed here: TestConn/test_delete_topics and
-# .../test_delete_topics_with_an_invalid_topic delete topics, then expect a Metadata request
-# (auto-creation allowed) to show no partitions for them. Kafka's AutoTopicCreationManager answers a
-# topic it starts creating with an error and no partitions (UNKNOWN_TOPIC_OR_PARTITION from a KRaft
-# broker, LEADER_NOT_AVAILABLE before) and creates it in the background; klamm creates it and answers
-# with its partitions at once (metadata.py, by design; a broker-only node of a cluster whose image has
-# not caught up answers UNKNOWN_TOPIC_OR_PARTITION). Answering LEADER_NOT_AVAILABLE after the creation
-# makes both pass, and the three group tests above still pass in single mode; UNKNOWN_TOPIC_OR_PARTITION
-# would make those three fail as in cluster mode.
+# Auto-creation: TestConn/test_delete_topics and .../test_delete_topics_with_an_invalid_topic delete
+# topics, then expect a Metadata request (auto-creation allowed) to show no partitions for them; and
+# TestConsumerGroupWithTopic, TestConsumerGroupWithGroupTopicsSingle, TestRebalanceTooManyConsumers join a
+# group on a topic that does not exist yet. Since 0ef3df6 klamm answers the request that creates a topic with
+# LEADER_NOT_AVAILABLE and no partitions, as Kafka's AutoTopicCreationManager (createTopicsInZk) does: the
+# first two pass, and the three group tests pass in cluster mode too (2026-11-26: `-run
+# 'TestConsumerGroupWithTopic$|TestConsumerGroupWithGroupTopicsSingle$|TestRebalanceTooManyConsumers$'`).
+# Before, klamm answered with the new partitions at once, and a broker-only node whose image had not caught
+# up with UNKNOWN_TOPIC_OR_PARTITION (what a KRaft Kafka broker answers, sendCreateTopicRequest), which
+# kafka-go takes for "no topic yet" (consumergroup.go assignTopicPartitions): it assigned nothing and never
+# rebalanced. kafka-go's CI passes them against ZooKeeper-mode Kafka, which answers LEADER_NOT_AVAILABLE.
 set -euo pipefail
 
 if [ "${KG_NETNS:-1}" = 1 ] && [ -z "${KLAMM_KG_IN_NETNS:-}" ]; then
