@@ -27,8 +27,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -45,9 +45,9 @@ from klamm.storage.cleaner import (
     LogToClean,
     SegmentChanged,
     commit_clean,
-    make_swaps_durable,
     grab_filthiest,
     log_to_clean,
+    make_swaps_durable,
     prepare_clean,
 )
 from klamm.storage.throttler import Throttler

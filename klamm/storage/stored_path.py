@@ -1,6 +1,6 @@
 """A `Path` attribute kept as its string.
 
-Every segment keeps four file paths for as long as it lives. A `PathlibPath` is two objects the cyclic garbage
+Every segment keeps four file paths for as long as it lives. A `pathlib.Path` is two objects the cyclic garbage
 collector tracks (the path and the list of its parts), so at 10,000 segments they were 80,000 of the 140,000
 objects a full collection walks on the event loop (~100 ms, BENCHMARKS.md). A string is not tracked; the Path
 is made again when asked for, which the storage code does off the request path (opens, renames, unlinks).
