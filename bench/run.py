@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import functools
 import datetime as dt
+import functools
 import json
 import os
 import platform
@@ -157,6 +157,14 @@ def background_start_s(w: Workload) -> float:
     """When a latency workload's background event (a deletion, the cleaner) starts, after its client: 1.5 s
     (the client's start and its first record) and the warm-up, so it falls early in the measured records."""
     return 1.5 + LATENCY_WARMUP * w.interval_us / 1e6
+
+
+def latency_args(b: "Broker", w: Workload, topic: str) -> dict:
+    """The latency client's arguments (rdk_worker.py and KlammBench take the same)."""
+    return dict(bootstrap=b.bootstrap, topic=topic, records=w.records, size=w.size, acks=w.acks,
+                interval_us=w.interval_us, warmup=LATENCY_WARMUP, timeout_ms=60_000)
+
+
 LOOP_STALLS_MS: float | None = None  # --loop-stalls
 LATENCY_KINDS = ("latency", "latency-delete", "latency-during")
 
@@ -721,10 +729,7 @@ def run_one(b: Broker, w: Workload, client: str, java_cmd, runid: str, seed_topi
         if loader is not None:
             time.sleep(LOAD_LEAD_S)
         try:
-            res = run_client(client, java_cmd, "latency",
-                             dict(bootstrap=b.bootstrap, topic=topic, records=w.records,
-                                  size=w.size, acks=w.acks, interval_us=w.interval_us,
-                                  warmup=LATENCY_WARMUP, timeout_ms=60_000), timeout, logdir, tag, b)
+            res = run_client(client, java_cmd, "latency", latency_args(b, w, topic), timeout, logdir, tag, b)
         finally:
             if loader is not None:
                 res["load"] = stop_load(loader, tag, logdir)
@@ -853,10 +858,7 @@ def latency_client(b: Broker, w: Workload, client: str, java_cmd, topic: str, ti
     """The latency workload's client on `topic`, in a thread not yet started, and the dict its result fills."""
     outcome: dict = {}
     worker = threading.Thread(target=lambda: outcome.update(run_client(
-        client, java_cmd, "latency", dict(bootstrap=b.bootstrap, topic=topic, records=w.records, size=w.size,
-                                          acks=w.acks, interval_us=w.interval_us, warmup=LATENCY_WARMUP,
-                                          timeout_ms=60_000),
-        timeout, logdir, tag, b)))
+        client, java_cmd, "latency", latency_args(b, w, topic), timeout, logdir, tag, b)))
     return worker, outcome
 
 
@@ -866,8 +868,9 @@ CLEANER_FILL_RECORDS = 300_000  # 200 B values over 10,000 keys: ~60 MiB in 1 Mi
 def latency_during(b: Broker, w: Workload, client: str, java_cmd, runid: str, timeout: float,
                    logdir: Path, tag: str) -> dict:
     """The latency workload while other work goes on in the broker, on another topic: `w.during`
-    "cleaner" (a compacted topic filled beforehand, made cleanable early in the measured records) or "rebalance" (a consumer
-    group joined and left over and over). The background's own figures are in the result's "background"."""
+    "cleaner" (a compacted topic filled beforehand, made cleanable early in the measured records) or
+    "rebalance" (a consumer group joined and left over and over). The background's own figures are in the
+    result's "background"."""
     other = f"{w.key}-other-{client}-{runid}"
     if w.during == "cleaner":
         prepare_cleaner(b, other)
@@ -1215,14 +1218,17 @@ def write_report(path: Path, info: dict, header: list[str], rows: list[list[str]
                "ms while a consumer in the same process polls (librdkafka: poll() per record; Java: "
                "poll(100 ms)); latency = receive time − send time carried in the record (one "
                f"clock); a warm-up record that must arrive first and {LATENCY_WARMUP:,} paced records after "
-               "it are not measured (the Java client compiles its code for its first 2-3 s). Client fetch settings are the clients' defaults "
+               "it are not measured (the Java client compiles its code for its first 2-3 s). "
+               "Client fetch settings are the clients' defaults "
                "(fetch.wait.max.ms / fetch.max.wait.ms = 500). latency-delete (klamm only) = the same, "
                "while a topic of 10,000 one-batch segments (internal.segment.bytes=250, "
-               "file.delete.delay.ms=0) is deleted 0.5-1 s into the measured records. latency-all = latency with acks=all. "
+               "file.delete.delay.ms=0) is deleted 0.5-1 s into the measured records. "
+               "latency-all = latency with acks=all. "
                f"latency-roll (klamm only) = latency on a topic of internal.segment.bytes={ROLL_SEGMENT_BYTES} "
                "(a segment rolled about every 0.4 s). latency-cleaner (klamm only) = latency while the cleaner "
                f"compacts another topic ({CLEANER_FILL_RECORDS:,} records of 200 B over 10,000 keys in 1 MiB "
-               "segments, written before and made cleanable 0.5-1 s into the measured records). latency-rebalance (klamm only) = latency "
+               "segments, written before and made cleanable 0.5-1 s into the measured records). "
+               "latency-rebalance (klamm only) = latency "
                "while a group of two consumers of another topic (4 partitions) has a third member join and "
                f"leave every {REBALANCE_PERIOD_S:g} s.")
     if cluster_rows:

@@ -29,11 +29,13 @@ import logging
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from klamm.config.topic import TopicConfig
 from klamm.protocol.topics import METADATA_TOPIC
+from klamm.storage.checkpoint import fsync_dir
 from klamm.storage.cleaner import (
     PROCESS_CONTEXT,
     Cleaner,
@@ -47,7 +49,6 @@ from klamm.storage.cleaner import (
     commit_clean,
     grab_filthiest,
     log_to_clean,
-    make_swaps_durable,
     prepare_clean,
 )
 from klamm.storage.throttler import Throttler
@@ -165,7 +166,7 @@ class LogCleanerService:
             delay_ms = partition.config.file_delete_delay_ms if partition is not None else 60_000
             loop = asyncio.get_running_loop()
             try:  # the swap's directory fsync waits on the journal: never on the loop
-                await loop.run_in_executor(self._commit_executor, make_swaps_durable, target.directory)
+                await loop.run_in_executor(self._commit_executor, partial(fsync_dir, target.directory, missing_ok=True))
             finally:  # unlinked only once the renames that detached them are durable
                 self.broker.delayed_deletes.segments(replaced, delay_ms)
             if complete and self.broker.logs.get_log(*key) is target:
@@ -274,7 +275,7 @@ class LogCleanerService:
         (one thread: the files are written in the order their contents were recorded)."""
         assert self.checkpoints is not None
         live = {(log_.topic, log_.partition) for log_ in self.broker.logs.all_logs()}
-        return self.checkpoints.record(target, offset, live).write
+        return self.checkpoints.record(target, offset, live)
 
     async def stop(self) -> None:
         """Stop the workers (a cleaning in progress aborts and removes its files)."""

@@ -86,9 +86,15 @@ def read_offset_checkpoint(path: Path) -> dict[tuple[str, int], int]:
     return result
 
 
-def fsync_dir(directory: Path) -> None:
-    """Make renames/creations inside `directory` durable."""
-    fd = os.open(directory, os.O_RDONLY)
+def fsync_dir(directory: Path, *, missing_ok: bool = False) -> None:
+    """Make renames/creations inside `directory` durable; with `missing_ok`, nothing if it is gone (a log
+    deleted meanwhile: its directory renamed away)."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except FileNotFoundError:
+        if missing_ok:
+            return
+        raise
     try:
         os.fsync(fd)
     finally:

@@ -123,7 +123,6 @@ __all__ = [
     "CleanOutcome",
     "CleanPlan",
     "CleanResult",
-    "CheckpointWrite",
     "Cleaner",
     "CleanerCheckpoints",
     "CleanerCrashed",
@@ -134,7 +133,6 @@ __all__ = [
     "commit_clean",
     "grab_filthiest",
     "log_to_clean",
-    "make_swaps_durable",
     "prepare_clean",
     "recover_interrupted_swaps",
     "swap_in",
@@ -957,22 +955,13 @@ def commit_clean(log: Log, result: CleanResult) -> tuple[bool, list[LogSegment]]
 
 def swap_in(new: LogSegment, old: list[LogSegment]) -> None:
     """Steps 2-5 of the protocol in the module docstring: `new` (named *.cleaned) replaces `old`. Renames
-    only: the caller makes them durable (step 6, `fsync_dir` of the log's directory) before the replaced
-    files are unlinked."""
+    only: the caller makes them durable (step 6, `fsync_dir` of the log's directory, off the event loop)
+    before the replaced files are unlinked."""
     for segment in old[1:]:
         _set_suffix(segment, DELETED_SUFFIX)
     _set_suffix(new, SWAP_SUFFIX)
     _set_suffix(old[0], DELETED_SUFFIX)
     _set_suffix(new, "")
-
-
-def make_swaps_durable(directory: Path) -> None:
-    """Step 6's fsync (any thread): the renames of swap_in in `directory`, durable; nothing when the log
-    was deleted since (its directory renamed away)."""
-    try:
-        fsync_dir(directory)
-    except FileNotFoundError:
-        pass
 
 
 def _set_suffix(segment: LogSegment, suffix: str) -> None:
@@ -1052,26 +1041,11 @@ class CleanerCheckpoints:
     def get(self, log: Log) -> int | None:
         return self._offsets.get(log.directory.parent, {}).get((log.topic, log.partition))
 
-    def update(self, log: Log, offset: int, live: set[tuple[str, int]]) -> None:
-        """Record `offset` for `log` and rewrite its dir's file, dropping logs no longer `live`."""
-        self.record(log, offset, live).write()
-
-    def record(self, log: Log, offset: int, live: set[tuple[str, int]]) -> CheckpointWrite:
+    def record(self, log: Log, offset: int, live: set[tuple[str, int]]) -> Callable[[], None]:
         """Record `offset` for `log`, dropping logs no longer `live`; the write of its dir's file, to run on
         any thread (writes of one dir must run in the order they were recorded)."""
         log_dir = log.directory.parent
         offsets = {key: value for key, value in self._offsets.get(log_dir, {}).items() if key in live}
         offsets[(log.topic, log.partition)] = offset
         self._offsets[log_dir] = offsets
-        return CheckpointWrite(log_dir / CLEANER_OFFSET_CHECKPOINT, dict(offsets))
-
-
-@dataclass(frozen=True)
-class CheckpointWrite:
-    """A cleaner-offset-checkpoint's contents at one point, to be written."""
-
-    path: Path
-    offsets: dict[tuple[str, int], int]
-
-    def write(self) -> None:
-        write_offset_checkpoint(self.path, self.offsets)
+        return partial(write_offset_checkpoint, log_dir / CLEANER_OFFSET_CHECKPOINT, dict(offsets))

@@ -52,6 +52,7 @@ class _Index:
 
     ENTRY: struct.Struct
     path = StoredPath()
+    _path: str  # what `path` stores
 
     def __init__(self, path: Path, base_offset: int, max_index_bytes: int) -> None:
         self.path = path
@@ -105,7 +106,7 @@ class _Index:
             yield b""
             return
         try:
-            fd = os.open(self.path, os.O_RDONLY)
+            fd = os.open(self._path, os.O_RDONLY)  # the stored string: no Path made for each lookup
         except FileNotFoundError:
             # Deleted under a read in flight: no index means "scan the segment from its start".
             yield b""

@@ -135,10 +135,7 @@ class FlushJob:
         # Nothing if a later version is written or the log is being deleted; the directory fsync below.
         wrote_epochs = self.epochs is not None and self.epochs.write(sync_dir=False)
         if self.snapshots or self.new_files or wrote_epochs:
-            try:
-                fsync_dir(self.directory)
-            except FileNotFoundError:
-                pass  # the whole log was deleted meanwhile
+            fsync_dir(self.directory, missing_ok=True)  # the whole log may have been deleted meanwhile
         if self.spare is not None:
             self.spare.make()  # after the fsyncs: the acknowledgements waiting on them do not wait for it
 

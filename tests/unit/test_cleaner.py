@@ -366,7 +366,7 @@ def test_cleaner_offset_checkpoint_file(tmp_path):
     log = Log.open(log_dir / "t-3", LogConfig(), time_ms=lambda: NOW)
     checkpoints = CleanerCheckpoints([log_dir])
     assert checkpoints.get(log) is None
-    checkpoints.update(log, 42, live={("t", 3)})
+    checkpoints.record(log, 42, live={("t", 3)})()
     assert (log_dir / CLEANER_OFFSET_CHECKPOINT).read_text() == "0\n1\nt 3 42\n"
     assert CleanerCheckpoints([log_dir]).get(log) == 42
     (log_dir / CLEANER_OFFSET_CHECKPOINT).write_text("garbage")

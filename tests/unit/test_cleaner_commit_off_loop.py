@@ -11,7 +11,7 @@ import threading
 from test_cleaner_process import fake_broker
 
 from klamm.broker.cleaner_tasks import LogCleanerService
-from klamm.broker import log_tasks
+from klamm.broker import cleaner_tasks, log_tasks
 from klamm.storage import checkpoint, cleaner
 from klamm.storage.cleaner import CLEANER_OFFSET_CHECKPOINT, CleanerCheckpoints
 
@@ -20,16 +20,16 @@ def test_the_fsync_and_the_checkpoint_of_a_cleaning_run_off_the_loop_and_before_
     broker, log = fake_broker(tmp_path)
     events: list[tuple[str, bool]] = []  # (what, on the loop's thread)
     loop_thread: list[int] = []
-    real_fsync, real_write, real_delete = (cleaner.fsync_dir, checkpoint.write_offset_checkpoint,
+    real_fsync, real_write, real_delete = (checkpoint.fsync_dir, checkpoint.write_offset_checkpoint,
                                              log_tasks.delete_segments)
 
     def on_loop() -> bool:
         return threading.get_ident() == loop_thread[0]
 
-    def fsync_dir(directory):
+    def fsync_dir(directory, **options):
         if directory == log.directory:
             events.append(("fsync", on_loop()))
-        real_fsync(directory)
+        real_fsync(directory, **options)
 
     def write_offset_checkpoint(path, offsets):
         if path.name == CLEANER_OFFSET_CHECKPOINT:
@@ -40,7 +40,7 @@ def test_the_fsync_and_the_checkpoint_of_a_cleaning_run_off_the_loop_and_before_
         events.append(("unlink", on_loop()))
         real_delete(segments)
 
-    monkeypatch.setattr(cleaner, "fsync_dir", fsync_dir)
+    monkeypatch.setattr(cleaner_tasks, "fsync_dir", fsync_dir)
     monkeypatch.setattr(cleaner, "write_offset_checkpoint", write_offset_checkpoint)
     monkeypatch.setattr(log_tasks, "delete_segments", delete_segments)
     before = len(log.segments)

@@ -143,7 +143,7 @@ def test_crash_between_any_two_renames_of_a_swap(tmp_path, monkeypatch, count, c
 
 def test_the_swap_itself_fsyncs_nothing(tmp_path, monkeypatch):
     """The renames are made durable by one directory fsync afterwards, off the event loop
-    (klamm.storage.cleaner.make_swaps_durable, called by the broker's cleaner service): a crash before it
+    (the broker's cleaner service, klamm.broker.cleaner_tasks): a crash before it
     leaves a prefix of the renames, which test_crash_between_any_two_renames_of_a_swap covers."""
     new = expected_new(tmp_path, 1 << 20)
     monkeypatch.setattr(cleaner_module, "fsync_dir", _failing_after(0))
