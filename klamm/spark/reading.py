@@ -17,6 +17,7 @@ import pyarrow as pa
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from klamm.spark.offsets import DataLossError, OffsetRange
+from klamm.confluent_headers import checked_headers, raw_headers, undecodable
 
 BATCH_ROWS = 10_000
 _TIMESTAMP_TYPES = {1: 0, 2: 1}  # confluent-kafka's CreateTime/LogAppendTime -> Kafka's ids, as Spark shows them
@@ -35,7 +36,7 @@ def arrow_schema(include_headers: bool) -> pa.Schema:
 class Columns:
     """Rows gathered column by column, handed over as one Arrow record batch."""
 
-    def __init__(self, include_headers: bool) -> None:
+    def __init__(self, include_headers: bool, raw: bool = False) -> None:
         self.include_headers = include_headers
         self.keys: list[bytes | None] = []
         self.values: list[bytes | None] = []
@@ -43,6 +44,7 @@ class Columns:
         self.timestamps: list[int] = []
         self.types: list[int] = []
         self.headers: list[list[dict[str, Any]]] = []
+        self.raw = raw  # headers from librdkafka: once a header key confluent-kafka cannot decode is met
 
     def add(self, key: bytes | None, value: bytes | None, offset: int, timestamp_ms: int, timestamp_type: int,
             headers: Any) -> None:
@@ -55,16 +57,34 @@ class Columns:
         if self.include_headers:
             self.headers.append([{"key": k, "value": v} for k, v in (headers or ())])
 
-    def add_messages(self, messages: list[Any]) -> None:
-        """confluent-kafka messages, a column at a time (a comprehension per column costs less than a row loop)."""
+    def add_messages(self, messages: list[Any]) -> int:
+        """confluent-kafka messages, a column at a time (a comprehension per column costs less than a row loop);
+        how many were taken: those before the first whose headers confluent-kafka cannot decode, if any (read
+        that one again with `raw` set)."""
+        if self.include_headers:
+            headers = self._headers_of(messages)
+            if len(headers) < len(messages):
+                messages = messages[:len(headers)]
+            self.headers += headers
         self.keys += [m.key() for m in messages]
         self.values += [m.value() for m in messages]
         self.offsets += [m.offset() for m in messages]
         stamps = [m.timestamp() for m in messages]
         self.timestamps += [millis * 1000 for _, millis in stamps]
         self.types += [_TIMESTAMP_TYPES.get(kind, 0) for kind, _ in stamps]
-        if self.include_headers:
-            self.headers += [[{"key": k, "value": v} for k, v in (m.headers() or ())] for m in messages]
+        return len(messages)
+
+    def _headers_of(self, messages: list[Any]) -> list[list[dict[str, Any]]]:
+        if self.raw:
+            return [[{"key": k, "value": v} for k, v in raw_headers(m)] for m in messages]
+        headers: list[list[dict[str, Any]]] = []
+        try:  # a message that fails here has lost its raw headers: it is read again (klamm.confluent_headers)
+            for pairs in map(checked_headers, messages):
+                headers.append([{"key": k, "value": v} for k, v in (pairs or ())])
+        except (SystemError, UnicodeDecodeError) as exc:
+            if not undecodable(exc):
+                raise
+        return headers
 
     def __len__(self) -> int:
         return len(self.offsets)
@@ -118,11 +138,16 @@ def read_range(kafka: dict[str, str], r: OffsetRange, include_headers: bool, fai
                 records = [m for m in records if m.offset() < r.end]
                 position = r.end
             if records:
-                columns.add_messages(records)
-                position = max(position, records[-1].offset() + 1)
+                taken = columns.add_messages(records)
+                if taken < len(records):  # a header key that is not UTF-8: read again from it, headers raw
+                    position = records[taken].offset()
+                    consumer.seek(TopicPartition(r.topic, r.partition, position))
+                    columns.raw = True
+                else:
+                    position = max(position, records[-1].offset() + 1)
             if len(columns) >= BATCH_ROWS:
                 yield columns.batch(r.topic, r.partition)
-                columns = Columns(include_headers)
+                columns = Columns(include_headers, columns.raw)
             if messages:
                 last_progress = time.monotonic()
             elif time.monotonic() - last_progress > poll_timeout_s:

@@ -26,6 +26,7 @@ from confluent_kafka import (OFFSET_BEGINNING, OFFSET_END, TIMESTAMP_CREATE_TIME
 
 from klamm.cli.tools.common import ToolError, client_config, error, kafka_error_message, key_value
 from klamm.config.properties import load_properties
+from klamm.confluent_headers import headers_of
 
 POLL_S = 0.2
 BATCH = 500
@@ -92,7 +93,7 @@ class Formatter:
         if self.print_offset:
             columns.append(f"Offset:{msg.offset()}".encode())
         if self.print_headers:
-            columns.append(self._headers(msg.headers()))
+            columns.append(self._headers(headers_of(msg)))  # keys as Java decodes them, whatever their bytes
         if self.print_key:
             columns.append(self._or_null(msg.key()))
         out = self.key_separator.join(columns)
