@@ -52,6 +52,7 @@ import os
 import re
 import shutil
 import time
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -178,7 +179,10 @@ class Log:
         self._spare: SpareFiles | None = None  # the next segment's files, asked of a flush job
         self._closed = False
         self.producer_state = ProducerStateManager(directory)
-        self.leader_epoch_cache = LeaderEpochCache(directory, lambda: self.log_end_offset)
+        # through a weak reference: a log in no cycle is freed when dropped (a deleted one, its producer state
+        # and pending snapshots with it), not by the next full collection on the event loop
+        log = weakref.ref(self)
+        self.leader_epoch_cache = LeaderEpochCache(directory, lambda: log().log_end_offset)  # type: ignore[union-attr]
 
     # -- opening and recovery ---------------------------------------------------
 

@@ -50,3 +50,23 @@ def test_a_stored_path_reads_back_as_a_path_and_holds_a_string(tmp_path: Path) -
     holder.path = str(tmp_path / "b.log")
     assert holder.path.name == "b.log"
     assert isinstance(_Holder.path, StoredPath)
+
+
+def test_a_deleted_log_is_freed_when_dropped_not_left_to_a_full_collection(tmp_path: Path) -> None:
+    logs = LogManager([tmp_path], LogConfig(), time_ms=lambda: 1_700_000_000_000)
+    logs.startup()
+    log = logs.create_log("t", 0)
+    for n in range(20):
+        append(log, [(k(n), b"v" * 100)])
+        log.roll()
+    gc.collect()
+    gc.disable()
+    try:
+        deleted = logs.delete_log("t", 0)
+        assert deleted is log
+        deleted.delete()
+        del deleted, log
+        assert gc.collect() == 0  # nothing of it was left in a reference cycle
+    finally:
+        gc.enable()
+    logs.shutdown()
