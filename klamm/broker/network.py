@@ -152,6 +152,10 @@ class ListenerSecurity:
 PLAINTEXT = ListenerSecurity()
 
 
+def _left() -> None:
+    """leave_queue of a request whose answer is out of the queue: it left already."""
+
+
 class _Answer:
     """A request in flight, and what its handler gave: a response or an error, or the task still running it."""
 
@@ -412,6 +416,7 @@ class ClientConnection(asyncio.BufferedProtocol):
             answer = pending.popleft()
             count += 1
             request = answer.request
+            request.leave_queue = _left  # no longer bound to its answer: the two are freed now, not by the collector
             response, error = answer.outcome()
             if error is not None:
                 self._write(chunks)
