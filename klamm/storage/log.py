@@ -770,11 +770,11 @@ class Log:
         self._cancel_spare()
 
     def delete(self) -> None:
-        """Close and remove the whole partition directory."""
+        """Close and remove the whole partition directory (its files removed once, by the directory's removal)."""
         self._closed = True
         self.stop_writes()
         for segment in self._segments:
-            segment.delete()
+            segment.release_files()
         self._segments, self._bases = [], []
         shutil.rmtree(self.directory, ignore_errors=True)
 

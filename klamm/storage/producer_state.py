@@ -162,27 +162,49 @@ def _has_sequence(header: BatchHeader) -> bool:
     return header.base_sequence != NO_SEQUENCE and not header.is_control
 
 
+class SnapshotGate:
+    """What the pending snapshots of one log share: one writer at a time, and the cancelled check and the
+    rename against cancellation, of one snapshot or of all of them at once (`close`, the log deleted)."""
+
+    __slots__ = ("writing", "publishing", "closed")
+
+    def __init__(self) -> None:
+        self.writing = threading.Lock()  # one writer at a time (a job retried while the first still runs)
+        self.publishing = threading.Lock()  # the cancelled check and the rename, against cancel() and close()
+        self.closed = False
+
+    def close(self) -> None:
+        """No pending snapshot of the log creates its file any more; waits at most for a rename in progress."""
+        with self.publishing:
+            self.closed = True
+
+
 class PendingSnapshot:
     """A snapshot's bytes, encoded at a roll, whose file a flush job writes (see module docstring).
 
     `write` runs in any thread; `cancel` runs on the owner's thread and waits at most for a
     rename in progress: after it returns no write of this snapshot creates its file any more,
     so a deletion that lists the directory after cancelling removes whatever one did create.
+    The locks are the log's (`gate`): a roll's snapshot adds no lock for the collector to walk.
     """
 
-    def __init__(self, path: Path, offset: int, data: bytes) -> None:
+    def __init__(self, path: Path, offset: int, data: bytes, gate: SnapshotGate) -> None:
         self.path = path
         self.offset = offset
         self.data = data
-        self.cancelled = False
         self.written = False  # its file is in place, fsynced (its directory entry: by the caller)
-        self._writing = threading.Lock()  # one writer at a time (a job retried while the first still runs)
-        self._publishing = threading.Lock()  # the cancelled check and the rename, against cancel()
+        self._cancelled = False
+        self._gate = gate
+
+    @property
+    def cancelled(self) -> bool:
+        return self._cancelled or self._gate.closed
 
     def write(self) -> None:
         """Write the file (temp file, fsync, rename); nothing if cancelled or the directory is gone.
         The caller fsyncs the directory afterwards."""
-        with self._writing:
+        gate = self._gate
+        with gate.writing:
             if self.written or self.cancelled:
                 return
             # A name of its own: a superseded snapshot of the same offset may still be writing.
@@ -198,7 +220,7 @@ class PendingSnapshot:
                 os.fsync(fd)
             finally:
                 os.close(fd)
-            with self._publishing:
+            with gate.publishing:
                 if not self.cancelled:
                     try:
                         os.replace(tmp, self.path)
@@ -209,8 +231,8 @@ class PendingSnapshot:
             tmp.unlink(missing_ok=True)
 
     def cancel(self) -> None:
-        with self._publishing:
-            self.cancelled = True
+        with self._gate.publishing:
+            self._cancelled = True
 
 
 class ProducerStateManager:
@@ -218,6 +240,7 @@ class ProducerStateManager:
 
     def __init__(self, directory: Path) -> None:
         self.directory = directory
+        self._gate = SnapshotGate()
         self.producers: dict[int, ProducerStateEntry] = {}
         self.map_end_offset = 0
         self._pending: dict[int, PendingSnapshot] = {}  # offset -> a roll's snapshot not written yet
@@ -398,7 +421,7 @@ class ProducerStateManager:
     def snapshot_later(self) -> PendingSnapshot:
         """The state as of now, encoded here, for a flush job to write (a roll's snapshot)."""
         offset = self.map_end_offset
-        pending = PendingSnapshot(self.directory / snapshot_name(offset), offset, self._encode())
+        pending = PendingSnapshot(self.directory / snapshot_name(offset), offset, self._encode(), self._gate)
         previous = self._pending.get(offset)
         if previous is not None:
             previous.cancel()  # superseded (an empty segment rolled again at the same offset)
@@ -521,5 +544,7 @@ class ProducerStateManager:
         self.map_end_offset = offset
 
     def cancel_pending_snapshots(self) -> None:
-        """The log is being deleted: no pending snapshot may create its file any more."""
-        self._cancel_pending(lambda _: True)
+        """The log is being deleted: no pending snapshot may create its file any more (one lock taken, not one
+        a snapshot: a log of many rolled segments is deleted on the event loop)."""
+        self._gate.close()
+        self._pending.clear()

@@ -548,12 +548,16 @@ class LogSegment:
         self.time_index.close()
         self.file.release()
 
-    def delete(self) -> None:
+    def release_files(self) -> None:
+        """Close the files, writing nothing more into them: the segment is being deleted."""
         if not self._closed:
             self._closed = True
             self.offset_index.close()
             self.time_index.close()
             self.file.release()
+
+    def delete(self) -> None:
+        self.release_files()
         self.log_path.unlink(missing_ok=True)
         self.offset_index.delete()
         self.time_index.delete()
