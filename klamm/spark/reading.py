@@ -16,8 +16,8 @@ from typing import Any
 import pyarrow as pa
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
-from klamm.spark.offsets import DataLossError, OffsetRange
 from klamm.confluent_headers import checked_headers, raw_headers, undecodable
+from klamm.spark.offsets import DataLossError, OffsetRange
 
 BATCH_ROWS = 10_000
 _TIMESTAMP_TYPES = {1: 0, 2: 1}  # confluent-kafka's CreateTime/LogAppendTime -> Kafka's ids, as Spark shows them
