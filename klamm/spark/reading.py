@@ -75,11 +75,9 @@ class Columns:
         return len(messages)
 
     def _headers_of(self, messages: list[Any]) -> list[list[dict[str, Any]]]:
-        if self.raw:
-            return [[{"key": k, "value": v} for k, v in raw_headers(m)] for m in messages]
         headers: list[list[dict[str, Any]]] = []
         try:  # a message that fails here has lost its raw headers: it is read again (klamm.confluent_headers)
-            for pairs in map(checked_headers, messages):
+            for pairs in map(raw_headers if self.raw else checked_headers, messages):
                 headers.append([{"key": k, "value": v} for k, v in (pairs or ())])
         except (SystemError, UnicodeDecodeError) as exc:
             if not undecodable(exc):

@@ -7,10 +7,8 @@ full collections that pause the event loop (BENCHMARKS.md, latency-delete).
 
 from __future__ import annotations
 
-import gc
-from collections import Counter
-
 from klamm.protocol.records import build_batch
+from tests.cyclic_garbage import cyclic_garbage
 from tests.integration.conftest import BrokerThread, RawClient, create_topic, fetch, produce
 
 TOPIC = "garbage"
@@ -20,17 +18,8 @@ def test_produce_and_fetch_leave_no_cyclic_garbage(broker: BrokerThread, client:
     create_topic(client, TOPIC)
     assert produce(client, TOPIC, build_batch([(None, b"warm")])).error_code == 0
     fetch(client, TOPIC, 0)
-    gc.collect()
-    gc.disable()
-    gc.set_debug(gc.DEBUG_SAVEALL)  # what a collection finds is kept in gc.garbage, to be named
-    try:
+    with cyclic_garbage() as left:
         for n in range(100):
             assert produce(client, TOPIC, build_batch([(b"k", b"v%d" % n)])).error_code == 0
             fetch(client, TOPIC, n)
-        gc.collect()
-        left = Counter(type(o).__name__ for o in gc.garbage)
-    finally:
-        gc.set_debug(0)
-        gc.garbage.clear()
-        gc.enable()
     assert not {"Request", "_Answer", "ProduceRequest", "FetchRequest"} & set(left), left.most_common(10)

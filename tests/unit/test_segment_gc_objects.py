@@ -13,6 +13,7 @@ from test_cleaner import append, k
 from klamm.storage.config import LogConfig
 from klamm.storage.log_manager import LogManager
 from klamm.storage.stored_path import StoredPath
+from tests.cyclic_garbage import cyclic_garbage
 
 SEGMENTS = 200
 
@@ -60,19 +61,10 @@ def test_a_deleted_log_is_freed_when_dropped_not_left_to_a_full_collection(tmp_p
     for n in range(20):
         append(log, [(k(n), b"v" * 100)])
         log.roll()
-    gc.collect()
-    gc.disable()
-    gc.set_debug(gc.DEBUG_SAVEALL)  # what a collection finds is kept in gc.garbage, to be named
-    try:
+    with cyclic_garbage() as left:
         deleted = logs.delete_log("t", 0)
         assert deleted is log
         deleted.delete()
         del deleted, log
-        gc.collect()
-        left = Counter(type(o).__name__ for o in gc.garbage)
-    finally:
-        gc.set_debug(0)
-        gc.garbage.clear()
-        gc.enable()
     assert not {"Log", "ProducerStateManager", "LeaderEpochCache", "PendingSnapshot"} & set(left), left
     logs.shutdown()
