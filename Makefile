@@ -20,9 +20,12 @@ run: $(STAMP)
 test-deps: $(STAMP)
 	bash scripts/test-deps.sh
 
-# The client suites run twice: against one broker, then against a three-process cluster (RF=3).
+# The client suites run twice: against one broker, then against a three-process cluster (RF=3). Test files run
+# in TEST_WORKERS processes at once (pytest-xdist; a file's tests in one process, the Spark tests all in one:
+# tests/conftest.py): most tests wait on brokers, clients and timers, so two cores carry more than two.
+TEST_WORKERS ?= 2
 test: test-deps
-	$(PY) -m pytest -q --durations=15 tests
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --durations=15 tests
 	$(MAKE) interop-cluster
 
 unit: $(STAMP)
@@ -36,7 +39,8 @@ interop: test-deps
 # Raft quorum). The cluster tests proper (test_cluster_*) build their own clusters and ran above.
 KLAMM_CLUSTER_KIND ?= cluster
 interop-cluster: test-deps
-	KLAMM_TEST_BROKER=$(KLAMM_CLUSTER_KIND) $(PY) -m pytest -q --durations=10 tests/interop --ignore-glob='tests/interop/test_cluster_*'
+	KLAMM_TEST_BROKER=$(KLAMM_CLUSTER_KIND) $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --durations=10 tests/interop \
+		--ignore-glob='tests/interop/test_cluster_*'
 
 bench: test-deps
 	$(PY) -m pip install -q -e '.[bench]'

@@ -84,12 +84,14 @@ def pytest_configure(config):
 
 def pytest_collection_modifyitems(config, items):
     interop_dir = ROOT / "tests" / "interop"
+    spark_dir = ROOT / "tests" / "spark"
     for item in items:
-        try:
-            in_interop = Path(str(item.fspath)).resolve().is_relative_to(interop_dir)
-        except Exception:
-            in_interop = False
-        if in_interop:
+        # make test spreads test files over worker processes (pytest-xdist, --dist loadgroup): a file's tests
+        # stay in one process, sharing its module-scoped brokers, and the Spark tests all in one, sharing
+        # one SparkSession
+        path = Path(str(item.fspath)).resolve()
+        item.add_marker(pytest.mark.xdist_group("spark" if path.is_relative_to(spark_dir) else str(path)))
+        if path.is_relative_to(interop_dir):
             item.add_marker(pytest.mark.interop)
         if BROKER_KIND in ("cluster", "quorum") and item.get_closest_marker("single_node"):
             item.add_marker(pytest.mark.skip(reason="looks inside a single broker process"))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
@@ -107,12 +108,15 @@ def compile_java(name: str) -> str:
     build = JAVA_BUILD if name == "KlammClient" else ROOT / ".cache" / f"java-build-{name}"
     jars = [str(JAVA_LIBS / f"{j}.jar") for j in JARS]
     compiled = build / f"{name}.class"
-    if not compiled.exists() or compiled.stat().st_mtime < source.stat().st_mtime:
-        build.mkdir(parents=True, exist_ok=True)
-        p = subprocess.run(["javac", "-nowarn", "-encoding", "UTF-8", "--release", "17",
-                            "-cp", ":".join(jars), "-d", str(build), str(source)],
-                           capture_output=True, text=True, timeout=180)
-        assert p.returncode == 0, f"javac failed:\n{p.stdout}\n{p.stderr}"
+    build.mkdir(parents=True, exist_ok=True)
+    # make test runs test files in parallel processes: one compiles while the others wait for its classes
+    with open(build.parent / f"{build.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not compiled.exists() or compiled.stat().st_mtime < source.stat().st_mtime:
+            p = subprocess.run(["javac", "-nowarn", "-encoding", "UTF-8", "--release", "17",
+                                "-cp", ":".join(jars), "-d", str(build), str(source)],
+                               capture_output=True, text=True, timeout=180)
+            assert p.returncode == 0, f"javac failed:\n{p.stdout}\n{p.stderr}"
     return ":".join([str(build), *jars])
 
 
