@@ -102,12 +102,27 @@ def pytest_collection_modifyitems(config, items):
 
 
 # ---------------------------------------------------------------- broker ---
+_ports_given: set[int] = set()
+
+
+def _xdist_worker() -> tuple[int, int]:
+    """(this worker's index, the number of workers): (0, 1) outside pytest-xdist."""
+    name = os.environ.get("PYTEST_XDIST_WORKER", "")
+    try:
+        return int(name.removeprefix("gw")), max(1, int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
+    except ValueError:
+        return 0, 1
+
+
 def free_port() -> int:
     """A port to listen on, below the ephemeral range (Linux: 32768+).
 
     A port the kernel hands out for binding to 0 is an ephemeral one: until the
     broker binds it, any outgoing connection (another node's, a client's) may
-    take it. A cluster picks three ports before starting its nodes one by one.
+    take it. A cluster picks three ports before starting its nodes one by one,
+    and a test may stop a node and start it again on its port: a port is handed
+    out once per process, and each pytest-xdist worker takes its own share of
+    the range, so no other test can take a port in the meantime.
     """
     low, high = 20000, 32767
     try:
@@ -115,13 +130,20 @@ def free_port() -> int:
         high = min(high, first - 1)
     except (OSError, ValueError, IndexError):
         pass
+    worker, workers = _xdist_worker()
+    share = (high - low + 1) // workers
+    low += worker * share
+    high = low + share - 1
     for _ in range(100):
         port = random.randint(low, high)
+        if port in _ports_given:
+            continue
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
             try:
                 s.bind(("127.0.0.1", port))
             except OSError:
                 continue
+            _ports_given.add(port)
             return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))

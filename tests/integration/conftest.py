@@ -37,6 +37,7 @@ from klamm.broker.broker import Broker
 from klamm.config.broker import BrokerConfig
 from klamm.protocol.api import message_types
 from klamm.protocol.build import build
+from tests.conftest import free_port  # noqa: F401  (the integration tests import it from here)
 
 START_TIMEOUT_S = 20.0
 IO_TIMEOUT_S = 10.0
@@ -311,12 +312,6 @@ def wait_for(condition: Callable[[], Any], timeout: float = IO_TIMEOUT_S, interv
 
 
 CLUSTER_ID = "MkU3OEVBNTcwNTJENDM2Qg"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def two_node_configs(common: dict[str, str] | None = None, node1: dict[str, str] | None = None
