@@ -52,6 +52,10 @@ class StallSampler:
         self.collection_started = 0.0
         self.collections: list[dict] = []  # garbage collections over the threshold
         self.lock = threading.Lock()
+        # the loop thread's scheduler counters (/proc/thread-self/schedstat: ns on a CPU, ns waiting for one)
+        # when the watchdog first saw a callback past the threshold, to split its time at the end
+        self.schedstat_path = f"/proc/self/task/{threading.get_native_id()}/schedstat"
+        self.schedstat_at: dict[int, tuple[float, int, int]] = {}
 
     def install(self) -> None:
         sampler = self
@@ -81,12 +85,22 @@ class StallSampler:
     def record(self, handle: object, took: float, seq: int) -> None:
         with self.lock:
             stacks = self.samples.pop(seq, [])
+            seen = self.schedstat_at.pop(seq, None)
+        split = {}
+        if seen is not None:  # from the watchdog's first look to now: on a CPU, waiting for one, neither
+            seen_at, on_cpu, waiting = seen
+            now_on_cpu, now_waiting = _schedstat(self.schedstat_path)
+            span = time.perf_counter() - seen_at
+            on_cpu_ms, runqueue_ms = (now_on_cpu - on_cpu) / 1e6, (now_waiting - waiting) / 1e6
+            split = {"seen_ms": round(span * 1000, 3), "on_cpu_ms": round(on_cpu_ms, 3),
+                     "runqueue_ms": round(runqueue_ms, 3),
+                     "off_cpu_ms": round(max(0.0, span * 1000 - on_cpu_ms - runqueue_ms), 3)}
         try:
             callback = repr(handle)[:300]
         except Exception:  # noqa: BLE001 - a repr of a half-torn-down object
             callback = type(handle).__name__
         self.stalls.append({"ms": round(took * 1000, 3), "at": time.time(), "callback": callback,
-                            "stacks": stacks})
+                            "stacks": stacks, **split})
 
     def time_collection(self, phase: str, info: dict[str, int]) -> None:
         """Every cyclic garbage collection over the threshold, in `collections` (it holds the lock throughout:
@@ -109,6 +123,8 @@ class StallSampler:
             _handle, start, seq = current
             if time.perf_counter() - start < self.threshold_s:
                 continue
+            if seq not in self.schedstat_at:
+                self.schedstat_at[seq] = (time.perf_counter(), *_schedstat(self.schedstat_path))
             frame = sys._current_frames().get(self.loop_thread)
             if frame is None:
                 continue
@@ -133,7 +149,9 @@ class StallSampler:
             for stack in stall["stacks"]:
                 places[_place(stack)] = places.get(_place(stack), 0) + 1
             place = max(places, key=places.get) if places else "(not sampled) " + _callback_name(stall["callback"])
-            timeline.append({"at": round(stall["at"], 4), "ms": stall["ms"], "place": place})
+            timeline.append({"at": round(stall["at"], 4), "ms": stall["ms"], "place": place,
+                             **{k: stall[k] for k in ("seen_ms", "on_cpu_ms", "runqueue_ms", "off_cpu_ms")
+                                if k in stall}})
             group = groups.setdefault(place, {"place": place, "count": 0, "total_ms": 0.0, "max_ms": 0.0,
                                               "example_callback": "", "example_stack": []})
             group["count"] += 1
@@ -156,6 +174,16 @@ class StallSampler:
             os.replace(tmp, self.out)
         except Exception:  # noqa: BLE001 - the broker must not die of its observer
             traceback.print_exc()
+
+
+def _schedstat(path: str) -> tuple[int, int]:
+    """A thread's nanoseconds on a CPU and waiting on a run queue (0, 0 where the kernel does not say)."""
+    try:
+        with open(path) as f:
+            on_cpu, waiting, _slices = f.read().split()
+        return int(on_cpu), int(waiting)
+    except (OSError, ValueError):
+        return 0, 0
 
 
 def _place(stack: list[str]) -> str:

@@ -13,6 +13,8 @@ header is always v0 so that a client can parse it before it knows our versions.
 from __future__ import annotations
 
 import importlib
+import threading
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cache
 
@@ -48,9 +50,37 @@ def api_name(api_key: int) -> str:
     return api_key_map[api_key]
 
 
+# One version's types are made by one thread at a time (load_message_types runs beside the loop): a version
+# derived twice at once would have two sets of classes.
+_making = threading.RLock()
+
+
 @cache
 def message_types(api_key: int, version: int) -> MessageTypes:
     """The request/response classes for one API version; ImportError if kio lacks it."""
+    with _making:
+        return _make(api_key, version)
+
+
+def load_message_types(versions: Mapping[int, tuple[int, int]], stopped: Callable[[], bool] = lambda: False) -> int:
+    """Make the types of every version in `versions` ({api key: (lowest, highest)}), newest versions first (the
+    ones clients ask for), until `stopped()`; how many were made. Importing a version's kio classes costs
+    milliseconds (kio builds each dataclass's methods with exec): a broker does it before requests need them."""
+    pairs = sorted(((key, version) for key, (low, high) in versions.items() for version in range(low, high + 1)),
+                   key=lambda pair: (versions[pair[0]][1] - pair[1], pair[0]))
+    made = 0
+    for api_key, version in pairs:
+        if stopped():
+            break
+        try:
+            message_types(api_key, version)
+        except ImportError:
+            continue
+        made += 1
+    return made
+
+
+def _make(api_key: int, version: int) -> MessageTypes:
     name = api_key_map[api_key]
     package = f"kio.schema.{name}.v{version}"
     try:

@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import sys
 import threading
 
+import pytest
+
+from klamm.broker.background import BACKGROUND_NICE
 from klamm.broker.log_tasks import DelayedDeletes
 
 
@@ -37,3 +42,20 @@ def test_a_failed_removal_is_logged_not_raised(caplog) -> None:
 
     asyncio.run(run())
     assert any("delayed delete failed" in r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="a thread's own nice value is Linux's")
+def test_removals_run_at_the_lowest_cpu_priority_and_only_they() -> None:
+    niceness: list[int] = []
+
+    async def run() -> None:
+        deletes = DelayedDeletes()
+        deletes.schedule(lambda: niceness.append(os.getpriority(os.PRIO_PROCESS, threading.get_native_id())), 0)
+        while not niceness:
+            await asyncio.sleep(0.01)
+        await deletes.stop()
+
+    before = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    asyncio.run(run())
+    assert niceness == [BACKGROUND_NICE]  # the loop's thread waited on a run queue behind 40,000 unlinks
+    assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == before  # the loop's thread keeps its own
