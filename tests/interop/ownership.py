@@ -306,6 +306,14 @@ class Member:
     def close(self) -> None:
         if not self.closed:
             self.closed = True
+            if self.protocol == "consumer":
+                # Revoke (and so commit) in poll, before close: librdkafka 2.16 running a consumer-protocol
+                # member's revoke callback inside close() once waited forever for its own group thread
+                # (rd_kafka_rebalance_protocol, asked of a group already terminating; the brokers idle).
+                self.consumer.unsubscribe()
+                deadline = time.monotonic() + 10
+                while self.assigned and time.monotonic() < deadline:
+                    self.consumer.poll(0.02)
             self.consumer.close()  # revokes (and so commits) what it holds, then leaves
 
 
