@@ -142,6 +142,7 @@ class Broker:
         self.transactions: TransactionCoordinatorRuntime = None  # type: ignore[assignment]
         self._acceptors: list[Acceptor] = []
         self._snapshot_writer: ThreadPoolExecutor | None = None
+        self._log_creator: ThreadPoolExecutor | None = None  # new logs of many partitions (logs_made_for)
         self._processors: list[Processor] = []
         self._stopped = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
@@ -169,6 +170,8 @@ class Broker:
             self.controller.cluster_id if self._shared_controller else None))
         self.logs = LogManager(self.log_dirs, log_config(TopicConfig.resolve(self.config, {})))
         self.replicas = ReplicaManager(self.node_id, self.config, self.logs, self.delayed_deletes.schedule)
+        self._log_creator = ThreadPoolExecutor(1, thread_name_prefix="klamm-log-creation")
+        self.replicas.log_creator = self._log_creator
         self.logs.startup(lambda topic: log_config(self.replicas.topic_config(topic)))
         if self.broker_only:
             self._follow_the_controller(cluster_id)
@@ -185,7 +188,8 @@ class Broker:
                     unclean_leader_election=self.config.unclean_leader_election_enable)
                 self.controller.load()
             self.quorum = SingleVoterQuorum(self.controller.node_id, self.controller.log, self._voter_endpoints())
-            self.controller_client = LocalControllerClient(self.controller, self, self.quorum)
+            self.controller_client = LocalControllerClient(self.controller, self, self.quorum,
+                                                           self.replicas.logs_made_for)
         apply_dynamic_broker_configs(self, self.controller.image)
         self.replicas.apply_image(self.controller.image)
         self._listen(lambda _old, new: self.replicas.apply_image(new))
@@ -274,7 +278,8 @@ class Broker:
     def _follow_the_controller(self, cluster_id: str) -> None:
         connect = self._controller_connections()
         first_voter = min(_parse_voters(self.config.controller_quorum_voters))
-        follower = MetadataFollower(self.node_id, cluster_id, first_voter, connect)  # type: ignore[arg-type]
+        follower = MetadataFollower(self.node_id, cluster_id, first_voter, connect,  # type: ignore[arg-type]
+                                    prepare=self.replicas.logs_made_for)
         self.controller = follower  # type: ignore[assignment]  # what handlers read: the image
         self.lifecycle = BrokerLifecycle(self.node_id, cluster_id, follower, connect,
                                          self.config.broker_heartbeat_interval_ms)
@@ -492,6 +497,8 @@ class Broker:
             self.controller.close()
         if self._snapshot_writer is not None:
             self._snapshot_writer.shutdown(wait=True)
+        if self._log_creator is not None:
+            self._log_creator.shutdown(wait=True)
         await self.retention.stop()
         await self.log_cleaner.stop()
         await self.delayed_deletes.stop()

@@ -35,6 +35,7 @@ import asyncio
 import logging
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 from klamm.broker.client import BrokerConnection, BrokerUnavailable
@@ -43,7 +44,7 @@ from klamm.controller.acls import Acl, AclFilter
 from klamm.controller.image import (BROKER_RESOURCE, GROUP_RESOURCE, TOPIC_RESOURCE, Endpoint, ImageBuilder,
                                     MetadataImage, apply_batch, empty_image)
 from klamm.controller.metadata_log import METADATA_PARTITION, METADATA_TOPIC
-from klamm.controller.records import MetadataRecordError, decode_record
+from klamm.controller.records import MetadataRecord, MetadataRecordError, decode_record
 from klamm.controller.snapshot import SnapshotError, SnapshotId, parse_snapshot
 from klamm.controller.client_quotas import ClientQuotaAlteration, ClientQuotaResult
 from klamm.controller.configs import (ConfigValidator, decide_alter_broker_configs, decide_alter_group_configs,
@@ -73,13 +74,15 @@ RETRY_S = 0.2
 # first heartbeat that finds its metadata caught up (Kafka's BrokerLifecycleManager: 10 ms while STARTING).
 STARTING_HEARTBEAT_S = 0.01
 LEADER_RETRY_S = 0.05
+# What a broker does around applying fetched records on top of its image (ReplicaManager.logs_made_for)
+Preparer = Callable[[Sequence[MetadataRecord], MetadataImage], AbstractAsyncContextManager[None]]
 LEADER_MOVED = frozenset({ErrorCode.not_leader_or_follower, ErrorCode.fenced_leader_epoch,
                           ErrorCode.unknown_leader_epoch})
 
 
 class MetadataFollower:
     def __init__(self, node_id: int, cluster_id: str, controller_id: int, connect: Callable[[], BrokerConnection],
-                 max_wait_ms: int = 500) -> None:
+                 max_wait_ms: int = 500, prepare: Preparer | None = None) -> None:
         self.node_id = node_id
         self.cluster_id = cluster_id
         self._controller_id = controller_id
@@ -87,6 +90,7 @@ class MetadataFollower:
         self._connect = connect
         self._max_wait_ms = max_wait_ms
         self._listeners: list[Callable[[MetadataImage, MetadataImage], None]] = []
+        self._prepare = prepare  # awaited with the records fetched before they are applied (new logs made)
         self.caught_up = asyncio.Event()  # set once a fetch has reached the controller's log end
         self.high_watermark = 0
         # Where the next fetch starts and the epoch of the batch before it: the end of what was applied,
@@ -134,7 +138,12 @@ class MetadataFollower:
                 continue
             before = self._fetch_offset
             if entry.records:
-                self._apply(bytearray(entry.records), entry.high_watermark)
+                records = self._committed_records(bytearray(entry.records), entry.high_watermark)
+                if records and self._prepare is not None:
+                    async with self._prepare([record for _, record in records], self._image):
+                        self._apply(records)
+                else:
+                    self._apply(records)
             if self._fetch_offset >= self.high_watermark:
                 self.caught_up.set()
             elif self._fetch_offset == before:
@@ -190,8 +199,9 @@ class MetadataFollower:
         for listener in list(self._listeners):
             listener(old, self._image)
 
-    def _apply(self, buf: bytearray, high_watermark: int) -> None:
-        """Replay the whole batches below the high watermark (a quorum's uncommitted tail may still change)."""
+    def _committed_records(self, buf: bytearray, high_watermark: int) -> list[tuple[int, MetadataRecord]]:
+        """The records of the whole batches below the high watermark (a quorum's uncommitted tail may still
+        change) not applied yet; the next fetch starts after them."""
         records = []
         for header in split_batches(buf):
             if header.next_offset > high_watermark:
@@ -204,6 +214,10 @@ class MetadataFollower:
             for record in decode_batch(buf, header.position)[1]:
                 if record.offset > self._image.offset and record.value is not None:
                     records.append((record.offset, decode_record(record.value)))
+        return records
+
+    def _apply(self, records: list[tuple[int, MetadataRecord]]) -> None:
+        """Replay `records` into the image and tell the listeners."""
         if not records:
             return
         old, self._image = self._image, apply_batch(self._image, records)

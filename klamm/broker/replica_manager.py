@@ -16,8 +16,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from concurrent.futures import Executor
+from contextlib import asynccontextmanager
 from dataclasses import replace
 
 from klamm.broker.log_flush import LogFlusher
@@ -26,13 +29,18 @@ from klamm.broker.partition import Partition, log_config
 from klamm.broker.replication import IsrProposal
 from klamm.config.broker import BrokerConfig
 from klamm.config.topic import TopicConfig
-from klamm.controller.image import MetadataImage, PartitionImage, TopicImage
+from klamm.controller.image import TOPIC_RESOURCE, MetadataImage, PartitionImage, TopicImage
+from klamm.controller.records import MetadataRecord
 from klamm.protocol.errors import ErrorCode, KafkaError
 from klamm.protocol.topics import TRANSACTION_STATE, is_internal
 from klamm.storage.log import LogConfig
 from klamm.storage.log_manager import LogManager
 
 log = logging.getLogger("klamm.replicas")
+
+# Fewer new logs than this are left to apply_image, on the loop (about 0.3 ms each): a creation that waits for
+# another thread costs a turn of the loop, and lets a later request of the connection run before its commit.
+MADE_ASIDE_AT_LEAST = 4
 
 
 class ReplicaManager:
@@ -57,6 +65,8 @@ class ReplicaManager:
         # Set by the broker: AlterPartition for a leader's proposal, and the replica fetchers' update.
         self.send_isr_proposal: Callable[[Partition, IsrProposal], None] | None = None
         self.followers_changed: Callable[[dict[tuple[str, int], Partition]], None] | None = None
+        # Set by the broker: where logs_made_for makes new logs (None: apply_image makes them all)
+        self.log_creator: Executor | None = None
 
     def topic_config(self, topic: str, overrides: dict[str, str] | None = None) -> TopicConfig:
         """The topic's effective config; re-resolved only when its overrides change."""
@@ -129,6 +139,58 @@ class ReplicaManager:
         self._applied, self._ineligible = topics, ineligible
         if (fetching_changed or stale) and self.followers_changed is not None:
             self.followers_changed(self.followers())
+
+    @asynccontextmanager
+    async def logs_made_for(self, records: Sequence[MetadataRecord], image: MetadataImage) -> AsyncIterator[None]:
+        """Around applying `records` on top of `image`: first the logs they give this node are made in the
+        log-creation thread while the loop goes on, so that apply_image finds them; after, those of them no
+        partition took (the records were not committed after all) are removed. Used around a controller's
+        commit of new topics or partitions, and around a broker applying what it fetched of the metadata log."""
+        wanted = self._new_logs(records, image) if self.log_creator is not None else []
+        if len(wanted) < MADE_ASIDE_AT_LEAST:
+            yield
+            return
+        started = time.monotonic()
+        try:
+            await self.logs.create_logs(wanted, self.log_creator)
+        except RuntimeError as exc:  # the thread is gone (the broker stopping): apply_image makes them
+            log.debug("new logs left to apply_image: %s", exc)
+        else:
+            log.info("made the logs of %d new partitions beside the event loop in %.0f ms", len(wanted),
+                     (time.monotonic() - started) * 1000)
+        try:
+            yield
+        finally:
+            for topic, index, _ in wanted:  # empty and never read: removed without file.delete.delay.ms
+                if (topic, index) not in self.partitions and (detached := self.logs.delete_log(topic, index)):
+                    self._schedule_delete(detached.delete, 0)
+
+    def _new_logs(self, records: Sequence[MetadataRecord], image: MetadataImage) -> list[tuple[str, int, LogConfig]]:
+        """(topic, partition, log config) of each partition `records` give this node that has no log here."""
+        names: dict[uuid.UUID, str] = {}
+        overrides: dict[str, dict[str, str]] = {}
+        for record in records:
+            data = record.data
+            if record.type == "TopicRecord":
+                names[data["topic_id"]] = data["name"]
+            elif record.type == "ConfigRecord" and data["resource_type"] == TOPIC_RESOURCE and \
+                    data.get("value") is not None:
+                overrides.setdefault(data["resource_name"], {})[data["name"]] = data["value"]
+        wanted: list[tuple[str, int, LogConfig]] = []
+        configs: dict[str, LogConfig] = {}
+        for record in records:
+            data = record.data
+            if record.type != "PartitionRecord" or self.node_id not in data.get("replicas", ()):
+                continue
+            topic = image.topics_by_id.get(data["topic_id"])
+            name = names.get(data["topic_id"]) or (topic.name if topic is not None else None)
+            if name is None or self.logs.get_log(name, data["partition_id"]) is not None:
+                continue
+            if name not in configs:
+                given = {**(topic.configs if topic is not None else {}), **overrides.get(name, {})}
+                configs[name] = _log_config(name, TopicConfig.resolve(self.config, given))
+            wanted.append((name, data["partition_id"], configs[name]))
+        return wanted
 
     def _apply_role(self, partition: Partition, meta: PartitionImage, ineligible: set[int]) -> None:
         if meta.leader == self.node_id:

@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from klamm.config.topic import TopicConfig
 from klamm.controller.client_quotas import ip_hosts
+from klamm.controller.topics import decide_create_partitions, decide_create_topics
 from klamm.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
@@ -36,6 +38,7 @@ if TYPE_CHECKING:
     from klamm.controller.elections import ElectionOutcome
     from klamm.controller.image import MetadataImage
     from klamm.controller.quorum_info import QuorumDescriber, QuorumInfo
+    from klamm.controller.records import MetadataRecord
     from klamm.controller.scram import ScramAlterResult, ScramDeletion, ScramUpsertion
     from klamm.controller.topics import (CreatePartitionsResult, CreatePartitionsSpec, CreateTopicSpec,
                                          DeleteTopicResult, TopicResult)
@@ -140,27 +143,43 @@ class LocalControllerClient:
     """The controller client of a single node: calls the in-process controller directly.
 
     Its coroutines never suspend, so a handler's metadata write still takes effect
-    before the next request of the connection is handled (request order).
+    before the next request of the connection is handled (request order). The one
+    exception: creating topics or partitions that give this node many new logs waits
+    for them to be made in another thread before the commit (`prepare`), as Kafka's
+    brokers make theirs after the controller answered.
     """
 
-    def __init__(self, controller: Controller, config: MetadataConfigSource, quorum: QuorumDescriber) -> None:
+    def __init__(self, controller: Controller, config: MetadataConfigSource, quorum: QuorumDescriber,
+                 prepare: Callable[[Sequence[MetadataRecord], MetadataImage], AbstractAsyncContextManager[None]]
+                 | None = None) -> None:
         self._controller = controller
         self._config = config
         self._quorum = quorum
+        # Entered with the records of new topics and partitions before they are committed: this node's logs for
+        # them made off the loop (ReplicaManager.logs_made_for); it suspends only for many new logs.
+        self._prepare = prepare
 
     async def create_topics(self, specs: Sequence[CreateTopicSpec], *, validate_only: bool) -> list[TopicResult]:
         config = self._config.config
-        return self._controller.create_topics(
-            specs, validate_only=validate_only, default_partitions=config.num_partitions,
-            default_replication_factor=config.default_replication_factor,
-            validate_config=lambda configs: TopicConfig.validate(self._config.config, configs))
+        arguments = {"default_partitions": config.num_partitions,
+                     "default_replication_factor": config.default_replication_factor,
+                     "validate_config": lambda configs: TopicConfig.validate(self._config.config, configs)}
+        if self._prepare is None or validate_only:
+            return self._controller.create_topics(specs, validate_only=validate_only, **arguments)
+        image = self._controller.image
+        async with self._prepare(decide_create_topics(image, specs, **arguments)[1], image):
+            return self._controller.create_topics(specs, validate_only=False, **arguments)
 
     async def delete_topics(self, topics: Sequence[str | uuid.UUID]) -> list[DeleteTopicResult]:
         return self._controller.delete_topics(topics)
 
     async def create_partitions(self, specs: Sequence[CreatePartitionsSpec], *,
                                 validate_only: bool) -> list[CreatePartitionsResult]:
-        return self._controller.create_partitions(specs, validate_only=validate_only)
+        if self._prepare is None or validate_only:
+            return self._controller.create_partitions(specs, validate_only=validate_only)
+        image = self._controller.image
+        async with self._prepare(decide_create_partitions(image, specs)[1], image):
+            return self._controller.create_partitions(specs, validate_only=False)
 
     async def elect_leaders(self, election: int, partitions: Mapping[str, Sequence[int]] | None
                             ) -> dict[str, list[tuple[int, ElectionOutcome]]]:

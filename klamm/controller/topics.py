@@ -134,8 +134,8 @@ def _check_manual_assignment(image: MetadataImage, replicas: Sequence[int], repl
                          f"{replication_factor} replica(s).")
 
 
-def _live_isr(image: MetadataImage, replicas: Sequence[int]) -> list[int]:
-    live = set(image.live_brokers())
+def _live_isr(live: set[int], replicas: Sequence[int]) -> list[int]:
+    """The replicas among the `live` brokers (image.live_brokers(), taken once per request, not per partition)."""
     return [r for r in replicas if r in live]
 
 
@@ -264,10 +264,11 @@ def _manual_partitions(image: MetadataImage, spec: CreateTopicSpec) -> tuple[dic
     replicas_by_partition: dict[int, list[int]] = {}
     isrs: dict[int, list[int]] = {}
     replication_factor = None
+    live = set(image.live_brokers())
     for partition, replicas in spec.assignments.items():  # type: ignore[union-attr]
         _check_manual_assignment(image, replicas, replication_factor)
         replication_factor = len(replicas)
-        isr = _live_isr(image, replicas)
+        isr = _live_isr(live, replicas)
         if not isr:
             raise KafkaError(ErrorCode.invalid_replica_assignment,
                              f"All brokers specified in the manual partition assignment for partition "
@@ -360,11 +361,12 @@ def _create_partitions(image: MetadataImage, spec: CreatePartitionsSpec) -> list
                          f"Attempted to add {additional} additional partition(s), but only "
                          f"{len(spec.assignments)} assignment(s) were specified.")
     replication_factor = len(topic.partitions[min(topic.partitions)].replicas) if topic.partitions else 1
+    live = set(image.live_brokers())
     if spec.assignments is not None:
         new_replicas = []
         for i, replicas in enumerate(spec.assignments):
             _check_manual_assignment(image, replicas, replication_factor)
-            if not _live_isr(image, replicas):
+            if not _live_isr(live, replicas):
                 raise KafkaError(ErrorCode.invalid_replica_assignment,
                                  f"All brokers specified in the manual partition assignment for partition "
                                  f"{current + i} are fenced or in controlled shutdown.")
@@ -373,7 +375,7 @@ def _create_partitions(image: MetadataImage, spec: CreatePartitionsSpec) -> list
         new_replicas = place_replicas(image.live_brokers(), current, additional, replication_factor)
     records = []
     for i, replicas in enumerate(new_replicas):
-        isr = _live_isr(image, replicas)
+        isr = _live_isr(live, replicas)
         if not isr:
             raise KafkaError(ErrorCode.invalid_replication_factor,
                              f"Unable to replicate the partition {replication_factor} time(s): "

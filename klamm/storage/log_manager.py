@@ -33,9 +33,10 @@ import asyncio
 import json
 import logging
 import shutil
+import threading
 import uuid
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Sequence
+from concurrent.futures import Executor, ThreadPoolExecutor
 from pathlib import Path
 
 from klamm.storage.checkpoint import (
@@ -79,6 +80,8 @@ class LogManager:
         # Logs deleted since the writer was last seen idle: their offsets may still be in a checkpoint on disk,
         # so create_log waits for the writer before recreating one of these names.
         self._deleted_unwritten: set[tuple[str, int]] = set()
+        # Logs create_logs is making in another thread: their log dir, and the batch they are made in.
+        self._creating: dict[tuple[str, int], tuple[Path, _Creation]] = {}
 
     # -- startup and shutdown ----------------------------------------------------
 
@@ -144,6 +147,11 @@ class LogManager:
         """Flush and close every log (several at once: each close is a few fsyncs, and a broker hosting
         thousands of logs would wait for them one after another), write the checkpoints after those still
         queued, stop the writer's thread, then mark each log dir clean."""
+        for key in list(self._creating):  # made for a creation the broker stopped waiting for: closed too
+            try:
+                self._take_created(key)
+            except Exception:  # noqa: BLE001  # never made: nothing to close
+                pass
         logs = list(self._logs.values())
         if len(logs) > 1:
             with ThreadPoolExecutor(min(CLOSING_THREADS, len(logs)), thread_name_prefix="klamm-log-close") as pool:
@@ -178,6 +186,8 @@ class LogManager:
         existing = self._logs.get(key)
         if existing is not None:
             return existing
+        if key in self._creating:  # being made in create_logs' thread: wait for it rather than make it twice
+            return self._take_created(key)
         # A log recreated under a deleted one's name must not meet that one's offsets in a checkpoint at restart,
         # nor its directory, if the rename was not durable yet.
         if key in self._deleted_unwritten:
@@ -191,6 +201,42 @@ class LogManager:
         )
         self._attach(key, log, log_dir)
         return log
+
+    async def create_logs(self, wanted: Sequence[tuple[str, int, LogConfig]], executor: Executor) -> None:
+        """Create the logs of `wanted` (topic, partition, config) that do not exist yet, their directories and
+        files made by `executor` while the event loop goes on (each takes a few hundred microseconds of system
+        calls: a topic of a thousand partitions held the loop for a second). Until one is made, create_log of
+        its name waits for it. A name deleted since the checkpoints were last written is left to create_log."""
+        load = {log_dir: len(self._logs_in.get(log_dir, ())) for log_dir in self.log_dirs}
+        batch = _Creation()
+        for topic, partition, config in wanted:
+            key = (topic, partition)
+            if key in self._logs or key in self._creating or key in self._deleted_unwritten:
+                continue
+            log_dir = min(self.log_dirs, key=lambda d: load[d])  # the least loaded, as create_log chooses
+            load[log_dir] += 1
+            self._creating[key] = (log_dir, batch)
+            batch.wanted.append((key, log_dir / f"{topic}-{partition}", config))
+        if not batch.wanted:
+            return
+        # Shielded: a creation the caller stops waiting for still ends, and shutdown closes its logs.
+        await asyncio.shield(asyncio.get_running_loop().run_in_executor(executor, batch.make, self._time_ms))
+        for key, _, _ in batch.wanted:
+            if self._creating.get(key, (None, None))[1] is batch:
+                try:
+                    self._take_created(key)
+                except Exception as exc:  # noqa: BLE001  # the name stays free: create_log tries again, and raises
+                    logger.warning("could not create the log of %s-%d: %s", key[0], key[1], exc)
+
+    def _take_created(self, key: tuple[str, int]) -> Log:
+        """Attach the log create_logs made for `key` (waiting for it), or raise why it could not be made."""
+        log_dir, batch = self._creating.pop(key)
+        batch.done.wait()
+        made = batch.made[key]
+        if isinstance(made, Exception):
+            raise made
+        self._attach(key, made, log_dir)
+        return made
 
     def log_dir_of(self, topic: str, partition: int) -> Path | None:
         return self._log_dir_of.get((topic, partition))
@@ -344,3 +390,24 @@ def _read_checkpoint_or_empty(path: Path) -> dict[tuple[str, int], int]:
     except CorruptCheckpoint:
         logger.warning("ignoring corrupt checkpoint %s", path)
         return {}
+
+
+class _Creation:
+    """New logs create_logs has made in another thread: each name's log, or why it could not be made."""
+
+    __slots__ = ("wanted", "made", "done")
+
+    def __init__(self) -> None:
+        self.wanted: list[tuple[tuple[str, int], Path, LogConfig]] = []
+        self.made: dict[tuple[str, int], Log | Exception] = {}
+        self.done = threading.Event()
+
+    def make(self, time_ms: Callable[[], int]) -> None:
+        try:
+            for key, directory, config in self.wanted:
+                try:
+                    self.made[key] = Log.open(directory, config, clean_shutdown=True, time_ms=time_ms)
+                except Exception as exc:  # noqa: BLE001  # raised to whoever takes the log
+                    self.made[key] = exc
+        finally:
+            self.done.set()

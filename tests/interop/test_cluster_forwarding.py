@@ -12,12 +12,13 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
 
 from tests.conftest import BrokerProcess
 from tests.integration.conftest import RawClient
 
-from .helpers import wait_for
+from .helpers import confluent_consume, wait_for
 from .test_cluster_processes import nodes  # noqa: F401  (a fixture)
 
 pytestmark = [pytest.mark.timeout(120)]
@@ -117,3 +118,22 @@ def test_a_brokers_own_config_through_that_broker(nodes: list[BrokerProcess]) ->
         ConfigEntry("log.dirs", "/elsewhere", incremental_operation=AlterConfigOpType.SET)])
     with pytest.raises(Exception, match="dynamically"):
         admin.incremental_alter_configs([fixed])[fixed].result(30)
+
+
+def test_every_broker_makes_the_logs_of_a_wide_topic_beside_its_event_loop(nodes: list[BrokerProcess]  # noqa: F811
+                                                                          ) -> None:
+    """Node 1, its own controller, makes its logs of a new topic of many partitions before the commit; nodes 2
+    and 3, brokers only, before they apply the records they fetched. Each then leads or follows every one."""
+    bootstrap = ",".join(n.bootstrap for n in nodes)
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic("wide", 12, 3, config={"min.insync.replicas": "3"})])["wide"].result(30)
+    wait_for(lambda: len(metadata(nodes[2].port, "wide").partitions) == 12, timeout=15, what="node 3 knowing it")
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+    for partition in range(12):  # min.insync.replicas=3: acknowledged once every node has appended it
+        producer.produce("wide", value=f"v{partition}".encode(), partition=partition)
+    assert producer.flush(30) == 0
+    for partition in range(12):
+        assert [m.value() for m in confluent_consume(nodes[1].bootstrap, "wide", partition, 0, 1)] == \
+            [f"v{partition}".encode()]
+    for node in nodes:
+        assert "made the logs of 12 new partitions beside the event loop" in node.out_path.read_text(), node

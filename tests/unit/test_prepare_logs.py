@@ -1,0 +1,183 @@
+"""New logs made off the event loop before the metadata that assigns them is applied.
+
+A topic of a thousand partitions held the loop for a second while apply_image created its logs (a few hundred
+microseconds of system calls each). ReplicaManager.logs_made_for has LogManager.create_logs make them in another
+thread first; apply_image then finds them. These tests pin down that apply_image ends in the same state either
+way, that the logs are made where and as they should be, and the races with create_log and shutdown.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from klamm.broker import replica_manager as replica_manager_module
+from klamm.controller.image import empty_image
+from klamm.controller.records import MetadataRecord
+from klamm.controller.topics import CreateTopicSpec, decide_create_topics
+from klamm.storage.log import Log, LogConfig
+from klamm.storage.log_manager import LogManager
+from tests.unit.test_replica_manager_delta import NODE, Changes, broker_records, manager, replay, state
+
+
+@pytest.fixture
+def creator():
+    with ThreadPoolExecutor(1, thread_name_prefix="test-log-creation") as executor:
+        yield executor
+
+
+def opened_on(monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """The name of the thread each log directory was opened on (by Log.open)."""
+    threads: dict[str, str] = {}
+    original = Log.open.__func__  # type: ignore[attr-defined]
+
+    def recording(cls, directory, *args, **kwargs):  # type: ignore[no-untyped-def]
+        threads[Path(directory).name] = threading.current_thread().name
+        return original(cls, directory, *args, **kwargs)
+    monkeypatch.setattr(Log, "open", classmethod(recording))
+    return threads
+
+
+async def prepare_and_apply(replicas, records, image):
+    """Apply `records` as a broker does: inside logs_made_for; returns the logs there before apply_image."""
+    async with replicas.logs_made_for(records, image):
+        made = {(log.topic, log.partition): log for log in replicas.logs.all_logs()}
+        replicas.apply_image(replay(image, records))
+    return made
+
+
+def create_records(image, name: str, partitions: int, configs: dict[str, str] | None = None):
+    spec = CreateTopicSpec(name=name, num_partitions=partitions, replication_factor=1, configs=configs or {})
+    results, records = decide_create_topics(image, [spec], default_partitions=1, default_replication_factor=1)
+    assert results[0].error == 0
+    return records
+
+
+def test_a_new_topic_s_logs_are_made_aside_and_apply_image_takes_them(tmp_path: Path, creator,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    threads = opened_on(monkeypatch)
+    replicas, _ = manager(tmp_path)
+    replicas.log_creator = creator
+    image = replay(empty_image("c", 0), [r for r in broker_records() if r.data["broker_id"] == NODE])
+    records = create_records(image, "wide", 12, {"segment.bytes": str(1 << 21)})
+    made = asyncio.run(prepare_and_apply(replicas, records, image))
+    assert sorted(made) == [("wide", index) for index in range(12)]
+    assert all(log.config.segment_bytes == 1 << 21 for log in made.values())
+    assert {threads[f"wide-{index}"] for index in range(12)} == {"test-log-creation_0"}
+    assert {key: replicas.partitions[key].log for key in made} == made
+    assert all(replicas.partitions[("wide", index)].leader is not None for index in range(12))
+
+
+def test_a_few_new_logs_are_left_to_apply_image(tmp_path: Path, creator, monkeypatch: pytest.MonkeyPatch) -> None:
+    threads = opened_on(monkeypatch)
+    replicas, _ = manager(tmp_path)
+    replicas.log_creator = creator
+    image = replay(empty_image("c", 0), [r for r in broker_records() if r.data["broker_id"] == NODE])
+    records = create_records(image, "narrow", replica_manager_module.MADE_ASIDE_AT_LEAST - 1)
+    assert asyncio.run(prepare_and_apply(replicas, records, image)) == {}
+    assert len(replicas.partitions) == replica_manager_module.MADE_ASIDE_AT_LEAST - 1
+    assert set(threads.values()) == {threading.current_thread().name}
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_applying_after_preparing_ends_where_applying_alone_does(tmp_path: Path, creator, seed: int,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(replica_manager_module, "MADE_ASIDE_AT_LEAST", 1)  # every new log made aside
+    prepared, _ = manager(tmp_path / "prepared")
+    prepared.log_creator = creator
+    alone, _ = manager(tmp_path / "alone")
+    changes = Changes(seed)
+    image = replay(empty_image("c", 0), broker_records())
+    for _ in range(60):
+        records = changes.next(image)
+        asyncio.run(prepare_and_apply(prepared, records, image))
+        image = replay(image, records)
+        alone.apply_image(image)
+        assert state(prepared) == state(alone)
+        assert {(log.topic, log.partition) for log in prepared.logs.all_logs()} == set(prepared.partitions)
+
+
+def test_only_this_node_s_replicas_get_logs(tmp_path: Path, creator) -> None:
+    replicas, _ = manager(tmp_path)
+    replicas.log_creator = creator
+    image = replay(empty_image("c", 0), broker_records())
+    topic_id = uuid.UUID(int=7)
+    records = [MetadataRecord("TopicRecord", {"name": "spread", "topic_id": topic_id})] + [
+        MetadataRecord("PartitionRecord", {"partition_id": i, "topic_id": topic_id, "replicas": replicas_,
+                                           "isr": replicas_, "leader": replicas_[0], "leader_epoch": 0,
+                                           "partition_epoch": 0})
+        for i, replicas_ in enumerate([[NODE, 2], [2, 3], [3, NODE], [2, NODE], [NODE], [3, 2]])]
+    made = asyncio.run(prepare_and_apply(replicas, records, image))
+    assert sorted(made) == [("spread", 0), ("spread", 2), ("spread", 3), ("spread", 4)]
+    assert sorted(replicas.partitions) == sorted(made)
+
+
+def test_logs_made_for_records_never_applied_are_removed(tmp_path: Path, creator) -> None:
+    replicas, _ = manager(tmp_path)
+    replicas.log_creator = creator
+    image = replay(empty_image("c", 0), [r for r in broker_records() if r.data["broker_id"] == NODE])
+
+    async def not_committed() -> int:
+        async with replicas.logs_made_for(create_records(image, "lost", 6), image):
+            return len(replicas.logs.all_logs())  # the commit failed: nothing applied
+    assert asyncio.run(not_committed()) == 6
+    assert replicas.logs.all_logs() == [] and not list(tmp_path.glob("lost-*"))
+
+
+def test_create_log_of_a_name_being_made_waits_for_that_log(tmp_path: Path, creator) -> None:
+    logs = LogManager([tmp_path / "a", tmp_path / "b"], LogConfig())
+    logs.startup()
+    started, release = threading.Event(), threading.Event()
+    creator.submit(lambda: (started.set(), release.wait(10)))  # holds the creation thread
+
+    async def race() -> tuple[Log, Log]:
+        making = asyncio.ensure_future(logs.create_logs([("t", i, LogConfig()) for i in range(4)], creator))
+        await asyncio.sleep(0)
+        assert started.wait(10)
+        threading.Timer(0.05, release.set).start()
+        taken = logs.create_log("t", 2)  # waits for the creation thread, makes nothing of its own
+        await making
+        return taken, logs.get_log("t", 2)
+    taken, kept = asyncio.run(race())
+    assert taken is kept
+    assert sorted(log.partition for log in logs.all_logs()) == [0, 1, 2, 3]
+    assert sorted(len(list(d.glob("t-*"))) for d in (tmp_path / "a", tmp_path / "b")) == [2, 2]
+    logs.shutdown()
+
+
+def test_a_log_that_cannot_be_made_leaves_its_name_free(tmp_path: Path, creator,
+                                                        caplog: pytest.LogCaptureFixture) -> None:
+    logs = LogManager([tmp_path], LogConfig())
+    logs.startup()
+    (tmp_path / "t-1").write_text("in the way")
+    asyncio.run(logs.create_logs([("t", i, LogConfig()) for i in range(3)], creator))
+    assert sorted(log.partition for log in logs.all_logs()) == [0, 2]
+    assert "could not create the log of t-1" in caplog.text
+    with pytest.raises(OSError):
+        logs.create_log("t", 1)
+    (tmp_path / "t-1").unlink()
+    assert logs.create_log("t", 1).partition == 1
+    logs.shutdown()
+
+
+def test_shutdown_closes_the_logs_of_a_creation_no_one_waited_for(tmp_path: Path, creator) -> None:
+    logs = LogManager([tmp_path], LogConfig())
+    logs.startup()
+
+    async def abandon() -> None:
+        making = asyncio.ensure_future(logs.create_logs([("t", i, LogConfig()) for i in range(5)], creator))
+        await asyncio.sleep(0)
+        making.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await making
+    asyncio.run(abandon())
+    logs.shutdown()  # waits for the thread's logs, closes them and checkpoints them
+    reopened = LogManager([tmp_path], LogConfig())
+    reopened.startup()
+    assert sorted(log.partition for log in reopened.all_logs()) == [0, 1, 2, 3, 4]
+    reopened.shutdown()
