@@ -90,7 +90,7 @@ class MetadataFollower:
         self._connect = connect
         self._max_wait_ms = max_wait_ms
         self._listeners: list[Callable[[MetadataImage, MetadataImage], None]] = []
-        self._prepare = prepare  # awaited with the records fetched before they are applied (new logs made)
+        self._prepare = prepare  # entered around applying fetched records (new logs made before, off the loop)
         self.caught_up = asyncio.Event()  # set once a fetch has reached the controller's log end
         self.high_watermark = 0
         # Where the next fetch starts and the epoch of the batch before it: the end of what was applied,
