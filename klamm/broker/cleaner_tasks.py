@@ -68,6 +68,10 @@ class LogCleaningFailed(Exception):
         self.cause = cause
 
 
+def _settings(config: Any) -> tuple[Any, ...]:
+    return tuple(config.value_of(name) for name in RECONFIGURABLE)
+
+
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
@@ -81,24 +85,50 @@ def compaction_config(config: TopicConfig) -> CompactionConfig:
     )
 
 
+# Kafka's LogCleaner.ReconfigurableConfigs: dynamic broker configs; a change restarts the cleaners with them.
+RECONFIGURABLE = ("log.cleaner.threads", "log.cleaner.dedupe.buffer.size", "log.cleaner.io.buffer.load.factor",
+                  "log.cleaner.io.buffer.size", "message.max.bytes", "log.cleaner.io.max.bytes.per.second",
+                  "log.cleaner.backoff.ms")
+
+
+def check_cleaner_threads(current: int, new: int) -> None:
+    """Kafka's LogCleaner.validateReconfiguration: at least one thread, at most double, at least half as many."""
+    if new < 1:
+        raise ValueError("Log cleaner threads should be at least 1")
+    if new < current // 2:
+        raise ValueError(f"Log cleaner threads cannot be reduced to less than half the current value {current}")
+    if new > current * 2:
+        raise ValueError(f"Log cleaner threads cannot be increased to more than double the current value {current}")
+
+
 class LogCleanerService:
-    """Owned by one Broker; start() launches the workers, stop() ends them."""
+    """Owned by one Broker; start() launches the workers, stop() ends them, reconfigure() restarts them."""
 
     def __init__(self, broker: Any) -> None:
         self.broker = broker
-        config = broker.config
-        self.enabled = config.log_cleaner_enable and config.log_cleaner_threads > 0
-        threads = max(config.log_cleaner_threads, 1)
-        per_thread = config.log_cleaner_dedupe_buffer_size // threads
-        # one I/O budget shared by every cleaner thread, as Kafka's LogCleaner has
-        self.throttler = Throttler(config.log_cleaner_io_max_bytes_per_second, context=PROCESS_CONTEXT)
-        self.cleaners = [Cleaner(per_thread, config.log_cleaner_io_buffer_load_factor, self.throttler)
-                         for _ in range(config.log_cleaner_threads)]
+        self._settings = _settings(broker.config)
+        self._make_workers(broker.config)
         self.checkpoints: CleanerCheckpoints | None = None
         self._in_progress: set[tuple[str, int]] = set()
         # log dir -> partitions not cleaned any more (Kafka's uncleanablePartitions)
         self._uncleanable: dict[Path, set[tuple[str, int]]] = {}
         self._crashes: dict[tuple[str, int], int] = {}  # process deaths in a row per partition
+        self._restarting: asyncio.Task[None] | None = None
+
+    def _make_workers(self, config: Any) -> None:
+        self.enabled = config.log_cleaner_enable and config.log_cleaner_threads > 0
+        threads = max(config.log_cleaner_threads, 1)
+        per_thread = config.log_cleaner_dedupe_buffer_size // threads
+        # one I/O budget shared by every cleaner thread, as Kafka's LogCleaner has
+        self.throttler = Throttler(config.log_cleaner_io_max_bytes_per_second, context=PROCESS_CONTEXT)
+        retired = getattr(self, "cleaners", [])
+        self.cleaners = [Cleaner(per_thread, config.log_cleaner_io_buffer_load_factor, self.throttler)
+                         for _ in range(config.log_cleaner_threads)]
+        if retired and self.cleaners:  # the metrics are counters: what the old workers did still counts
+            first = self.cleaners[0]
+            first.runs, first.bytes_read, first.bytes_written = (sum(c.runs for c in retired),
+                                                                 sum(c.bytes_read for c in retired),
+                                                                 sum(c.bytes_written for c in retired))
         self._executor: ThreadPoolExecutor | None = None
         # A cleaning's directory fsync and checkpoint write: one thread, so checkpoints land in order.
         self._commit_executor = ThreadPoolExecutor(1, thread_name_prefix="klamm-cleaner-commit")
@@ -115,10 +145,34 @@ class LogCleanerService:
 
     def start(self) -> None:
         self.checkpoints = CleanerCheckpoints(self.broker.log_dirs)
+        self._start_workers()
+
+    def _start_workers(self) -> None:
         if not self.enabled:
             return
         self._executor = ThreadPoolExecutor(len(self.cleaners), thread_name_prefix="klamm-cleaner")
         self._tasks = [asyncio.ensure_future(self._run(cleaner)) for cleaner in self.cleaners]
+
+    def reconfigure(self, config: Any) -> None:
+        """Kafka's LogCleaner.reconfigure: new cleaner settings (RECONFIGURABLE) stop the workers, a cleaning in
+        progress aborting, and start new ones with them."""
+        settings = _settings(config)
+        if settings == self._settings:
+            return
+        self._settings = settings
+        if self.checkpoints is None:  # not started yet: start() starts workers with the new settings
+            self._make_workers(config)
+            return
+        self._restarting = asyncio.ensure_future(self._restart(self._restarting))
+
+    async def _restart(self, previous: asyncio.Task[None] | None) -> None:
+        if previous is not None:
+            await asyncio.gather(previous, return_exceptions=True)
+        await self._stop_workers()
+        self._make_workers(self.broker.config)
+        self._start_workers()
+        log.info("log cleaner restarted: %d threads, backoff %d ms", len(self.cleaners),
+                 self.broker.config.log_cleaner_backoff_ms)
 
     async def _run(self, cleaner: Cleaner) -> None:
         backoff = self.broker.config.log_cleaner_backoff_ms / 1000
@@ -279,6 +333,12 @@ class LogCleanerService:
 
     async def stop(self) -> None:
         """Stop the workers (a cleaning in progress aborts and removes its files)."""
+        if self._restarting is not None:
+            self._restarting.cancel()
+            await asyncio.gather(self._restarting, return_exceptions=True)
+        await self._stop_workers()
+
+    async def _stop_workers(self) -> None:
         for cleaner in self.cleaners:
             cleaner.stop()
         for task in self._tasks:

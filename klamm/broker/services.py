@@ -26,6 +26,7 @@ from klamm.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
     from klamm.broker.authorizer import AllowAll
+    from klamm.broker.cleaner_tasks import LogCleanerService
     from klamm.broker.fetch_session import FetchSessionCache
     from klamm.broker.metrics import BrokerMetrics
     from klamm.broker.replica_manager import ReplicaManager
@@ -118,6 +119,7 @@ class BrokerServices(Protocol):
     metrics: BrokerMetrics
     fetch_sessions: FetchSessionCache
     authorizer: AllowAll  # ALLOW_ALL without authorizer.class.name
+    log_cleaner: LogCleanerService
 
     @property
     def controller(self) -> MetadataView:

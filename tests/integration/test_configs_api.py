@@ -352,3 +352,29 @@ def test_describe_producers_lists_idempotent_producers(client):
     [state] = found.active_producers
     assert (state.producer_id, state.producer_epoch, state.last_sequence, state.last_timestamp,
             state.coordinator_epoch, state.current_txn_start_offset) == (4242, 3, 1, 1_700_000_000_000, -1, -1)
+
+
+@pytest.mark.timeout(90)
+def test_the_log_cleaner_s_configs_change_live(client, broker):
+    """Kafka's LogCleaner.ReconfigurableConfigs are dynamic broker configs: a change restarts the cleaners with it
+    (log.cleaner.threads at most doubled or halved at a time), and compaction goes on."""
+    node = str(broker.broker.node_id)
+    cleaner = broker.broker.log_cleaner
+    assert incremental(client, BROKER, node, [("log.cleaner.backoff.ms", SET, "100"),
+                                              ("log.cleaner.dedupe.buffer.size", SET, str(64 << 20))]).error_code == 0
+    configs = entries(describe(client, BROKER, node))
+    assert (configs["log.cleaner.backoff.ms"].value, configs["log.cleaner.backoff.ms"].config_source) == (
+        "100", DYNAMIC_BROKER_CONFIG)
+    wait_for(lambda: broker.call(lambda: cleaner._restarting is not None and cleaner._restarting.done()))
+    result = incremental(client, BROKER, node, [("log.cleaner.threads", SET, "3")])
+    assert (result.error_code, result.error_message) == (
+        42, "Log cleaner threads cannot be increased to more than double the current value 1")
+    assert incremental(client, BROKER, "", [("log.cleaner.threads", SET, "2")]).error_code == 0
+    wait_for(lambda: broker.call(lambda: len(cleaner.cleaners) == 2 and cleaner._restarting.done()))
+
+    create_topic(client, "compacted", configs={"cleanup.policy": "compact", "segment.ms": "100",
+                                               "min.cleanable.dirty.ratio": "0.01"})
+    for round_ in range(3):
+        produce(client, "compacted", build_batch([(b"k", f"v{round_}".encode())] * 20))
+        time.sleep(0.2)  # a new segment each round: the older ones can be cleaned
+    wait_for(lambda: broker.call(lambda: cleaner.runs) > 0, timeout=30)

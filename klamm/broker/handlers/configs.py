@@ -34,6 +34,7 @@ from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
+from klamm.broker.cleaner_tasks import RECONFIGURABLE, check_cleaner_threads
 from klamm.broker.handlers import Api
 from klamm.broker.services import BrokerServices
 from klamm.config.broker import BrokerConfig
@@ -51,8 +52,9 @@ TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP = 2, 4, 8, 16, 32
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 _OP_NAMES = {APPEND: "APPEND", SUBTRACT: "SUBTRACT"}
 
-# Broker configs that supply topic defaults: the ones klamm can change live.
-DYNAMIC_BROKER_CONFIGS: frozenset[str] = frozenset(s.name for key in TOPIC_CONFIG_DEF for s in key.synonyms)
+# Broker configs klamm can change live: those that supply topic defaults, and the log cleaner's.
+DYNAMIC_BROKER_CONFIGS: frozenset[str] = frozenset(s.name for key in TOPIC_CONFIG_DEF for s in key.synonyms) | \
+    frozenset(RECONFIGURABLE)
 # Kafka's brokerConfigSynonyms: a millisecond config and its coarser fallbacks, most specific first.
 _BROKER_SYNONYMS: dict[str, list[str]] = {
     key.synonyms[0].name: [s.name for s in key.synonyms] for key in TOPIC_CONFIG_DEF if len(key.synonyms) > 1}
@@ -86,6 +88,7 @@ def apply_dynamic_broker_configs(broker: BrokerServices, image: Any) -> None:
     broker.config = config
     broker.replicas.reconfigure(config)
     broker.replicas.apply_image(image)
+    broker.log_cleaner.reconfigure(config)
 
 
 # -- DescribeConfigs ---------------------------------------------------------------------------
@@ -432,8 +435,10 @@ async def _alter_broker(broker: BrokerServices, request: Any, name: str, set_con
         if node_id is not None:
             base.update(broker.controller.image.broker_configs(None))
         try:
-            BrokerConfig.from_properties({**base, **configs})
-        except ConfigError as exc:
+            changed = BrokerConfig.from_properties({**base, **configs})
+            if changed.log_cleaner_threads != broker.config.log_cleaner_threads:
+                check_cleaner_threads(broker.config.log_cleaner_threads, changed.log_cleaner_threads)
+        except (ConfigError, ValueError) as exc:
             raise KafkaError(ErrorCode.invalid_request, str(exc)) from None
 
     await broker.controller_client.alter_broker_configs(node_id, set_configs, deletes, replace=replace,
