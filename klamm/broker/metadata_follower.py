@@ -50,6 +50,7 @@ from klamm.controller.client_quotas import ClientQuotaAlteration, ClientQuotaRes
 from klamm.controller.configs import (ConfigValidator, decide_alter_broker_configs, decide_alter_group_configs,
                                      decide_alter_topic_configs)
 from klamm.controller.elections import ElectionOutcome
+from klamm.controller.features import ALL_FAILED, FeatureUpdate
 from klamm.controller.quorum_info import QuorumInfo, from_response
 from klamm.controller.scram import ScramAlterResult, ScramDeletion, ScramUpsertion
 from klamm.controller.topics import (CreatePartitionsResult, CreatePartitionsSpec, CreateTopicSpec, DeleteTopicResult,
@@ -66,6 +67,7 @@ DELETE_TOPICS, ALTER_CONFIGS, CREATE_PARTITIONS, ELECT_LEADERS, INCREMENTAL_ALTE
 ALTER_PARTITION_REASSIGNMENTS, ALTER_USER_SCRAM_CREDENTIALS, DESCRIBE_QUORUM = 45, 51, 55
 CREATE_ACLS, DELETE_ACLS = 30, 31
 ALTER_CLIENT_QUOTAS = 49
+UPDATE_FEATURES = 57
 SET, DELETE = 0, 1  # IncrementalAlterConfigs operations
 ZERO_UUID = uuid.UUID(int=0)
 FETCH_SNAPSHOT, SNAPSHOT_CHUNK_BYTES = 59, 8 << 20
@@ -223,6 +225,11 @@ class MetadataFollower:
         old, self._image = self._image, apply_batch(self._image, records)
         for listener in list(self._listeners):
             listener(old, self._image)
+
+
+def _controller_message(message: str | None) -> str | None:
+    """The controller's reason, without the prefix the UpdateFeatures answer adds to it (added again here)."""
+    return message[len(ALL_FAILED):] if message is not None and message.startswith(ALL_FAILED) else message
 
 
 class BrokerLifecycle:
@@ -443,6 +450,14 @@ class RemoteControllerClient:
             for a in alterations]})
         return [ClientQuotaResult(tuple((e.entity_type, e.entity_name) for e in r.entity), ErrorCode(r.error_code),
                                   r.error_message) for r in response.entries]
+
+    async def update_features(self, updates: Sequence[FeatureUpdate], *,
+                              validate_only: bool) -> tuple[ErrorCode, str | None]:
+        """UpdateFeatures at the controller, which decides it (Kafka's brokers forward it)."""
+        response = await self._request(UPDATE_FEATURES, 1, {"timeout_ms": 60_000, "validate_only": validate_only,
+                                                            "feature_updates": [
+            {"feature": u.name, "max_version_level": u.level, "upgrade_type": u.upgrade_type} for u in updates]})
+        return ErrorCode(response.error_code), _controller_message(response.error_message)
 
     async def alter_user_scram_credentials(self, deletions: Sequence[ScramDeletion],
                                            upsertions: Sequence[ScramUpsertion]) -> list[ScramAlterResult]:

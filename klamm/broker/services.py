@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from klamm.controller.configs import ConfigValidator
     from klamm.controller.controller import Controller
     from klamm.controller.elections import ElectionOutcome
+    from klamm.controller.features import FeatureUpdate
     from klamm.controller.image import MetadataImage
     from klamm.controller.quorum_info import QuorumDescriber, QuorumInfo
     from klamm.controller.records import MetadataRecord
@@ -90,6 +91,9 @@ class ControllerClient(Protocol):
 
     async def alter_client_quotas(self, alterations: Sequence[ClientQuotaAlteration], *,
                                   validate_only: bool) -> list[ClientQuotaResult]: ...
+
+    async def update_features(self, updates: Sequence[FeatureUpdate], *,
+                              validate_only: bool) -> tuple[ErrorCode, str | None]: ...
 
     async def alter_user_scram_credentials(self, deletions: Sequence[ScramDeletion],
                                            upsertions: Sequence[ScramUpsertion]) -> list[ScramAlterResult]: ...
@@ -214,6 +218,10 @@ class LocalControllerClient:
                                   validate_config: ConfigValidator | None) -> dict[str, str]:
         return self._controller.alter_group_configs(group_id, set_configs, delete_configs, replace=replace,
                                                     validate_only=validate_only, validate_config=validate_config)
+
+    async def update_features(self, updates: Sequence[FeatureUpdate], *,
+                              validate_only: bool) -> tuple[ErrorCode, str | None]:
+        return self._controller.update_features(updates, validate_only=validate_only)
 
     async def alter_client_quotas(self, alterations: Sequence[ClientQuotaAlteration], *,
                                   validate_only: bool) -> list[ClientQuotaResult]:

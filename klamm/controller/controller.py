@@ -43,6 +43,7 @@ from klamm.controller.client_quotas import ClientQuotaAlteration, ClientQuotaRes
 from klamm.controller.configs import (ConfigValidator, decide_alter_broker_configs, decide_alter_group_configs,
                                      decide_alter_topic_configs)
 from klamm.controller.elections import ElectionOutcome, decide_elect_leaders
+from klamm.controller.features import BOOTSTRAP_METADATA_VERSION, FeatureUpdate, decide_update_features
 from klamm.controller.partition_changes import (NO_LEADER, UNCLEAN_KEY, decide_alter_partition, decide_balance_leaders,
                                                 decide_controlled_shutdown, decide_reassignments,
                                                 decide_fence_broker, decide_leaderless_elections,
@@ -87,7 +88,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 # The metadata.version feature level written at bootstrap: 3.9-IV0.
-METADATA_VERSION = 21
+METADATA_VERSION = BOOTSTRAP_METADATA_VERSION
 PRODUCER_ID_BLOCK_SIZE = 1000  # Kafka's ProducerIdsBlock.PRODUCER_ID_BLOCK_SIZE
 
 ChangeListener = Callable[[MetadataImage, MetadataImage], None]
@@ -380,6 +381,14 @@ class Controller:
         if records and not validate_only:
             self._commit(records)
         return results
+
+    def update_features(self, updates: Sequence[FeatureUpdate], *, validate_only: bool = False
+                        ) -> tuple[ErrorCode, str | None]:
+        """UpdateFeatures: all of them, or none with the first one's error (klamm/controller/features.py)."""
+        error, message, records = decide_update_features(self._image, self.node_id, updates)
+        if records and not validate_only:
+            self._commit(records)
+        return error, message
 
     def delete_topics(self, topics: Sequence[str | uuid.UUID]) -> list[DeleteTopicResult]:
         """Delete by name or id; results in request order."""

@@ -137,3 +137,20 @@ def test_every_broker_makes_the_logs_of_a_wide_topic_beside_its_event_loop(nodes
             [f"v{partition}".encode()]
     for node in nodes:
         assert "made the logs of 12 new partitions beside the event loop" in node.out_path.read_text(), node
+
+
+def test_update_features_at_a_broker_only_node_is_decided_by_the_controller(nodes: list[BrokerProcess]  # noqa: F811
+                                                                              ) -> None:
+    client = RawClient(nodes[1].port, timeout=30)
+    versions = client.request(18, 4, {"client_software_name": "t", "client_software_version": "1"})
+    assert {f.name: f.max_version_level for f in versions.finalized_features} == {
+        "metadata.version": 21, "group.version": 1}
+    assert versions.finalized_features_epoch > 0  # node 2's image: past the controller's first records
+    refused = client.request(57, 1, {"timeout_ms": 30_000, "validate_only": False, "feature_updates": [
+        {"feature": "no.such.feature", "max_version_level": 1, "upgrade_type": 1}]})
+    assert (refused.error_code, refused.error_message) == (95, (
+        "The update failed for all features since the following feature had an error: Invalid update version 1 "
+        "for feature no.such.feature. Local controller 1 does not support this feature."))
+    made = client.request(57, 1, {"timeout_ms": 30_000, "validate_only": False, "feature_updates": [
+        {"feature": "group.version", "max_version_level": 1, "upgrade_type": 1}]})
+    assert (made.error_code, [(r.feature, r.error_code) for r in made.results]) == (0, [("group.version", 0)])
