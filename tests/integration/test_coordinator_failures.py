@@ -87,6 +87,23 @@ def txn_state(broker: BrokerThread) -> dict[str, Any]:
 
 
 # ------------------------------------------------------------------ groups ---
+def test_a_broker_without_consumer_offsets_is_not_the_coordinator(broker: BrokerThread, client: RawClient) -> None:
+    """Until __consumer_offsets exists here a group request is NOT_COORDINATOR (Kafka's coordinator runtime, for a
+    partition it does not host), which sends a client back to FindCoordinator; ListGroups lists none."""
+    create_topic(client, "t")
+    joined = client.request(JOIN_GROUP, 5, {
+        "group_id": "g", "session_timeout_ms": 10_000, "rebalance_timeout_ms": 10_000, "member_id": "",
+        "group_instance_id": None, "protocol_type": "consumer", "protocols": [{"name": "range", "metadata": b""}]})
+    assert joined.error_code == NOT_COORDINATOR
+    assert commit(client, "g", "t", 5) == NOT_COORDINATOR
+    described = client.request(15, 5, {"groups": ["g"], "include_authorized_operations": False})
+    assert [(g.group_id, g.error_code) for g in described.groups] == [("g", NOT_COORDINATOR)]
+    listed = client.request(16, 4, {"states_filter": []})
+    assert (listed.error_code, listed.groups) == (0, ())
+    find(client, "g")  # creates __consumer_offsets: this broker coordinates every group
+    assert commit(client, "g", "t", 5) == 0
+
+
 def test_offset_commit_failure_changes_nothing(broker: BrokerThread, client: RawClient) -> None:
     create_topic(client, "t")
     find(client, "g")
