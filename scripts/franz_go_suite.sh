@@ -115,13 +115,7 @@ single)
 tls)
     # One node whose only listener is SSL, the suite's clients over TLS (KGO_TEST_TLS=ca:...): a CA and
     # a server certificate for localhost made with openssl, the PEM keystore of KIP-651.
-    openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=klamm-franz-go-ca \
-        -keyout "$WORK/ca.key" -out "$WORK/ca.pem" 2>/dev/null
-    openssl req -newkey rsa:2048 -nodes -subj /CN=localhost -keyout "$WORK/server.key" \
-        -out "$WORK/server.csr" 2>/dev/null
-    openssl x509 -req -days 2 -in "$WORK/server.csr" -CA "$WORK/ca.pem" -CAkey "$WORK/ca.key" -CAcreateserial \
-        -extfile <(printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\n') -out "$WORK/server.pem" 2>/dev/null
-    cat "$WORK/server.key" "$WORK/server.pem" >"$WORK/keystore.pem"
+    make_keystore klamm-franz-go-ca
     PORT=$(free_port)
     properties 0 "$WORK/node0.properties" "listeners=SSL://localhost:$PORT" \
         "advertised.listeners=SSL://localhost:$PORT" inter.broker.listener.name=SSL ssl.keystore.type=PEM \

@@ -121,15 +121,6 @@ for port in $(seq 9092 9100); do
     exit 1
 done
 
-# A CA and a server certificate for localhost, the key and chain in one PEM keystore (KIP-651).
-openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=klamm-kafkajs-ca \
-    -keyout "$WORK/ca.key" -out "$WORK/ca.pem" 2>/dev/null
-openssl req -newkey rsa:2048 -nodes -subj /CN=localhost -keyout "$WORK/server.key" \
-    -out "$WORK/server.csr" 2>/dev/null
-openssl x509 -req -days 2 -in "$WORK/server.csr" -CA "$WORK/ca.pem" -CAkey "$WORK/ca.key" -CAcreateserial \
-    -extfile <(printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\n') -out "$WORK/server.pem" 2>/dev/null
-cat "$WORK/server.key" "$WORK/server.pem" >"$WORK/keystore.pem"
-
 PLAIN_JAAS='org.apache.kafka.common.security.plain.PlainLoginModule required username="test" password="testtest" user_test="testtest" user_bob="bobbob" user_alice="alicealice";'
 OAUTH_JAAS='org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required unsecuredLoginStringClaim_sub="admin";'
 COMMON=(num.partitions=2 auto.create.topics.enable=true delete.topic.enable=true
@@ -148,6 +139,7 @@ SCRAM=(--add-scram 'SCRAM-SHA-256=[name=testscram,iterations=8192,password=testt
 
 # shellcheck source=scripts/klamm_nodes.sh
 source "$ROOT/scripts/klamm_nodes.sh"
+make_keystore klamm-kafkajs-ca
 node_listeners() {  # node N: SSL on 9093+3N, SASL_SSL on 9094+3N
     echo ",SSL://localhost:$((9093 + 3 * $1)),SASL_SSL://localhost:$((9094 + 3 * $1))"
 }

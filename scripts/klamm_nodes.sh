@@ -49,6 +49,18 @@ more_listeners() {  # node id
     if declare -F node_listeners >/dev/null; then node_listeners "$1"; fi
 }
 
+# A CA (WORK/ca.pem) and a server certificate for localhost signed by it, key and chain in one PEM keystore
+# (KIP-651: ssl.keystore.type=PEM, ssl.keystore.location=WORK/keystore.pem), made with openssl.
+make_keystore() {  # CA common name
+    openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=$1" \
+        -keyout "$WORK/ca.key" -out "$WORK/ca.pem" 2>/dev/null
+    openssl req -newkey rsa:2048 -nodes -subj /CN=localhost -keyout "$WORK/server.key" \
+        -out "$WORK/server.csr" 2>/dev/null
+    openssl x509 -req -days 2 -in "$WORK/server.csr" -CA "$WORK/ca.pem" -CAkey "$WORK/ca.key" -CAcreateserial \
+        -extfile <(printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\n') -out "$WORK/server.pem" 2>/dev/null
+    cat "$WORK/server.key" "$WORK/server.pem" >"$WORK/keystore.pem"
+}
+
 wait_ready() {  # log file
     for _ in $(seq 200); do
         grep -q "klamm ready" "$1" 2>/dev/null && return 0

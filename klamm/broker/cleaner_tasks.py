@@ -27,7 +27,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
@@ -115,13 +115,12 @@ class LogCleanerService:
         self._crashes: dict[tuple[str, int], int] = {}  # process deaths in a row per partition
         self._restarting: asyncio.Task[None] | None = None
 
-    def _make_workers(self, config: Any) -> None:
+    def _make_workers(self, config: Any, retired: Sequence[Cleaner] = ()) -> None:
         self.enabled = config.log_cleaner_enable and config.log_cleaner_threads > 0
         threads = max(config.log_cleaner_threads, 1)
         per_thread = config.log_cleaner_dedupe_buffer_size // threads
         # one I/O budget shared by every cleaner thread, as Kafka's LogCleaner has
         self.throttler = Throttler(config.log_cleaner_io_max_bytes_per_second, context=PROCESS_CONTEXT)
-        retired = getattr(self, "cleaners", [])
         self.cleaners = [Cleaner(per_thread, config.log_cleaner_io_buffer_load_factor, self.throttler)
                          for _ in range(config.log_cleaner_threads)]
         if retired and self.cleaners:  # the metrics are counters: what the old workers did still counts
@@ -169,7 +168,7 @@ class LogCleanerService:
         if previous is not None:
             await asyncio.gather(previous, return_exceptions=True)
         await self._stop_workers()
-        self._make_workers(self.broker.config)
+        self._make_workers(self.broker.config, retired=self.cleaners)
         self._start_workers()
         log.info("log cleaner restarted: %d threads, backoff %d ms", len(self.cleaners),
                  self.broker.config.log_cleaner_backoff_ms)

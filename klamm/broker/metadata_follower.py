@@ -35,7 +35,7 @@ import asyncio
 import logging
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from contextlib import AbstractAsyncContextManager
+from contextlib import AbstractAsyncContextManager, nullcontext
 from typing import Any
 
 from klamm.broker.client import BrokerConnection, BrokerUnavailable
@@ -141,10 +141,9 @@ class MetadataFollower:
             before = self._fetch_offset
             if entry.records:
                 records = self._committed_records(bytearray(entry.records), entry.high_watermark)
-                if records and self._prepare is not None:
-                    async with self._prepare([record for _, record in records], self._image):
-                        self._apply(records)
-                else:
+                around = self._prepare([record for _, record in records], self._image) \
+                    if records and self._prepare is not None else nullcontext()
+                async with around:
                     self._apply(records)
             if self._fetch_offset >= self.high_watermark:
                 self.caught_up.set()

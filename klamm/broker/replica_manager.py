@@ -186,9 +186,9 @@ class ReplicaManager:
             name = names.get(data["topic_id"]) or (topic.name if topic is not None else None)
             if name is None or self.logs.get_log(name, data["partition_id"]) is not None:
                 continue
-            if name not in configs:
+            if name not in configs:  # resolved as apply_image resolves it, which then finds it resolved
                 given = {**(topic.configs if topic is not None else {}), **overrides.get(name, {})}
-                configs[name] = _log_config(name, TopicConfig.resolve(self.config, given))
+                configs[name] = _log_config(name, self.topic_config(name, given))
             wanted.append((name, data["partition_id"], configs[name]))
         return wanted
 

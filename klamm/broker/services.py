@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from contextlib import AbstractAsyncContextManager
+from contextlib import AbstractAsyncContextManager, nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -170,22 +170,25 @@ class LocalControllerClient:
         arguments = {"default_partitions": config.num_partitions,
                      "default_replication_factor": config.default_replication_factor,
                      "validate_config": lambda configs: TopicConfig.validate(self._config.config, configs)}
-        if self._prepare is None or validate_only:
+        async with self._prepared(lambda image: decide_create_topics(image, specs, **arguments)[1], validate_only):
             return self._controller.create_topics(specs, validate_only=validate_only, **arguments)
-        image = self._controller.image
-        async with self._prepare(decide_create_topics(image, specs, **arguments)[1], image):
-            return self._controller.create_topics(specs, validate_only=False, **arguments)
 
     async def delete_topics(self, topics: Sequence[str | uuid.UUID]) -> list[DeleteTopicResult]:
         return self._controller.delete_topics(topics)
 
+    def _prepared(self, decide: Callable[[MetadataImage], Sequence[MetadataRecord]],
+                  validate_only: bool) -> AbstractAsyncContextManager[None]:
+        """What to commit inside: `prepare` entered with the records `decide` makes of the image now (a dry
+        run of the controller's decision), or nothing for a validation."""
+        if self._prepare is None or validate_only:
+            return nullcontext()
+        image = self._controller.image
+        return self._prepare(decide(image), image)
+
     async def create_partitions(self, specs: Sequence[CreatePartitionsSpec], *,
                                 validate_only: bool) -> list[CreatePartitionsResult]:
-        if self._prepare is None or validate_only:
+        async with self._prepared(lambda image: decide_create_partitions(image, specs)[1], validate_only):
             return self._controller.create_partitions(specs, validate_only=validate_only)
-        image = self._controller.image
-        async with self._prepare(decide_create_partitions(image, specs)[1], image):
-            return self._controller.create_partitions(specs, validate_only=False)
 
     async def elect_leaders(self, election: int, partitions: Mapping[str, Sequence[int]] | None
                             ) -> dict[str, list[tuple[int, ElectionOutcome]]]:

@@ -35,7 +35,7 @@ import logging
 import shutil
 import threading
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Executor, ThreadPoolExecutor
 from pathlib import Path
 
@@ -207,14 +207,14 @@ class LogManager:
         files made by `executor` while the event loop goes on (each takes a few hundred microseconds of system
         calls: a topic of a thousand partitions held the loop for a second). Until one is made, create_log of
         its name waits for it. A name deleted since the checkpoints were last written is left to create_log."""
-        load = {log_dir: len(self._logs_in.get(log_dir, ())) for log_dir in self.log_dirs}
+        pending = {log_dir: 0 for log_dir in self.log_dirs}
         batch = _Creation()
         for topic, partition, config in wanted:
             key = (topic, partition)
             if key in self._logs or key in self._creating or key in self._deleted_unwritten:
                 continue
-            log_dir = min(self.log_dirs, key=lambda d: load[d])  # the least loaded, as create_log chooses
-            load[log_dir] += 1
+            log_dir = self._least_loaded_dir(pending)
+            pending[log_dir] += 1
             self._creating[key] = (log_dir, batch)
             batch.wanted.append((key, log_dir / f"{topic}-{partition}", config))
         if not batch.wanted:
@@ -275,9 +275,10 @@ class LogManager:
         self._write_now(log_dir)
         return log, old
 
-    def _least_loaded_dir(self) -> Path:
-        """The log dir holding the fewest logs (the first of them in log.dirs order)."""
-        return min(self.log_dirs, key=lambda d: len(self._logs_in.get(d, ())))
+    def _least_loaded_dir(self, pending: Mapping[Path, int] | None = None) -> Path:
+        """The log dir holding the fewest logs, counting those `pending` there (the first of them in log.dirs
+        order)."""
+        return min(self.log_dirs, key=lambda d: len(self._logs_in.get(d, ())) + (pending or {}).get(d, 0))
 
     def _attach(self, key: tuple[str, int], log: Log, log_dir: Path) -> None:
         self._logs[key] = log
