@@ -221,6 +221,20 @@ def open_transaction(client: RawClient, txn_id: str, topic: str, timeout_ms: int
     return response.producer_id
 
 
+def test_a_broker_without_transaction_state_is_not_the_coordinator(broker: BrokerThread, client: RawClient,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """While the creation of __transaction_state is under way elsewhere (a broker-only node forwards it), the
+    transactional requests are NOT_COORDINATOR, which sends a client back to FindCoordinator."""
+    create_topic(client, "t")
+    monkeypatch.setattr(broker.broker, "create_internal_topic", lambda *args, **kwargs: None)
+    assert init(client, "tid").error_code == NOT_COORDINATOR
+    assert add_partition(client, "tid", "t", 7) == NOT_COORDINATOR
+    assert end_txn(client, "tid", 7, True) == NOT_COORDINATOR
+    monkeypatch.undo()
+    find(client, "tid", 1)
+    assert init(client, "tid").error_code == 0
+
+
 def test_init_producer_id_failure_changes_nothing(broker: BrokerThread, client: RawClient) -> None:
     find(client, "tid", 1)
     first = init(client, "tid")

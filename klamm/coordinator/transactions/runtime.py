@@ -152,11 +152,13 @@ class TransactionCoordinatorRuntime:
 
     # serving
     def ready(self) -> TransactionCoordinator:
-        """The coordinator, creating __transaction_state on first use."""
+        """The coordinator, creating __transaction_state on first use; NOT_COORDINATOR while this broker has not
+        applied the topic (a broker-only node forwards its creation). Kafka's TransactionStateManager answers so
+        for a partition it does not own, which sends the client back to FindCoordinator."""
         if self.coordinator is None:
             self.ensure_topic()
         if self.coordinator is None:
-            raise KafkaError(ErrorCode.coordinator_not_available)
+            raise KafkaError(ErrorCode.not_coordinator)
         return self.coordinator
 
     def run(self, result: TxnResult) -> Any:
