@@ -175,8 +175,10 @@ class EmbeddedCluster:
 
 @asynccontextmanager
 async def inprocess_cluster(size: int = 3, properties: Mapping[str, Any] | None = None,
+                            node_properties: Mapping[int, Mapping[str, Any]] | None = None,
                             **overrides: Any) -> AsyncIterator[EmbeddedCluster]:
-    """Run `size` replicating brokers on the current event loop for the duration of the block."""
+    """Run `size` replicating brokers on the current event loop for the duration of the block; a node's
+    `node_properties` (by node id: its broker.rack, say) go over the common `properties`."""
     with tempfile.TemporaryDirectory(prefix="klamm-cluster-") as root:
         controller = Controller(InMemoryMetadataLog(), 1)
         controller.load()
@@ -184,14 +186,15 @@ async def inprocess_cluster(size: int = 3, properties: Mapping[str, Any] | None 
         try:
             for node_id in range(1, size + 1):
                 log_dir = f"{root}/broker-{node_id}"
-                config = config_for(log_dir, properties, node_id=node_id, **overrides)
+                own = {**(properties or {}), **(node_properties or {}).get(node_id, {})}
+                config = config_for(log_dir, own, node_id=node_id, **overrides)
                 cluster.log_dirs[node_id] = log_dir
                 instance = Broker(config, controller=controller)
                 await instance.start()
                 # a restart keeps its port, so the clients' bootstrap list stays right
                 bound = ",".join(f"{name}://{host or '127.0.0.1'}:{instance.listener_ports[name]}"
                                  for name, host, _ in instance.client_listeners)
-                cluster.configs[node_id] = config_for(log_dir, {**(properties or {}), "listeners": bound},
+                cluster.configs[node_id] = config_for(log_dir, {**own, "listeners": bound},
                                                       node_id=node_id, **overrides)
                 cluster.brokers[node_id] = instance
             yield cluster
@@ -203,9 +206,10 @@ async def inprocess_cluster(size: int = 3, properties: Mapping[str, Any] | None 
 
 @contextmanager
 def run_cluster(size: int = 3, properties: Mapping[str, Any] | None = None,
+                node_properties: Mapping[int, Mapping[str, Any]] | None = None,
                 **overrides: Any) -> Iterator[EmbeddedCluster]:
     """`inprocess_cluster` on its own event loop in a background thread, for synchronous tests."""
-    with _in_thread(inprocess_cluster(size, properties, **overrides), "klamm-cluster") as running:
+    with _in_thread(inprocess_cluster(size, properties, node_properties, **overrides), "klamm-cluster") as running:
         yield running
 
 

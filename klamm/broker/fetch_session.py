@@ -52,8 +52,11 @@ class CachedPartition:
     def changed(self, response: dict[str, Any]) -> bool:
         """Whether an incremental response must carry this partition; remembers what it carries."""
         news = (response["high_watermark"], response["last_stable_offset"], response["log_start_offset"])
+        # a preferred read replica or a diverging epoch is news however little else changed (Kafka's
+        # CachedPartition.maybeUpdateResponseData)
         must_send = bool(response["records"]) or response["error_code"] != 0 or news != (
-            self.high_watermark, self.last_stable_offset, self.log_start_offset)
+            self.high_watermark, self.last_stable_offset, self.log_start_offset) or \
+            response["preferred_read_replica"] >= 0 or "diverging_epoch" in response
         if must_send:
             self.high_watermark, self.last_stable_offset, self.log_start_offset = news
         return must_send

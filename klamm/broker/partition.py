@@ -167,16 +167,20 @@ class Partition:
             raise KafkaError(ErrorCode.not_leader_or_follower)
 
     # ------------------------------------------------------------ the leader's followers
-    def on_follower_fetch(self, replica_id: int, fetch_offset: int) -> None:
+    def on_follower_fetch(self, replica_id: int, fetch_offset: int, log_start_offset: int = -1) -> None:
         """A follower fetched from `fetch_offset` (its log end): the HW may move, the ISR may grow."""
         if self.leader is None:
             return
         moved, proposal = self.leader.on_follower_fetch(replica_id, fetch_offset, self._committable_end(),
-                                                        self._time_ms())
+                                                        self._time_ms(), log_start_offset)
         if moved:
             self._high_watermark_moved()
         if proposal is not None:
             self._propose(proposal)
+
+    def readable_followers(self, offset: int) -> list[tuple[int, int, int]]:
+        """The ISR followers holding `offset` (node id, log end offset, ms since caught up); none unless leader."""
+        return self.leader.readable_followers(offset, self._time_ms()) if self.leader is not None else []
 
     def check_isr(self) -> None:
         """The periodic ISR check (every replica.lag.time.max.ms / 2): propose a shrink if followers lag."""

@@ -67,6 +67,7 @@ class FollowerProgress:
     """What the leader knows of one follower (Kafka's ReplicaState)."""
 
     log_end_offset: int = UNKNOWN_OFFSET
+    log_start_offset: int = UNKNOWN_OFFSET  # as its last fetch said (v5+)
     last_caught_up_ms: int | None = None  # None: never in this leadership (Kafka's 0, on any clock)
     last_fetch_leader_log_end_offset: int = UNKNOWN_OFFSET
     last_fetch_ms: int | None = None
@@ -109,8 +110,9 @@ class LeaderState:
         return self._maybe_advance_high_watermark(now_ms)
 
     def on_follower_fetch(self, replica_id: int, fetch_offset: int, leader_log_end_offset: int,
-                          now_ms: int) -> tuple[bool, IsrProposal | None]:
-        """A follower fetched from `fetch_offset` (a fetch not answered with a diverging epoch).
+                          now_ms: int, log_start_offset: int = UNKNOWN_OFFSET) -> tuple[bool, IsrProposal | None]:
+        """A follower fetched from `fetch_offset` (a fetch not answered with a diverging epoch), its log
+        starting at `log_start_offset`.
 
         Returns (HW moved, the ISR expansion to propose if the follower may now join).
         """
@@ -123,6 +125,7 @@ class LeaderState:
         elif fetch_offset >= follower.last_fetch_leader_log_end_offset:
             follower.caught_up_at(follower.last_fetch_ms)
         follower.log_end_offset = fetch_offset
+        follower.log_start_offset = log_start_offset
         follower.last_fetch_leader_log_end_offset = max(leader_log_end_offset,
                                                         follower.last_fetch_leader_log_end_offset)
         follower.last_fetch_ms = now_ms
@@ -186,6 +189,14 @@ class LeaderState:
         if follower is None or follower.last_caught_up_ms is None:
             return None
         return now_ms - follower.last_caught_up_ms
+
+    def readable_followers(self, offset: int, now_ms: int) -> list[tuple[int, int, int]]:
+        """(node id, log end offset, ms since caught up) of each ISR follower whose log holds `offset`: those a
+        consumer could read it from (Kafka's findPreferredReadReplica). Never caught up counts as since 0."""
+        return [(replica, follower.log_end_offset,
+                 now_ms - (follower.last_caught_up_ms if follower.last_caught_up_ms is not None else 0))
+                for replica, follower in self._followers.items()
+                if replica in self.isr and follower.log_start_offset <= offset <= follower.log_end_offset]
 
     def has_enough_replicas(self, min_insync_replicas: int) -> bool:
         return len(self.isr) >= min_insync_replicas

@@ -39,6 +39,7 @@ DEFAULT_LOG_DIR = "./klamm-data"
 METRICS_PORT_DEFAULT = -1  # off unless asked for: fixed ports collide when tests start many brokers
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+RACK_AWARE_SELECTOR = "org.apache.kafka.common.replica.RackAwareReplicaSelector"  # klamm.broker.replica_selector
 PROTOCOL_MAP_DEFAULT = "SASL_SSL:SASL_SSL,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT"
 
 H, M, L = I.HIGH, I.MEDIUM, I.LOW
@@ -300,6 +301,10 @@ _REPLICATION = [
     _k("default.replication.factor", T.INT, 1, M, "Default replication factor for new topics."),
     _k("unclean.leader.election.enable", T.BOOLEAN, False, H, "Allow out-of-sync replicas to become leader."),
     _k("replica.lag.time.max.ms", T.LONG, 30000, H, "A follower this far behind is dropped from the ISR."),
+    _k("replica.selector.class", T.STRING, None, M,
+       "The ReplicaSelector naming a consumer's preferred read replica (KIP-392): "
+       "org.apache.kafka.common.replica.RackAwareReplicaSelector sends a consumer with client.rack to a replica "
+       "in its rack; unset, every consumer reads from the leader.", OneOf((RACK_AWARE_SELECTOR,))),
     _k("replica.fetch.max.bytes", T.INT, 1024 * 1024, M, "Bytes a follower fetches per partition.", Range(0),
        cluster=_NO_FOLLOWERS),
     _k("replica.fetch.wait.max.ms", T.INT, 500, M, "Max wait of a follower fetch.",

@@ -96,6 +96,9 @@ APPLIED: dict[str, list[str]] = {
         "tests/unit/test_partition_changes.py::test_unclean_election_when_the_topic_allows_it"],
     "replica.lag.time.max.ms": [
         "tests/integration/test_replication.py::test_acks_all_waits_for_the_isr_and_min_insync_replicas_refuses"],
+    "replica.selector.class": [
+        "tests/integration/test_fetch_from_follower.py::test_the_leader_names_a_follower_in_the_consumers_rack",
+        "tests/integration/test_fetch_from_follower.py::test_a_consumer_with_client_rack_reads_from_the_follower_in_its_rack"],
     "process.roles": ["tests/interop/test_cluster_processes.py::test_three_processes_replicate_and_fail_over",
                       "tests/unit/test_config_coverage.py::test_kraft_roles_and_quorum_are_checked"],
     "controller.listener.names": [

@@ -30,11 +30,16 @@ def test_update_adds_moves_and_forgets() -> None:
 
 def test_changed_reports_news_once() -> None:
     cached = CachedPartition(0, 0, 100)
-    entry = {"records": b"", "error_code": 0, "high_watermark": 3, "last_stable_offset": 3, "log_start_offset": 0}
+    entry = {"records": b"", "error_code": 0, "high_watermark": 3, "last_stable_offset": 3, "log_start_offset": 0,
+             "preferred_read_replica": -1}
     assert cached.changed(entry)
     assert not cached.changed(entry)
     assert cached.changed({**entry, "records": b"x"})
     assert cached.changed({**entry, "error_code": 1})
+    # a preferred read replica and a diverging epoch always go out (Kafka's maybeUpdateResponseData)
+    assert cached.changed({**entry, "preferred_read_replica": 2})
+    assert cached.changed({**entry, "diverging_epoch": {"epoch": 1, "end_offset": 2}})
+    assert not cached.changed(entry)
 
 
 def test_full_cache_evicts_only_idle_sessions() -> None:

@@ -32,7 +32,9 @@ moves the high watermark and the ISR (klamm.broker.replication).
 A consumer's fetch from v11 (KIP-392, which added rack_id) is served by a follower
 too, up to the follower's own high watermark (or LSO), as Kafka's does
 (FetchParams.fetchOnlyLeader: a follower's fetch, or a consumer's before v11).
-No preferred read replica is named (Kafka's default, no replica.selector.class).
+With replica.selector.class set, the leader names a replica in the consumer's rack
+as its preferred read replica (klamm.broker.replica_selector): that partition is
+answered at once, without records, and the client fetches from that replica.
 
 With an authorizer (Kafka's KafkaApis.handleFetchRequest): a follower's fetch
 needs CLUSTER_ACTION on the cluster, else every partition answers
@@ -54,6 +56,7 @@ from typing import Any
 from klamm.broker.fetch_session import FINAL_EPOCH, INITIAL_EPOCH, FetchSession, FetchSessionCache
 from klamm.broker.handlers import Api
 from klamm.broker.handlers.leader_hints import LeaderHints
+from klamm.broker.replica_selector import ReplicaView, preferred_read_replica
 from klamm.broker.replication import diverging_epoch
 from klamm.broker.services import BrokerServices
 from klamm.controller.acls import CLUSTER_NAME, ResourceType
@@ -87,13 +90,16 @@ async def handle(broker: BrokerServices, request: Any) -> dict[str, Any]:
     min_bytes = min(body.min_bytes, max_bytes)
     deadline = time.monotonic() + body.max_wait.total_seconds()
     denied = _denied(broker, request, positions, by_id, replica_id) if broker.authorizer.enabled else None
+    prefer = None
+    if replica_id < 0 and request.api_version >= 11 and body.rack_id and broker.config.replica_selector_class:
+        prefer = _ReadReplicas(broker, body.rack_id, request.listener)
     while True:
         wanted = _resolve(broker, positions, by_id)  # again after a wait: topics may be gone or new
         if denied:
             wanted = [(item[0], item[1], None, ErrorCode.topic_authorization_failed) if item[0] in denied else item
                       for item in wanted]
         entries, total, errors = _read_all(wanted, max_bytes, read_committed, replica_id,
-                                           leader_only=request.api_version < 11)
+                                           leader_only=request.api_version < 11, prefer=prefer)
         remaining = deadline - time.monotonic()
         if total >= min_bytes or errors or remaining <= 0:
             break
@@ -228,9 +234,35 @@ def _check_epoch(partition: Any, epoch: int) -> None:
     raise KafkaError(ErrorCode.fenced_leader_epoch if epoch < partition.leader_epoch else ErrorCode.unknown_leader_epoch)
 
 
+class _ReadReplicas:
+    """The preferred read replica of each partition this broker leads, for a consumer in `rack`: a follower
+    in that rack that has the fetch offset, is in the ISR and unfenced, with an endpoint on the listener."""
+
+    def __init__(self, broker: BrokerServices, rack: str, listener: str) -> None:
+        self._broker = broker
+        self._rack = rack
+        self._listener = listener
+
+    def __call__(self, partition: Any, fetch_offset: int) -> int:
+        followers = partition.readable_followers(fetch_offset)
+        if not followers:
+            return -1
+        broker = self._broker
+        brokers = broker.controller.image.brokers
+        views = []
+        for node_id, log_end_offset, since_caught_up_ms in followers:
+            registration = brokers.get(node_id)
+            if registration is None or registration.fenced or broker.endpoint_for(node_id, self._listener) is None:
+                continue
+            views.append(ReplicaView(node_id, registration.rack, log_end_offset, since_caught_up_ms))
+        leader = ReplicaView(broker.node_id, broker.config.broker_rack, partition.log_end_offset, 0)
+        return preferred_read_replica(self._rack, leader, views)
+
+
 def _read_all(wanted: list[Wanted], max_bytes: int, read_committed: bool, replica_id: int, *,
-              leader_only: bool) -> tuple[list, int, bool]:
-    """(wanted, partition response) pairs, total record bytes, and whether to answer now (an error)."""
+              leader_only: bool, prefer: _ReadReplicas | None = None) -> tuple[list, int, bool]:
+    """(wanted, partition response) pairs, total record bytes, and whether to answer now (an error, a
+    diverging epoch, a preferred read replica)."""
     entries = []
     total = 0
     errors = False
@@ -250,8 +282,15 @@ def _read_all(wanted: list[Wanted], max_bytes: int, read_committed: bool, replic
                                            "diverging_epoch": {"epoch": diverging[0], "end_offset": diverging[1]}}))
                     continue
                 read = partition.read_for_follower(position.fetch_offset, max(limit, 0), min_one=total == 0)
-                partition.on_follower_fetch(replica_id, position.fetch_offset)
+                partition.on_follower_fetch(replica_id, position.fetch_offset,
+                                            getattr(position, "log_start_offset", -1))
             else:
+                preferred = prefer(partition, position.fetch_offset) if prefer is not None else -1
+                if preferred >= 0:  # no read here: the client fetches from that replica (Kafka's readFromLog)
+                    errors = True
+                    entries.append((item, {**_error(position.partition, ErrorCode.none, partition),
+                                           "preferred_read_replica": preferred}))
+                    continue
                 read = partition.read(position.fetch_offset, max(limit, 0), read_committed=read_committed,
                                       min_one=total == 0, leader_only=leader_only)
         except KafkaError as exc:
