@@ -84,12 +84,12 @@ log = logging.getLogger("klamm.controller_server")
 FETCH, ALTER_CONFIGS, METADATA_FETCH_BYTES = 1, 33, 8 * 1024 * 1024
 SUPPORTED = {1: (12, 12), 18: (0, 4), 19: (2, 7), 20: (6, 6), 30: (3, 3), 31: (3, 3), 33: (2, 2), 37: (3, 3),
              43: (2, 2), 44: (1, 1), 45: (0, 0), 49: (0, 1), 51: (0, 0), 55: (0, 2), 56: (3, 3), 59: (0, 1),
-             57: (0, 2), 60: (0, 1), 62: (3, 3), 63: (1, 1), 67: (0, 0)}
+             57: (0, 2), 60: (0, 1), 62: (3, 3), 63: (1, 1), 64: (0, 0), 67: (0, 0)}
 RAFT_SUPPORTED = {wire.VOTE: (2, 2), wire.BEGIN_QUORUM_EPOCH: (0, 0), wire.END_QUORUM_EPOCH: (0, 0)}
 SASL_SUPPORTED = {SASL_HANDSHAKE_KEY: (0, 1), SASL_AUTHENTICATE_KEY: (0, 2)}
 # The writes a quorum's standby refuses (the broker then finds the active controller), and whose answer
 # waits until what they appended is committed.
-WRITES = frozenset({19, 20, 30, 31, 33, 37, 43, 44, 45, 49, 51, 56, 57, 62, 63, 67})
+WRITES = frozenset({19, 20, 30, 31, 33, 37, 43, 44, 45, 49, 51, 56, 57, 62, 63, 64, 67})
 LEADER_ONLY = WRITES | {55}  # and DescribeQuorum, which only the leader can answer
 SET, DELETE = 0, 1  # IncrementalAlterConfigs operations
 BROKERS_ENDPOINT, CONTROLLERS_ENDPOINT = 1, 2  # DescribeCluster endpoint types
@@ -117,7 +117,7 @@ class ControllerServer:
                       37: forwarded, 43: forwarded, 44: self.alter_configs, 45: forwarded, 49: forwarded, 51: forwarded,
                       55: forwarded, 56: self.alter_partition, 57: forwarded, 59: self.fetch_snapshot,
                       60: self.describe_cluster,
-                      62: self.register, 63: self.heartbeat, 67: self.allocate_producer_ids}
+                      62: self.register, 63: self.heartbeat, 64: forwarded, 67: self.allocate_producer_ids}
         if self.raft is not None:
             self._apis.update({1: self.raft_request, 59: self.raft_request, wire.VOTE: self.raft_request,
                                wire.BEGIN_QUORUM_EPOCH: self.raft_request, wire.END_QUORUM_EPOCH: self.raft_request})

@@ -68,6 +68,7 @@ ALTER_PARTITION_REASSIGNMENTS, ALTER_USER_SCRAM_CREDENTIALS, DESCRIBE_QUORUM = 4
 CREATE_ACLS, DELETE_ACLS = 30, 31
 ALTER_CLIENT_QUOTAS = 49
 UPDATE_FEATURES = 57
+UNREGISTER_BROKER = 64
 SET, DELETE = 0, 1  # IncrementalAlterConfigs operations
 ZERO_UUID = uuid.UUID(int=0)
 FETCH_SNAPSHOT, SNAPSHOT_CHUNK_BYTES = 59, 8 << 20
@@ -481,6 +482,12 @@ class RemoteControllerClient:
         return [AclDeleteResult(ErrorCode(r.error_code), r.error_message, tuple(
             Acl(m.resource_type, m.resource_name, m.pattern_type, m.principal, m.host, m.operation,
                 m.permission_type) for m in r.matching_acls)) for r in response.filter_results]
+
+    async def unregister_broker(self, node_id: int) -> None:
+        """UnregisterBroker at the controller (Kafka's brokers forward it there)."""
+        response = await self._request(UNREGISTER_BROKER, 0, {"broker_id": node_id})
+        if response.error_code != ErrorCode.none:
+            raise KafkaError(response.error_code, response.error_message)
 
     async def describe_quorum(self) -> QuorumInfo:
         """DescribeQuorum at the controller (Kafka's brokers forward it there)."""

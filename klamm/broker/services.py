@@ -102,6 +102,8 @@ class ControllerClient(Protocol):
 
     async def delete_acls(self, filters: Sequence[AclFilter]) -> list[AclDeleteResult]: ...
 
+    async def unregister_broker(self, node_id: int) -> None: ...
+
     async def describe_quorum(self) -> QuorumInfo: ...
 
 
@@ -243,6 +245,9 @@ class LocalControllerClient:
 
     async def delete_acls(self, filters: Sequence[AclFilter]) -> list[AclDeleteResult]:
         return self._controller.delete_acls(filters)
+
+    async def unregister_broker(self, node_id: int) -> None:
+        self._controller.unregister_broker(node_id)
 
     async def describe_quorum(self) -> QuorumInfo:
         return self._quorum.describe_quorum()

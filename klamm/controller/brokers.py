@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from klamm.controller.image import BrokerRegistration, Endpoint, MetadataImage
 from klamm.controller.records import MetadataRecord
 
-__all__ = ["SECURITY_PROTOCOLS", "decide_register_broker", "decide_unregister_broker"]
+__all__ = ["SECURITY_PROTOCOLS", "decide_register_broker"]
 
 # SecurityProtocol ids (org.apache.kafka.common.security.auth.SecurityProtocol).
 SECURITY_PROTOCOLS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
@@ -53,10 +53,3 @@ def decide_register_broker(
 def _same_registration(current: BrokerRegistration, endpoints: tuple[Endpoint, ...], rack: str | None) -> bool:
     return (not current.fenced and not current.in_controlled_shutdown and current.endpoints == endpoints
             and current.rack == rack)
-
-
-def decide_unregister_broker(image: MetadataImage, node_id: int) -> list[MetadataRecord]:
-    current = image.brokers.get(node_id)
-    if current is None:
-        return []
-    return [MetadataRecord("UnregisterBrokerRecord", {"broker_id": node_id, "broker_epoch": current.epoch})]

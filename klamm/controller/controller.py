@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from klamm.controller.acl_changes import AclCreateResult, AclDeleteResult, decide_create_acls, decide_delete_acls
 from klamm.controller.acls import Acl, AclFilter
 from klamm.controller.bootstrap import read_bootstrap
-from klamm.controller.brokers import decide_register_broker, decide_unregister_broker
+from klamm.controller.brokers import decide_register_broker
 from klamm.controller.client_quotas import ClientQuotaAlteration, ClientQuotaResult, decide_alter_client_quotas
 from klamm.controller.configs import (ConfigValidator, decide_alter_broker_configs, decide_alter_group_configs,
                                      decide_alter_topic_configs)
@@ -47,7 +47,7 @@ from klamm.controller.features import BOOTSTRAP_METADATA_VERSION, FeatureUpdate,
 from klamm.controller.partition_changes import (NO_LEADER, UNCLEAN_KEY, decide_alter_partition, decide_balance_leaders,
                                                 decide_controlled_shutdown, decide_reassignments,
                                                 decide_fence_broker, decide_leaderless_elections,
-                                                decide_unfence_broker)
+                                                decide_unfence_broker, decide_unregister_broker)
 from klamm.controller.image import (BrokerRegistration, Endpoint, ImageBuilder, MetadataImage, PartitionImage,
                                     empty_image)
 from klamm.controller.meta_properties import random_base64_uuid
@@ -366,9 +366,8 @@ class Controller:
             self._commit(records)
 
     def unregister_broker(self, node_id: int) -> None:
-        records = decide_unregister_broker(self._image, node_id)
-        if records:
-            self._commit(records)
+        """UnregisterBroker: the node leaves every ISR and the cluster; KafkaError BROKER_ID_NOT_REGISTERED."""
+        self._commit(decide_unregister_broker(self._image, node_id, unclean_default=self._unclean_default()))
 
     # -- topics ------------------------------------------------------------------------
 

@@ -25,7 +25,7 @@ from dataclasses import replace
 
 from klamm.controller.image import MetadataImage, PartitionImage, TopicImage
 from klamm.controller.records import MetadataRecord
-from klamm.protocol.errors import ErrorCode
+from klamm.protocol.errors import ErrorCode, KafkaError
 
 __all__ = [
     "RECOVERED",
@@ -139,6 +139,18 @@ def decide_fence_broker(image: MetadataImage, broker_id: int, *, unclean_default
     records = _updates(image, lambda p: broker_id in p.isr, remove=broker_id, unclean_default=unclean_default)
     records.append(MetadataRecord("BrokerRegistrationChangeRecord",
                                   {"broker_id": broker_id, "broker_epoch": broker.epoch, "fenced": 1}))
+    return records
+
+
+def decide_unregister_broker(image: MetadataImage, broker_id: int, *,
+                             unclean_default: bool = False) -> list[MetadataRecord]:
+    """UnregisterBroker (Kafka's ReplicationControlManager.unregisterBroker): out of every ISR, leaders moved,
+    then the registration removed. BROKER_ID_NOT_REGISTERED (a KafkaError) for a broker without one."""
+    broker = image.brokers.get(broker_id)
+    if broker is None:
+        raise KafkaError(ErrorCode.broker_id_not_registered, f"Broker ID {broker_id} is not currently registered")
+    records = _updates(image, lambda p: broker_id in p.isr, remove=broker_id, unclean_default=unclean_default)
+    records.append(MetadataRecord("UnregisterBrokerRecord", {"broker_id": broker_id, "broker_epoch": broker.epoch}))
     return records
 
 

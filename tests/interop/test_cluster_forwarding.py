@@ -19,13 +19,13 @@ from tests.conftest import BrokerProcess
 from tests.integration.conftest import RawClient
 
 from .helpers import confluent_consume, wait_for
-from .test_cluster_processes import nodes  # noqa: F401  (a fixture)
+from .test_cluster_processes import brokers_seen, nodes  # noqa: F401  (nodes: a fixture)
 
 pytestmark = [pytest.mark.timeout(120)]
 
 CREATE_TOPICS, DELETE_TOPICS, ALTER_CONFIGS, CREATE_PARTITIONS, ELECT_LEADERS, INCREMENTAL_ALTER_CONFIGS = \
     19, 20, 33, 37, 43, 44
-ALTER_REASSIGNMENTS, METADATA, DESCRIBE_CONFIGS = 45, 3, 32
+ALTER_REASSIGNMENTS, METADATA, DESCRIBE_CONFIGS, UNREGISTER_BROKER = 45, 3, 32, 64
 TOPIC, BROKER = 2, 4
 
 
@@ -154,3 +154,16 @@ def test_update_features_at_a_broker_only_node_is_decided_by_the_controller(node
     made = client.request(57, 1, {"timeout_ms": 30_000, "validate_only": False, "feature_updates": [
         {"feature": "group.version", "max_version_level": 1, "upgrade_type": 1}]})
     assert (made.error_code, [(r.feature, r.error_code) for r in made.results]) == (0, [("group.version", 0)])
+
+
+def test_unregister_broker_at_a_broker_only_node_reaches_the_controller(nodes: list[BrokerProcess]  # noqa: F811
+                                                                        ) -> None:
+    bootstrap = f"{nodes[0].bootstrap},{nodes[1].bootstrap}"
+    wait_for(lambda: brokers_seen(bootstrap) == {1, 2, 3}, timeout=30, what="three brokers")
+    nodes[2].stop()  # node 3 decommissioned
+    client = RawClient(nodes[1].port, timeout=30)
+    answer = client.request(UNREGISTER_BROKER, 0, {"broker_id": 3})
+    assert (answer.error_code, answer.error_message) == (0, None)
+    wait_for(lambda: brokers_seen(bootstrap) == {1, 2}, timeout=15, what="node 3 gone from the cluster")
+    again = client.request(UNREGISTER_BROKER, 0, {"broker_id": 3})
+    assert (again.error_code, again.error_message) == (102, "Broker ID 3 is not currently registered")

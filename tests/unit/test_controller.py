@@ -87,6 +87,22 @@ def test_unregister_broker() -> None:
     assert controller.image.live_brokers() == [1]
 
 
+def test_unregister_broker_leaves_every_isr_first() -> None:
+    # Kafka's ReplicationControlManager.unregisterBroker: ISR and leadership changes, then the record
+    log = InMemoryMetadataLog()
+    controller = make_controller(log=log)
+    create(controller, CreateTopicSpec("t", assignments={0: [2, 1, 3]}))
+    controller.unregister_broker(2)
+    partition = controller.image.topics_by_name["t"].partitions[0]
+    assert (partition.leader, partition.isr) == (1, (1, 3))
+    assert [decode_record(v).type for _, v in log.batches[-1]] == ["PartitionChangeRecord", "UnregisterBrokerRecord"]
+    assert 2 not in controller.image.brokers
+    with pytest.raises(KafkaError) as refused:
+        controller.unregister_broker(2)
+    assert (refused.value.code, refused.value.message) == (ErrorCode.broker_id_not_registered,
+                                                           "Broker ID 2 is not currently registered")
+
+
 # --- create topics --------------------------------------------------------------------
 
 

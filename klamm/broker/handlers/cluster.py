@@ -1,7 +1,16 @@
-"""DescribeCluster (60): cluster id, controller and brokers, for admin clients.
+"""DescribeCluster (60): cluster id, controller and brokers, for admin clients; UnregisterBroker (64).
 
-Anyone may ask; the cluster's authorized operations, when asked for, are the
-principal's (0 without DESCRIBE on the cluster), as Kafka's AuthHelper answers.
+Anyone may ask DescribeCluster; the cluster's authorized operations, when asked
+for, are the principal's (0 without DESCRIBE on the cluster), as Kafka's
+AuthHelper answers.
+
+UnregisterBroker (Admin.unregisterBroker, kafka-cluster.sh unregister) removes a
+broker's registration, as Kafka's controller does: the broker first leaves every
+ISR (leaders move), then it is gone from the metadata. It is meant for a broker
+that was decommissioned; a broker still running is no longer listed, and its
+heartbeats are answered STALE_BROKER_EPOCH until it restarts. A node that is not
+registered answers BROKER_ID_NOT_REGISTERED. ALTER on the cluster is needed;
+broker-only nodes forward it to the controller.
 """
 
 from __future__ import annotations
@@ -11,8 +20,9 @@ from typing import Any
 from klamm.broker.handlers import Api
 from klamm.broker.handlers.metadata import cluster_operations, controller_for_clients
 from klamm.broker.services import BrokerServices
-from klamm.protocol.acl import NOT_INCLUDED
-from klamm.protocol.errors import ErrorCode
+from klamm.controller.acls import CLUSTER_NAME, ResourceType
+from klamm.protocol.acl import NOT_INCLUDED, AclOperation
+from klamm.protocol.errors import ErrorCode, KafkaError
 
 BROKERS_ENDPOINT = 1
 
@@ -38,4 +48,14 @@ async def handle(broker: BrokerServices, request: Any) -> dict[str, Any]:
     }
 
 
-APIS = [Api(60, 0, 1, handle)]
+async def unregister_broker(broker: BrokerServices, request: Any) -> dict[str, Any]:
+    if not broker.authorizer.allowed(request, AclOperation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.cluster_authorization_failed, "error_message": None}
+    try:
+        await broker.controller_client.unregister_broker(request.body.broker_id)
+    except KafkaError as exc:
+        return {"throttle_time_ms": 0, "error_code": exc.code, "error_message": exc.message}
+    return {"throttle_time_ms": 0, "error_code": ErrorCode.none, "error_message": None}
+
+
+APIS = [Api(60, 0, 1, handle), Api(64, 0, 0, unregister_broker)]

@@ -11,12 +11,13 @@ Each tool lives in its own module with `add_arguments(parser)` and `run(args) ->
     reassign-partitions kafka-reassign-partitions.sh (ReassignPartitionsCommand: execute, verify, cancel, list)
     metadata-quorum   kafka-metadata-quorum.sh   (MetadataQuorumCommand: describe --status, --replication)
     acls              kafka-acls.sh              (AclCommand: --add, --remove, --list)
+    cluster           kafka-cluster.sh           (ClusterTool: cluster-id, unregister)
     dump-log          kafka-dump-log.sh          (DumpLogSegments), offline
     storage           kafka-storage.sh           (StorageTool: random-uuid, format, info), offline
 
 The network tools are built on confluent-kafka (librdkafka), so they work against
 any Kafka-compatible broker; none of them imports klamm.broker, except
-reassign-partitions and metadata-quorum, whose APIs librdkafka lacks: they speak
+reassign-partitions, metadata-quorum and cluster, whose APIs librdkafka lacks: they speak
 the protocol with klamm's own client (klamm.broker.client, imported when they
 run). dump-log reads segment files with klamm.protocol only.
 """
@@ -43,6 +44,7 @@ TOOLS: tuple[tuple[str, str, str], ...] = (
     ("metadata-quorum", "klamm.cli.tools.metadata_quorum",
      "describe the metadata quorum: leader, voters, observers (kafka-metadata-quorum.sh)"),
     ("acls", "klamm.cli.tools.acls", "add, remove and list ACLs (kafka-acls.sh)"),
+    ("cluster", "klamm.cli.tools.cluster", "print the cluster id, unregister a broker (kafka-cluster.sh)"),
     ("dump-log", "klamm.cli.tools.dump_log", "print segment, index and time index files offline (kafka-dump-log.sh)"),
 )
 

@@ -75,9 +75,9 @@ async def _describe(args: argparse.Namespace) -> str:
     to_controller = args.bootstrap_controller is not None
     address = args.bootstrap_controller if to_controller else args.bootstrap_server
     security = peer_security_of(args)
-    connection, versions = await _connect(address, security)
+    connection, versions = await connect(address, security)
     if to_controller:  # of a quorum, only the active controller describes it: ask there (as Kafka's Admin)
-        connection, versions = await _active_controller(connection, versions, security)
+        connection, versions = await active_controller(connection, versions, security)
     try:
         quorum = await describe_quorum(connection, versions)
         if args.replication:
@@ -89,7 +89,7 @@ async def _describe(args: argparse.Namespace) -> str:
         connection.close()
 
 
-async def _connect(address: str, security: Any) -> tuple[Any, dict[int, int]]:
+async def connect(address: str, security: Any, client_id: str = "klamm-metadata-quorum") -> tuple[Any, dict[int, int]]:
     """The first of the addresses that answers ApiVersions, and its newest version of each API."""
     from klamm.broker.client import BrokerConnection, BrokerUnavailable
 
@@ -98,7 +98,7 @@ async def _connect(address: str, security: Any) -> tuple[Any, dict[int, int]]:
         host, _, port = entry.strip().rpartition(":")
         if not host or not port.isdigit():
             raise ToolError(f"invalid address {entry!r}: expected host:port")
-        connection = BrokerConnection(host.strip("[]"), int(port), "klamm-metadata-quorum", 30, security)
+        connection = BrokerConnection(host.strip("[]"), int(port), client_id, 30, security)
         try:
             response = await connection.request(API_VERSIONS, 0, {})
         except BrokerUnavailable as exc:
@@ -108,14 +108,14 @@ async def _connect(address: str, security: Any) -> tuple[Any, dict[int, int]]:
     raise ToolError(f"cannot reach {address}: {failure}")
 
 
-def _version(versions: dict[int, int], api_key: int, newest: int, name: str) -> int:
+def api_version(versions: dict[int, int], api_key: int, newest: int, name: str) -> int:
     if api_key not in versions:
         raise ToolError(f"The node does not support {name}")
     return min(versions[api_key], newest)
 
 
 async def describe_quorum(connection: Any, versions: dict[int, int]) -> QuorumInfo:
-    version = _version(versions, DESCRIBE_QUORUM, QUORUM_VERSION, "DESCRIBE_QUORUM")
+    version = api_version(versions, DESCRIBE_QUORUM, QUORUM_VERSION, "DESCRIBE_QUORUM")
     response = await connection.request(DESCRIBE_QUORUM, version, {"topics": [
         {"topic_name": METADATA_TOPIC, "partitions": [{"partition_index": 0}]}]})
     if response.error_code != 0:
@@ -128,10 +128,10 @@ async def describe_quorum(connection: Any, versions: dict[int, int]) -> QuorumIn
     return from_response(partition, getattr(response, "nodes", ()))
 
 
-async def _active_controller(connection: Any, versions: dict[int, int],
+async def active_controller(connection: Any, versions: dict[int, int],
                              security: Any) -> tuple[Any, dict[int, int]]:
     """The controller DescribeCluster names active, when it is not the one `connection` reaches."""
-    version = _version(versions, DESCRIBE_CLUSTER, CLUSTER_VERSION, "DESCRIBE_CLUSTER")
+    version = api_version(versions, DESCRIBE_CLUSTER, CLUSTER_VERSION, "DESCRIBE_CLUSTER")
     response = await connection.request(DESCRIBE_CLUSTER, version, {
         "include_cluster_authorized_operations": False, "endpoint_type": CONTROLLERS_ENDPOINT})
     voters = {b.broker_id: (b.host, b.port) for b in response.brokers} if response.error_code == 0 else {}
@@ -139,12 +139,12 @@ async def _active_controller(connection: Any, versions: dict[int, int],
         return connection, versions
     host, port = voters[response.controller_id]
     connection.close()
-    return await _connect(f"{host}:{port}", security)
+    return await connect(f"{host}:{port}", security)
 
 
 async def cluster_id(connection: Any, versions: dict[int, int], to_controller: bool) -> str:
     """DescribeCluster's cluster id, of the controllers' endpoint type at a controller (KIP-919)."""
-    version = _version(versions, DESCRIBE_CLUSTER, CLUSTER_VERSION, "DESCRIBE_CLUSTER")
+    version = api_version(versions, DESCRIBE_CLUSTER, CLUSTER_VERSION, "DESCRIBE_CLUSTER")
     endpoint_type = CONTROLLERS_ENDPOINT if to_controller else BROKERS_ENDPOINT
     response = await connection.request(DESCRIBE_CLUSTER, version, {
         "include_cluster_authorized_operations": False, "endpoint_type": endpoint_type})
