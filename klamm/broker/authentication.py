@@ -60,6 +60,8 @@ _AUTH_FAILED = ErrorCode.sasl_authentication_failed
 INT64_MAX = 2**63 - 1
 
 ScramLookup = Callable[[str, str], "ScramCredential | None"]
+# (token id, mechanism) -> the delegation token's credential, its owner's name and its expiry in ms, or None
+TokenLookup = Callable[[str, str], "tuple[ScramCredential, str, int] | None"]
 
 
 class Mechanism(Protocol):
@@ -97,6 +99,17 @@ class _InternalSession(Session):
 CONTROLLER_PEER = _InternalSession("User:ANONYMOUS")
 
 
+class ForwardedSession(_InternalSession):
+    """The client's principal on a request a broker forwarded in an Envelope (klamm.protocol.envelope): that
+    broker authorized it; the handler needs the principal itself (who asks for a delegation token)."""
+
+    __slots__ = ("token_authenticated",)
+
+    def __init__(self, principal: str, token_authenticated: bool) -> None:
+        super().__init__(principal)
+        self.token_authenticated = token_authenticated
+
+
 def session_of_certificate(certificate: dict[str, Any] | None, mapper: PrincipalMapper | None = None) -> Session:
     """Mutual TLS: the principal is the subject's distinguished name in RFC 2253 form (e.g.
     "User:CN=alice,OU=eng"), mapped by ssl.principal.mapping.rules; no certificate is ANONYMOUS.
@@ -127,7 +140,7 @@ class SaslListener:
     """What one SASL listener offers: its mechanisms and their credentials (checked at start-up)."""
 
     def __init__(self, config: BrokerConfig, listener_name: str, scram_lookup: ScramLookup, *,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, token_lookup: TokenLookup | None = None) -> None:
         enabled = config.listener_value(listener_name, "sasl.enabled.mechanisms")
         names = [m.strip() for m in enabled.split(",")] if enabled is not None else list(config.sasl_enabled_mechanisms)
         self.mechanisms = tuple(m for m in names if m)
@@ -140,6 +153,7 @@ class SaslListener:
         if "PLAIN" in self.mechanisms:
             self.plain_users = _plain_users(config, listener_name)
         self._scram_lookup = scram_lookup
+        self._token_lookup = token_lookup  # delegation tokens' SCRAM credentials
         self.clock = clock  # wall time, for credentials that expire
         self.oauthbearer: TokenValidator | None = None
         if OAUTHBEARER in self.mechanisms:
@@ -157,7 +171,9 @@ class SaslListener:
             return PlainServer(self._verify_plain)
         if name == OAUTHBEARER and self.oauthbearer is not None:
             return OAuthBearerServer(self.oauthbearer)
-        return ScramServer(name, lambda user: self._scram_lookup(user, name))
+        tokens = self._token_lookup
+        return ScramServer(name, lambda user: self._scram_lookup(user, name),
+                           token_lookup=None if tokens is None else lambda token_id: tokens(token_id, name))
 
     def _verify_plain(self, user: str, password: str) -> bool:
         expected = self.plain_users.get(user)
@@ -189,13 +205,15 @@ class _State(enum.Enum):
 class SaslSession:
     """One SASL connection's authentication, driven by the SaslHandshake and SaslAuthenticate handlers."""
 
-    __slots__ = ("listener", "principal", "_state", "_mechanism_name", "_mechanism", "_expires_at", "_raw")
+    __slots__ = ("listener", "principal", "token_authenticated", "_state", "_mechanism_name", "_mechanism",
+                 "_expires_at", "_raw")
     gated = True
     internal = False  # a client's connection: the authorizer asks about its principal
 
     def __init__(self, listener: SaslListener) -> None:
         self.listener = listener
         self.principal = ""
+        self.token_authenticated = False  # with a delegation token: it may not make or renew tokens
         self._state = _State.HANDSHAKE
         self._mechanism_name = ""
         self._mechanism: Mechanism | None = None
@@ -268,6 +286,7 @@ class SaslSession:
             raise SaslError(_AUTH_FAILED, f"Cannot change principals during re-authentication from "
                             f"{self.principal}: {principal}")
         self.principal = principal
+        self.token_authenticated = getattr(self._mechanism, "token_authenticated", False)
         lifetime, ends = self._lifetime(self._mechanism)
         self._mechanism = None
         self._state = _State.AUTHENTICATED

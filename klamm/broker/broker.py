@@ -64,6 +64,7 @@ from klamm.config.broker import BrokerConfig, parse_listener
 from klamm.config.topic import TopicConfig
 from klamm.controller.brokers import SECURITY_PROTOCOLS as SECURITY_PROTOCOL_IDS
 from klamm.controller.controller import Controller, CreateTopicSpec, SnapshotPolicy
+from klamm.controller.delegation_tokens import TokenCredentials, TokenSettings
 from klamm.controller.image import Endpoint
 from klamm.controller.meta_properties import MetaPropertiesError, ensure_meta_properties, read_meta_properties
 from klamm.controller.metadata_log import FileMetadataLog
@@ -130,6 +131,8 @@ class Broker:
         self._as_controller: _ControllerSide | None = None  # a combined node of a quorum: see handle_as_controller
         # how this node reaches other brokers and the controllers (TLS, SASL: ConfigError now if it cannot)
         self.peer_security = inter_broker_security(config)
+        self.token_credentials = TokenCredentials(lambda: self.controller.image,
+                                                  lambda: TokenSettings.of(self.config).secret_key)
         self.controller_security = controller_security(config)
         # WriteTxnMarkers to partitions led elsewhere (used from start-up: loading finishes prepared transactions)
         self.txn_markers = TxnMarkerChannel(self.node_id, self._endpoint_of, config.request_timeout_ms,
@@ -260,7 +263,8 @@ class Broker:
         """TLS, SASL and certificate principals of a client listener (ConfigError when they cannot work)."""
         protocol = config.security_protocol_of(listener)
         tls = server_context(config) if protocol in ("SSL", "SASL_SSL") else None
-        sasl = SaslListener(config, listener, self._scram_credential) if protocol.startswith("SASL_") else None
+        sasl = SaslListener(config, listener, self._scram_credential,
+                            token_lookup=self.token_credentials.lookup) if protocol.startswith("SASL_") else None
         principals = PrincipalMapper(config.ssl_principal_mapping_rules) if protocol == "SSL" else None
         return ListenerSecurity(tls, sasl, principals, listener)
 
@@ -387,6 +391,7 @@ class Broker:
         self._tasks.append(asyncio.ensure_future(self.replicas.check_isr_periodically()))
         if isinstance(self.controller, Controller) and self.controller.node_id == self.node_id:
             self._tasks.append(asyncio.ensure_future(self._adjust_leaders_periodically()))
+            self._tasks.append(asyncio.ensure_future(self._sweep_tokens_periodically()))
 
     async def _adjust_leaders_periodically(self) -> None:
         """Every leader.imbalance.check.interval.seconds, as KRaft's controller: leadership back to preferred
@@ -398,6 +403,13 @@ class Broker:
             if self.config.auto_leader_rebalance_enable:
                 self.controller.balance_leaders()
             self.controller.elect_leaderless()
+
+    async def _sweep_tokens_periodically(self) -> None:
+        """Every delegation.token.expiry.check.interval.ms, as KRaft's controller: expired tokens removed."""
+        while True:
+            await asyncio.sleep(self.config.delegation_token_expiry_check_interval_ms / 1000)
+            if self.controller_active() and self.controller.image.delegation_tokens:
+                self.controller.sweep_expired_delegation_tokens()
 
     def _endpoint_of(self, node_id: int) -> tuple[str, int] | None:
         """Where this broker reaches another (replica fetchers, transaction markers, the verifier): its

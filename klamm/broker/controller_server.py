@@ -61,7 +61,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from klamm.broker.handlers import api_versions, sasl
-from klamm.broker.authentication import ANONYMOUS, CONTROLLER_PEER
+from klamm.broker.authentication import ANONYMOUS, CONTROLLER_PEER, ForwardedSession
 from klamm.broker.authorizer import CLUSTER, CLUSTER_NAME
 from klamm.broker.network import PLAINTEXT, Acceptor, CloseConnection, ListenerSecurity, Processor
 from klamm.config.group import validate_group_configs
@@ -74,6 +74,8 @@ from klamm.controller.raft import wire
 from klamm.controller.snapshot import SnapshotId
 from klamm.protocol.acl import CLUSTER_OPERATIONS, NOT_INCLUDED, AclOperation
 from klamm.protocol.api import SASL_AUTHENTICATE_KEY, SASL_HANDSHAKE_KEY
+from klamm.protocol.connection import ProtocolError
+from klamm.protocol.envelope import decode_principal, decode_request, encode_response
 from klamm.protocol.errors import ErrorCode, KafkaError
 
 if TYPE_CHECKING:
@@ -84,12 +86,14 @@ log = logging.getLogger("klamm.controller_server")
 FETCH, ALTER_CONFIGS, METADATA_FETCH_BYTES = 1, 33, 8 * 1024 * 1024
 SUPPORTED = {1: (12, 12), 18: (0, 4), 19: (2, 7), 20: (6, 6), 30: (3, 3), 31: (3, 3), 33: (2, 2), 37: (3, 3),
              43: (2, 2), 44: (1, 1), 45: (0, 0), 49: (0, 1), 51: (0, 0), 55: (0, 2), 56: (3, 3), 59: (0, 1),
-             57: (0, 2), 60: (0, 1), 62: (3, 3), 63: (1, 1), 64: (0, 0), 67: (0, 0)}
+             57: (0, 2), 58: (0, 0), 60: (0, 1), 62: (3, 3), 63: (1, 1), 64: (0, 0), 67: (0, 0)}
+# What a broker forwards in an Envelope (58): the delegation token writes, whose principal matters here.
+ENVELOPED = {38: (0, 3), 39: (0, 2), 40: (0, 2)}
 RAFT_SUPPORTED = {wire.VOTE: (2, 2), wire.BEGIN_QUORUM_EPOCH: (0, 0), wire.END_QUORUM_EPOCH: (0, 0)}
 SASL_SUPPORTED = {SASL_HANDSHAKE_KEY: (0, 1), SASL_AUTHENTICATE_KEY: (0, 2)}
 # The writes a quorum's standby refuses (the broker then finds the active controller), and whose answer
 # waits until what they appended is committed.
-WRITES = frozenset({19, 20, 30, 31, 33, 37, 43, 44, 45, 49, 51, 56, 57, 62, 63, 64, 67})
+WRITES = frozenset({19, 20, 30, 31, 33, 37, 43, 44, 45, 49, 51, 56, 57, 58, 62, 63, 64, 67})
 LEADER_ONLY = WRITES | {55}  # and DescribeQuorum, which only the leader can answer
 SET, DELETE = 0, 1  # IncrementalAlterConfigs operations
 BROKERS_ENDPOINT, CONTROLLERS_ENDPOINT = 1, 2  # DescribeCluster endpoint types
@@ -117,7 +121,8 @@ class ControllerServer:
                       37: forwarded, 43: forwarded, 44: self.alter_configs, 45: forwarded, 49: forwarded, 51: forwarded,
                       55: forwarded, 56: self.alter_partition, 57: forwarded, 59: self.fetch_snapshot,
                       60: self.describe_cluster,
-                      62: self.register, 63: self.heartbeat, 64: forwarded, 67: self.allocate_producer_ids}
+                      58: self.envelope, 62: self.register, 63: self.heartbeat, 64: forwarded,
+                      67: self.allocate_producer_ids}
         if self.raft is not None:
             self._apis.update({1: self.raft_request, 59: self.raft_request, wire.VOTE: self.raft_request,
                                wire.BEGIN_QUORUM_EPOCH: self.raft_request, wire.END_QUORUM_EPOCH: self.raft_request})
@@ -176,6 +181,20 @@ class ControllerServer:
             log.debug("%s to controller %d: %s", type(request.body).__name__, self.broker.node_id, exc)
             raise CloseConnection() from None
         return response
+
+    async def envelope(self, request: Any) -> dict[str, Any]:
+        """A client's request a broker forwarded with its principal: handled here as that principal."""
+        body = request.body
+        try:
+            principal, token_authenticated = decode_principal(bytes(body.request_principal))
+            inner = decode_request(bytes(body.request_data), ENVELOPED)
+        except ProtocolError as exc:
+            log.info("Envelope from %s refused: %s", request.client_host or "?", exc)
+            return {"response_data": None, "error_code": ErrorCode.invalid_request}
+        inner.session = ForwardedSession(principal, token_authenticated)
+        inner.client_host = request.client_host
+        response = await self.broker.handle_as_controller(inner)
+        return {"response_data": encode_response(inner, response), "error_code": ErrorCode.none}
 
     def _peer_allowed(self, request: Any) -> bool:
         """An authenticated peer needs CLUSTER_ACTION on the cluster when an authorizer is configured."""

@@ -32,6 +32,7 @@ it among the quorum's observers.
 from __future__ import annotations
 
 import asyncio
+import datetime
 import logging
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -49,6 +50,7 @@ from klamm.controller.snapshot import SnapshotError, SnapshotId, parse_snapshot
 from klamm.controller.client_quotas import ClientQuotaAlteration, ClientQuotaResult
 from klamm.controller.configs import (ConfigValidator, decide_alter_broker_configs, decide_alter_group_configs,
                                      decide_alter_topic_configs)
+from klamm.controller.delegation_tokens import TokenResult
 from klamm.controller.elections import ElectionOutcome
 from klamm.controller.features import ALL_FAILED, FeatureUpdate
 from klamm.controller.quorum_info import QuorumInfo, from_response
@@ -56,6 +58,7 @@ from klamm.controller.scram import ScramAlterResult, ScramDeletion, ScramUpserti
 from klamm.controller.topics import (CreatePartitionsResult, CreatePartitionsSpec, CreateTopicSpec, DeleteTopicResult,
                                      TopicResult)
 from klamm.protocol.batch import split_batches
+from klamm.protocol.envelope import decode_response, encode_principal, encode_request
 from klamm.protocol.errors import ErrorCode, KafkaError
 from klamm.protocol.records import decode_batch
 
@@ -69,6 +72,7 @@ CREATE_ACLS, DELETE_ACLS = 30, 31
 ALTER_CLIENT_QUOTAS = 49
 UPDATE_FEATURES = 57
 UNREGISTER_BROKER = 64
+ENVELOPE, CREATE_DELEGATION_TOKEN, RENEW_DELEGATION_TOKEN, EXPIRE_DELEGATION_TOKEN = 58, 38, 39, 40
 SET, DELETE = 0, 1  # IncrementalAlterConfigs operations
 ZERO_UUID = uuid.UUID(int=0)
 FETCH_SNAPSHOT, SNAPSHOT_CHUNK_BYTES = 59, 8 << 20
@@ -225,6 +229,11 @@ class MetadataFollower:
         old, self._image = self._image, apply_batch(self._image, records)
         for listener in list(self._listeners):
             listener(old, self._image)
+
+
+def _epoch_ms(value: datetime.datetime) -> int:
+    """A kio timestamp as ms since the epoch (-1 stays -1)."""
+    return round(value.timestamp() * 1000)
 
 
 def _controller_message(message: str | None) -> str | None:
@@ -488,6 +497,38 @@ class RemoteControllerClient:
         response = await self._request(UNREGISTER_BROKER, 0, {"broker_id": node_id})
         if response.error_code != ErrorCode.none:
             raise KafkaError(response.error_code, response.error_message)
+
+    async def create_delegation_token(self, owner: str, requester: str, renewers: Sequence[tuple[str, str]],
+                                      max_lifetime_ms: int) -> TokenResult:
+        """CreateDelegationToken at the controller, as `requester` (in an Envelope: the controller records who
+        asked)."""
+        owner_type, _, owner_name = owner.partition(":")
+        response = await self._enveloped(requester, CREATE_DELEGATION_TOKEN, 3, {
+            "owner_principal_type": owner_type, "owner_principal_name": owner_name, "max_lifetime": max_lifetime_ms,
+            "renewers": [{"principal_type": kind, "principal_name": name} for kind, name in renewers]})
+        return TokenResult(ErrorCode(response.error_code), response.token_id, bytes(response.hmac),
+                           _epoch_ms(response.issue_timestamp), _epoch_ms(response.expiry_timestamp),
+                           _epoch_ms(response.max_timestamp))
+
+    async def renew_delegation_token(self, principal: str, hmac: bytes, renew_period_ms: int) -> TokenResult:
+        response = await self._enveloped(principal, RENEW_DELEGATION_TOKEN, 2,
+                                         {"hmac": hmac, "renew_period": renew_period_ms})
+        return TokenResult(ErrorCode(response.error_code), expiry_ms=_epoch_ms(response.expiry_timestamp))
+
+    async def expire_delegation_token(self, principal: str, hmac: bytes, expiry_period_ms: int) -> TokenResult:
+        response = await self._enveloped(principal, EXPIRE_DELEGATION_TOKEN, 2,
+                                         {"hmac": hmac, "expiry_time_period": expiry_period_ms})
+        return TokenResult(ErrorCode(response.error_code), expiry_ms=_epoch_ms(response.expiry_timestamp))
+
+    async def _enveloped(self, principal: str, api_key: int, version: int, body: dict[str, Any]) -> Any:
+        """A request made at the controller as `principal` (Envelope; the client's address is not sent: this
+        broker authorized the request)."""
+        response = await self._request(ENVELOPE, 0, {
+            "request_data": encode_request(api_key, version, body, "klamm-forwarded"),
+            "request_principal": encode_principal(principal), "client_host_address": b""})
+        if response.error_code != ErrorCode.none:
+            raise KafkaError(response.error_code, "the controller refused the forwarded request")
+        return decode_response(api_key, version, bytes(response.response_data))
 
     async def describe_quorum(self) -> QuorumInfo:
         """DescribeQuorum at the controller (Kafka's brokers forward it there)."""

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from klamm.config.topic import TopicConfig
 from klamm.controller.client_quotas import ip_hosts
+from klamm.controller.delegation_tokens import TokenResult, TokenSettings
 from klamm.controller.topics import decide_create_partitions, decide_create_topics
 from klamm.protocol.errors import ErrorCode
 
@@ -103,6 +104,13 @@ class ControllerClient(Protocol):
     async def delete_acls(self, filters: Sequence[AclFilter]) -> list[AclDeleteResult]: ...
 
     async def unregister_broker(self, node_id: int) -> None: ...
+
+    async def create_delegation_token(self, owner: str, requester: str, renewers: Sequence[tuple[str, str]],
+                                      max_lifetime_ms: int) -> TokenResult: ...
+
+    async def renew_delegation_token(self, principal: str, hmac: bytes, renew_period_ms: int) -> TokenResult: ...
+
+    async def expire_delegation_token(self, principal: str, hmac: bytes, expiry_period_ms: int) -> TokenResult: ...
 
     async def describe_quorum(self) -> QuorumInfo: ...
 
@@ -248,6 +256,19 @@ class LocalControllerClient:
 
     async def unregister_broker(self, node_id: int) -> None:
         self._controller.unregister_broker(node_id)
+
+    async def create_delegation_token(self, owner: str, requester: str, renewers: Sequence[tuple[str, str]],
+                                      max_lifetime_ms: int) -> TokenResult:
+        return self._controller.create_delegation_token(TokenSettings.of(self._config.config), owner, requester,
+                                                        renewers, max_lifetime_ms)
+
+    async def renew_delegation_token(self, principal: str, hmac: bytes, renew_period_ms: int) -> TokenResult:
+        return self._controller.renew_delegation_token(TokenSettings.of(self._config.config), principal, hmac,
+                                                       renew_period_ms)
+
+    async def expire_delegation_token(self, principal: str, hmac: bytes, expiry_period_ms: int) -> TokenResult:
+        return self._controller.expire_delegation_token(TokenSettings.of(self._config.config), principal, hmac,
+                                                        expiry_period_ms)
 
     async def describe_quorum(self) -> QuorumInfo:
         return self._quorum.describe_quorum()

@@ -183,6 +183,15 @@ _SOCKET = [
     _k("connections.max.idle.ms", T.LONG, 10 * 60 * 1000, M, "Idle connections are closed after this long."),
     # SASL of the client listener (klamm.broker.authentication); listener.name.<listener>.<mechanism>.sasl.jaas.config
     # gives a mechanism's JAAS options (PLAIN's user_<name>="password" entries)
+    _k("delegation.token.secret.key", T.PASSWORD, None, M,
+       "The key delegation tokens' HMACs are made and checked with (KIP-48); every node of a cluster needs the "
+       "same. Unset or empty, delegation tokens are off (DELEGATION_TOKEN_AUTH_DISABLED)."),
+    _k("delegation.token.max.lifetime.ms", T.LONG, 7 * 24 * HOUR_MS, M,
+       "The longest a delegation token lives, renewals included.", Range(1)),
+    _k("delegation.token.expiry.time.ms", T.LONG, 24 * HOUR_MS, M,
+       "How long a delegation token lives between renewals, unless the client asks for less.", Range(1)),
+    _k("delegation.token.expiry.check.interval.ms", T.LONG, HOUR_MS, L,
+       "How often the controller removes expired delegation tokens.", Range(1)),
     _k("sasl.enabled.mechanisms", T.LIST, ["GSSAPI"], M,
        "SASL mechanisms a SASL listener offers: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 (GSSAPI is Kerberos's)."),
     _k("sasl.mechanism.inter.broker.protocol", T.STRING, "GSSAPI", M,

@@ -51,6 +51,8 @@ from klamm.controller.partition_changes import (NO_LEADER, UNCLEAN_KEY, decide_a
 from klamm.controller.image import (BrokerRegistration, Endpoint, ImageBuilder, MetadataImage, PartitionImage,
                                     empty_image)
 from klamm.controller.meta_properties import random_base64_uuid
+from klamm.controller.delegation_tokens import (TokenResult, TokenSettings, decide_create_token,
+                                               decide_expire_token, decide_renew_token, decide_sweep_tokens)
 from klamm.controller.metadata_log import MetadataLog, wall_clock_ms
 from klamm.controller.records import MetadataRecord, MetadataRecordError, decode_record, encode_record
 from klamm.controller.scram import (ScramAlterResult, ScramDeletion, ScramUpsertion,
@@ -468,6 +470,34 @@ class Controller:
         results, records = decide_alter_user_scram_credentials(self._image, deletions, upsertions)
         self._commit_if_any(records)
         return results
+
+    # -- delegation tokens ---------------------------------------------------------------
+
+    def create_delegation_token(self, settings: TokenSettings, owner: str, requester: str,
+                                renewers: Sequence[tuple[str, str]], max_lifetime_ms: int) -> TokenResult:
+        """CreateDelegationToken (klamm/controller/delegation_tokens.py); `settings` are this node's."""
+        result, records = decide_create_token(self._image, settings, owner, requester, renewers, max_lifetime_ms,
+                                              self._time_ms())
+        self._commit_if_any(records)
+        return result
+
+    def renew_delegation_token(self, settings: TokenSettings, principal: str, hmac: bytes,
+                               renew_period_ms: int) -> TokenResult:
+        result, records = decide_renew_token(self._image, settings, principal, hmac, renew_period_ms,
+                                             self._time_ms())
+        self._commit_if_any(records)
+        return result
+
+    def expire_delegation_token(self, settings: TokenSettings, principal: str, hmac: bytes,
+                                expiry_period_ms: int) -> TokenResult:
+        result, records = decide_expire_token(self._image, settings, principal, hmac, expiry_period_ms,
+                                              self._time_ms())
+        self._commit_if_any(records)
+        return result
+
+    def sweep_expired_delegation_tokens(self) -> None:
+        """Remove the tokens past their expiry or lifetime (every delegation.token.expiry.check.interval.ms)."""
+        self._commit_if_any(decide_sweep_tokens(self._image, self._time_ms()))
 
     # -- ACLs ----------------------------------------------------------------------------
 

@@ -136,6 +136,23 @@ class BrokerRegistration:
 
 
 @dataclass(frozen=True, slots=True)
+class DelegationToken:
+    """A delegation token (DelegationTokenRecord; klamm/controller/delegation_tokens.py). Principals are
+    Kafka's strings, "User:alice"; times are ms since the epoch. Its HMAC is never stored."""
+
+    token_id: str
+    owner: str
+    requester: str
+    renewers: tuple[str, ...]
+    issue_ms: int
+    max_ms: int
+    expiry_ms: int
+
+    def owned_or_renewed_by(self, principal: str) -> bool:
+        return principal == self.owner or principal in self.renewers
+
+
+@dataclass(frozen=True, slots=True)
 class MetadataImage:
     cluster_id: str
     controller_id: int
@@ -155,6 +172,8 @@ class MetadataImage:
     acl_index: AclIndex = field(default_factory=lambda: AclIndex(()), compare=False, repr=False)
     # Client quotas (ClientQuotaRecord) by entity: {((type, name or None), ...): {key: value}}
     quotas_by_entity: Mapping[QuotaEntity, Mapping[str, float]] = field(default_factory=_empty)
+    # Delegation tokens (DelegationTokenRecord) by id
+    delegation_tokens: Mapping[str, DelegationToken] = field(default_factory=_empty)
     # The names of the topics this image's build added, changed or removed, relative to `changed_since` (the
     # topics_by_name of the image it was built on); None when unknown.
     changed_topics: tuple[str, ...] | None = field(default=None, compare=False, repr=False)
@@ -231,6 +250,7 @@ class ImageBuilder:
         self._base = base
         self.acls_changed = False
         self._quotas: dict[QuotaEntity, Mapping[str, float]] | None = None  # copied on the first change
+        self._tokens: dict[str, DelegationToken] | None = None  # copied on the first change
         # Partition maps copied on first change, per topic id.
         self._partitions: dict[uuid.UUID, dict[int, PartitionImage]] = {}
         self._built = False
@@ -270,6 +290,8 @@ class ImageBuilder:
             acl_index=AclIndex(self.acls.values()) if self.acls_changed else self._base.acl_index,
             quotas_by_entity=self._base.quotas_by_entity if self._quotas is None else MappingProxyType(
                 dict(self._quotas)),
+            delegation_tokens=self._base.delegation_tokens if self._tokens is None else MappingProxyType(
+                dict(self._tokens)),
             changed_topics=tuple(self.changed_topics),
             collision_names=MappingProxyType(self.collision_names),
             changed_since=self._base.topics_by_name,
@@ -310,6 +332,12 @@ class ImageBuilder:
         if self._quotas is None:
             self._quotas = dict(self._base.quotas_by_entity)
         return self._quotas
+
+    def delegation_tokens(self) -> dict[str, DelegationToken]:
+        """The delegation tokens by id, to change (copied from the base image on first use)."""
+        if self._tokens is None:
+            self._tokens = dict(self._base.delegation_tokens)
+        return self._tokens
 
     def topic_named(self, name: str) -> TopicImage | None:
         return self.topics_by_name.get(name)
@@ -512,6 +540,15 @@ def _client_quota(b: ImageBuilder, d: Mapping[str, Any]) -> None:
     else:
         quotas.pop(entity, None)
 
+def _delegation_token(b: ImageBuilder, d: Mapping[str, Any]) -> None:
+    b.delegation_tokens()[d["token_id"]] = DelegationToken(
+        d["token_id"], d["owner"], d["requester"], tuple(d["renewers"]), d["issue_timestamp"], d["max_timestamp"],
+        d["expiration_timestamp"])
+
+
+def _remove_delegation_token(b: ImageBuilder, d: Mapping[str, Any]) -> None:
+    b.delegation_tokens().pop(d["token_id"], None)
+
 
 _HANDLERS = {
     "RegisterBrokerRecord": _register_broker,
@@ -531,4 +568,6 @@ _HANDLERS = {
     "AccessControlEntryRecord": _access_control_entry,
     "RemoveAccessControlEntryRecord": _remove_access_control_entry,
     "ClientQuotaRecord": _client_quota,
+    "DelegationTokenRecord": _delegation_token,
+    "RemoveDelegationTokenRecord": _remove_delegation_token,
 }

@@ -54,6 +54,8 @@ WRITE_VERSIONS: Mapping[str, int] = {
     "AccessControlEntryRecord": 0,
     "RemoveAccessControlEntryRecord": 0,
     "ClientQuotaRecord": 0,
+    "DelegationTokenRecord": 0,
+    "RemoveDelegationTokenRecord": 0,
 }
 
 

@@ -145,6 +145,11 @@ def image_records(image: MetadataImage) -> Iterator[MetadataRecord]:
             yield MetadataRecord("ClientQuotaRecord", {
                 "entity": [{"entity_type": t, "entity_name": n} for t, n in entity], "key": key, "value": value,
                 "remove": False})
+    for token_id, token in sorted(image.delegation_tokens.items()):
+        yield MetadataRecord("DelegationTokenRecord", {
+            "owner": token.owner, "requester": token.requester, "renewers": list(token.renewers),
+            "issue_timestamp": token.issue_ms, "max_timestamp": token.max_ms,
+            "expiration_timestamp": token.expiry_ms, "token_id": token_id})
 
 
 def _quota_sort_key(entity: tuple[tuple[str, str | None], ...]) -> list[tuple[str, bool, str]]:

@@ -19,7 +19,7 @@ from typing import Any
 from kio.index import api_key_map
 from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
 from kio.schema.response_header.v0.header import ResponseHeader as ResponseHeaderV0
-from kio.serial._introspect import EntityField, EntityTupleField, classify_field
+from kio.serial._introspect import EntityField, EntityTupleField, classify_field, is_optional
 from kio.static.primitive import i8, i16, i32, i64
 
 from klamm.protocol.schema import FieldSpec, MessageSpec, packaged_spec
@@ -28,7 +28,8 @@ from klamm.protocol.schema import FieldSpec, MessageSpec, packaged_spec
 SPEC_NAMES = {0: "Produce", 1: "Fetch", 2: "ListOffsets", 8: "OffsetCommit", 9: "OffsetFetch", 19: "CreateTopics",
               20: "DeleteTopics", 23: "OffsetForLeaderEpoch", 27: "WriteTxnMarkers", 29: "DescribeAcls",
               30: "CreateAcls", 31: "DeleteAcls", 32: "DescribeConfigs", 34: "AlterReplicaLogDirs",
-              35: "DescribeLogDirs"}
+              35: "DescribeLogDirs", 38: "CreateDelegationToken", 39: "RenewDelegationToken",
+              40: "ExpireDelegationToken", 41: "DescribeDelegationToken"}
 
 
 class LegacyTypeError(LookupError):
@@ -100,6 +101,8 @@ def _derive(template: type, fields: tuple[FieldSpec, ...], spec: MessageSpec, ve
             field_type = tuple[inner, ...] if isinstance(kind, EntityTupleField) else inner
             if isinstance(kind, EntityField) and dataclasses.MISSING is not source.default:
                 field_type = inner | None
+            elif isinstance(kind, EntityTupleField) and is_optional(source):  # nullable (DescribeDelegationToken)
+                field_type = tuple[inner, ...] | None
         extra: dict[str, Any] = {}
         if source.default is not dataclasses.MISSING:
             extra["default"] = source.default

@@ -277,16 +277,27 @@ class ScramServer:
     `lookup(username)` returns the user's credential or None. `nonce()` makes the
     server's share of the nonce (random unless injected, which tests use to replay
     RFC 7677's example).
+
+    A client that sends the `tokenauth=true` extension authenticates with a delegation
+    token (KIP-48): its user name is the token id, `token_lookup(token id)` gives the
+    token's credential, its owner's name and its expiry (ms since the epoch), and the
+    principal is the owner's; `token_authenticated` says so and `credential_expiry_ms`
+    ends the session with the token. Without `token_lookup` such a client is refused.
     """
 
     def __init__(self, mechanism: str, lookup: Callable[[str], ScramCredential | None],
-                 nonce: Callable[[], str] | None = None) -> None:
+                 nonce: Callable[[], str] | None = None,
+                 token_lookup: Callable[[str], tuple[ScramCredential, str, int] | None] | None = None) -> None:
         hash_of(mechanism)  # refuse an unknown mechanism now rather than mid-exchange
         self.mechanism = mechanism
         self._lookup = lookup
+        self._token_lookup = token_lookup
         self._make_nonce = nonce or _random_nonce
         self._state = _State.CLIENT_FIRST
         self._principal: str | None = None
+        self._authorization_id = ""  # the principal's name once the first message is read
+        self.token_authenticated = False
+        self.credential_expiry_ms: int | None = None
         # What the client-final step needs from the first round; dropped when the exchange ends.
         self._username = ""
         self._credential: ScramCredential | None = None
@@ -335,11 +346,12 @@ class ScramServer:
             if text.startswith(("y,", "p=")):
                 raise self._invalid_credentials(f"SCRAM channel binding is not supported: {text!r}")
             raise self._invalid_credentials(f"Invalid SCRAM client first message format: {text!r}")
-        if _extensions(match["extensions"]).get(_TOKEN_AUTH, "").lower() == "true":
-            raise _authentication_failed("Authentication failed: delegation token authentication is not supported",
-                                         f"SCRAM client asked for delegation token authentication: {text!r}")
         username = _sasl_name_to_user(match["name"])
-        credential = self._find(username)
+        if _extensions(match["extensions"]).get(_TOKEN_AUTH, "").lower() == "true":
+            credential = self._find_token(username)
+        else:
+            credential = self._find(username)
+            self._authorization_id = username
         # RFC 5802 escapes the authzid like the user name; Kafka compares it unescaped, which fails names with
         # ',' or '='. We unescape both.
         authzid = _sasl_name_to_user(match["authzid"] or "")
@@ -357,6 +369,17 @@ class ScramServer:
         self._server_first = f"r={self._nonce},s={_b64(credential.salt)},i={credential.iterations}"
         self._state = _State.CLIENT_FINAL
         return self._server_first.encode("ascii")
+
+    def _find_token(self, token_id: str) -> ScramCredential:
+        if self._token_lookup is None:
+            raise _authentication_failed("Authentication failed: delegation token authentication is not supported",
+                                         f"SCRAM client asked for delegation token authentication as {token_id!r}")
+        found = self._token_lookup(token_id)
+        if found is None:
+            raise self._invalid_credentials(f"Token Authentication failed: Invalid tokenId : {token_id}")
+        credential, self._authorization_id, self.credential_expiry_ms = found
+        self.token_authenticated = True
+        return credential
 
     def _find(self, username: str) -> ScramCredential:
         try:
@@ -388,7 +411,7 @@ class ScramServer:
         self._verify_proof(proof, auth_message)
         assert self._credential is not None  # set by the client-first step
         server_signature = _hmac(self.mechanism, self._credential.server_key, auth_message)
-        self._principal = self._username
+        self._principal = self._authorization_id
         self._end(_State.COMPLETE)
         return f"v={_b64(server_signature)}".encode("ascii")
 

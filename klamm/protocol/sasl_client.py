@@ -73,12 +73,14 @@ def _escape_name(name: str) -> str:
 class ScramClient:
     """client-first -> server-first (nonce, salt, iterations) -> client-final (proof) -> server-final (signature)."""
 
-    def __init__(self, mechanism: str, username: str, password: str, nonce: str | None = None) -> None:
+    def __init__(self, mechanism: str, username: str, password: str, nonce: str | None = None, *,
+                 token: bool = False) -> None:
+        """`token`: a delegation token (username its id, password its base64 HMAC), the tokenauth extension."""
         hash_of(mechanism)  # an unknown mechanism fails now
         self.mechanism = mechanism
         self._password = password
         self._nonce = nonce or secrets.token_urlsafe(24)
-        self._first_bare = f"n={_escape_name(username)},r={self._nonce}"
+        self._first_bare = f"n={_escape_name(username)},r={self._nonce}" + (",tokenauth=true" if token else "")
         self._server_signature: bytes | None = None
         self._step = 0
 

@@ -387,3 +387,43 @@ def test_java_client_over_oauthbearer_unsecured_tokens(java_client, tmp_path, mo
         errors = [o for o in refused_result.lines if "error" in o]
         assert refused_result.rc == 3 and {o["error"] for o in errors} == {"SaslAuthenticationException"}, (
             refused_result.lines, refused_result.stderr[-3000:])
+
+
+@pytest.mark.single_node
+def test_java_delegation_tokens(java_client, tmp_path, monkeypatch):
+    """Admin's createDelegationToken, describe, renew and expire as a PLAIN user; then a consumer that
+    authenticates with the token (ScramLoginModule tokenauth="true") reads as the token's owner."""
+    import base64
+
+    import klamm.testing
+
+    data = tmp_path / "data"
+    plain = sasl_client(tmp_path / "alice.properties", "SASL_PLAINTEXT", "PLAIN", "alice", "alice-secret")
+    with klamm.testing.run_broker(sasl_listener("SASL_PLAINTEXT", data, **{
+            "delegation.token.secret.key": "java-token-secret"})) as b:
+        bs = f"127.0.0.1:{b.port}"
+        monkeypatch.setenv("KLAMM_CLIENT_PROPERTIES", plain)
+        made = java_client.run("token-create", bs, "User:admin").ok().lines[0]
+        assert (made["owner"], made["requester"], made["renewers"]) == ("User:alice", "User:alice", ["User:admin"])
+        day_ms = 24 * 3600 * 1000
+        assert (made["expiry"] - made["issue"], made["max"] - made["issue"]) == (day_ms, 7 * day_ms)
+        assert [t["tokenId"] for t in java_client.run("token-describe", bs).ok().lines] == [made["tokenId"]]
+        renewed = java_client.run("token-renew", bs, made["hmac"], 60_000).ok().lines[0]
+        assert made["issue"] < renewed["expiry"] < made["expiry"]
+
+        java_client.run("admin-create", bs, "java-tokens", 1).ok()
+        java_client.run("produce", bs, "java-tokens", 20, "none", "prefix=tok").ok()
+        token = tmp_path / "token.properties"
+        token.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-256\n"
+                         f'sasl.jaas.config={SCRAM_MODULE} required username="{made["tokenId"]}" '
+                         f'password="{made["hmac"]}" tokenauth="true";\n')
+        monkeypatch.setenv("KLAMM_CLIENT_PROPERTIES", str(token))
+        consumed = java_client.run("consume", bs, "java-tokens", 0, 0, 20).ok()
+        assert [from_java(o) for o in consumed.lines] == expected("tok", 20)
+        refused_here = java_client.run("token-create", bs)  # a token cannot make tokens
+        assert [o.get("error") for o in refused_here.lines] == ["UnsupportedByAuthenticationException"]
+
+        monkeypatch.setenv("KLAMM_CLIENT_PROPERTIES", plain)
+        assert java_client.run("token-expire", bs, made["hmac"], -1).ok().lines
+        assert java_client.run("token-describe", bs).ok().lines == []
+        assert len(base64.b64decode(made["hmac"])) == 64  # HMAC-SHA512

@@ -96,6 +96,16 @@ APPLIED: dict[str, list[str]] = {
         "tests/unit/test_partition_changes.py::test_unclean_election_when_the_topic_allows_it"],
     "replica.lag.time.max.ms": [
         "tests/integration/test_replication.py::test_acks_all_waits_for_the_isr_and_min_insync_replicas_refuses"],
+    "delegation.token.secret.key": [
+        "tests/integration/test_delegation_tokens.py::test_a_token_is_created_described_renewed_and_expired",
+        "tests/integration/test_delegation_tokens.py::"
+        "test_token_requests_are_refused_on_plaintext_and_without_a_secret"],
+    "delegation.token.expiry.time.ms": [
+        "tests/integration/test_delegation_tokens.py::test_a_token_is_created_described_renewed_and_expired"],
+    "delegation.token.max.lifetime.ms": [
+        "tests/integration/test_delegation_tokens.py::test_the_controller_removes_expired_tokens"],
+    "delegation.token.expiry.check.interval.ms": [
+        "tests/integration/test_delegation_tokens.py::test_the_controller_removes_expired_tokens"],
     "replica.selector.class": [
         "tests/integration/test_fetch_from_follower.py::test_the_leader_names_a_follower_in_the_consumers_rack",
         "tests/integration/test_fetch_from_follower.py::test_a_consumer_with_client_rack_reads_from_the_follower_in_its_rack"],

@@ -28,7 +28,8 @@ def test_the_most_caught_up_replica_in_the_clients_rack() -> None:
 
 
 @given(st.lists(st.tuples(st.integers(2, 9), st.sampled_from(["a", "b", "c", None]), st.integers(0, 200),
-                          st.integers(0, 10_000)), max_size=6), st.sampled_from(["a", "b", "c", "", None]))
+                          st.integers(0, 10_000)), max_size=6, unique_by=lambda f: f[0]),
+       st.sampled_from(["a", "b", "c", "", None]))
 def test_the_choice_is_in_the_clients_rack_or_the_leader(followers: list, rack: str | None) -> None:
     views = [ReplicaView(*f) for f in followers]
     chosen = preferred_read_replica(rack, LEADER, views)

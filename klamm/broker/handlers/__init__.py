@@ -27,14 +27,16 @@ class Api:
 
 def registry() -> dict[int, Api]:
     from klamm.broker.handlers import (acls, api_versions, client_quotas, cluster, configs, consumer_groups,
-                                       elections, features, fetch, groups, groups_admin, groups_offsets,
+                                       delegation_tokens, elections, features, fetch, groups, groups_admin,
+                                       groups_offsets,
                                        list_offsets, log_admin, metadata, produce, producer_ids, quorum,
                                        reassignments, sasl, scram_users, topics, transactions)
 
     apis: dict[int, Api] = {}
     for module in (api_versions, metadata, produce, fetch, list_offsets, topics, cluster, producer_ids,
                    groups, groups_offsets, groups_admin, consumer_groups, log_admin, configs, acls, elections,
-                   reassignments, transactions, quorum, sasl, scram_users, client_quotas, features):
+                   reassignments, transactions, quorum, sasl, scram_users, client_quotas, features,
+                   delegation_tokens):
         for api in module.APIS:
             apis[api.key] = api
     return apis

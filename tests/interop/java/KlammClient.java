@@ -56,6 +56,13 @@ import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicInteger;
 
 import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.CreateDelegationTokenOptions;
+import org.apache.kafka.clients.admin.ExpireDelegationTokenOptions;
+import org.apache.kafka.clients.admin.RenewDelegationTokenOptions;
+import org.apache.kafka.common.security.auth.KafkaPrincipal;
+import org.apache.kafka.common.security.token.delegation.DelegationToken;
+import org.apache.kafka.common.security.token.delegation.TokenInformation;
+import org.apache.kafka.common.utils.SecurityUtils;
 import org.apache.kafka.clients.admin.AdminClientConfig;
 import org.apache.kafka.clients.admin.DescribeClusterResult;
 import org.apache.kafka.clients.admin.ListOffsetsResult;
@@ -143,6 +150,10 @@ public final class KlammClient {
                 case "admin-list-offsets": return adminListOffsets(a);
                 case "scram-upsert": return scramUpsert(a);
                 case "scram-describe": return scramDescribe(a);
+                case "token-create": return tokenCreate(a);
+                case "token-describe": return tokenDescribe(a);
+                case "token-renew": return tokenRenew(a);
+                case "token-expire": return tokenExpire(a);
                 default: throw new UsageError("unknown command " + a[0]);
             }
         } catch (UsageError e) {
@@ -544,6 +555,71 @@ public final class KlammClient {
                 sb.append("]}");
                 OUT.println(sb);
             }
+        }
+        return 0;
+    }
+
+    // ------------------------------------------------------ delegation tokens --
+    static String tokenJson(DelegationToken token) {
+        TokenInformation info = token.tokenInfo();
+        StringBuilder sb = new StringBuilder();
+        sb.append("{\"tokenId\":").append(q(info.tokenId()))
+          .append(",\"hmac\":").append(q(token.hmacAsBase64String()))
+          .append(",\"owner\":").append(q(info.ownerAsString()))
+          .append(",\"requester\":").append(q(info.tokenRequester().toString()))
+          .append(",\"issue\":").append(info.issueTimestamp())
+          .append(",\"expiry\":").append(info.expiryTimestamp())
+          .append(",\"max\":").append(info.maxTimestamp())
+          .append(",\"renewers\":[");
+        boolean first = true;
+        for (KafkaPrincipal renewer : info.renewers()) {
+            if (!first) sb.append(',');
+            first = false;
+            sb.append(q(renewer.toString()));
+        }
+        return sb.append("]}").toString();
+    }
+
+    static int tokenCreate(String[] a) throws Exception {
+        if (a.length < 2) throw new UsageError("token-create <bootstrap> [renewer...]");
+        List<KafkaPrincipal> renewers = new ArrayList<>();
+        for (int i = 2; i < a.length; i++) renewers.add(SecurityUtils.parseKafkaPrincipal(a[i]));
+        try (Admin admin = admin(a[1])) {
+            DelegationToken token = admin.createDelegationToken(new CreateDelegationTokenOptions().renewers(renewers))
+                    .delegationToken().get(OP_TIMEOUT_S, TimeUnit.SECONDS);
+            OUT.println(tokenJson(token));
+        }
+        return 0;
+    }
+
+    static int tokenDescribe(String[] a) throws Exception {
+        try (Admin admin = admin(a[1])) {
+            for (DelegationToken token : admin.describeDelegationToken().delegationTokens()
+                    .get(OP_TIMEOUT_S, TimeUnit.SECONDS)) {
+                OUT.println(tokenJson(token));
+            }
+        }
+        return 0;
+    }
+
+    static int tokenRenew(String[] a) throws Exception {
+        if (a.length < 4) throw new UsageError("token-renew <bootstrap> <hmac base64> <period ms>");
+        try (Admin admin = admin(a[1])) {
+            long expiry = admin.renewDelegationToken(Base64.getDecoder().decode(a[2]),
+                    new RenewDelegationTokenOptions().renewTimePeriodMs(Long.parseLong(a[3])))
+                    .expiryTimestamp().get(OP_TIMEOUT_S, TimeUnit.SECONDS);
+            OUT.println("{\"expiry\":" + expiry + "}");
+        }
+        return 0;
+    }
+
+    static int tokenExpire(String[] a) throws Exception {
+        if (a.length < 4) throw new UsageError("token-expire <bootstrap> <hmac base64> <period ms>");
+        try (Admin admin = admin(a[1])) {
+            long expiry = admin.expireDelegationToken(Base64.getDecoder().decode(a[2]),
+                    new ExpireDelegationTokenOptions().expiryTimePeriodMs(Long.parseLong(a[3])))
+                    .expiryTimestamp().get(OP_TIMEOUT_S, TimeUnit.SECONDS);
+            OUT.println("{\"expiry\":" + expiry + "}");
         }
         return 0;
     }
