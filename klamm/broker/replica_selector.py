@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+
 @dataclass(frozen=True, slots=True)
 class ReplicaView:
     """What the selector weighs of one replica (Kafka's ReplicaView)."""
