@@ -53,7 +53,7 @@ class Refusal(NamedTuple):
 
 
 def refused_create(client: RawClient, owner: str | None = None, renewer_type: str = "User") -> Refusal:
-    """A refused CreateDelegationToken v3, read by hand (its timestamps are -1, which kio does not read)."""
+    """A refused CreateDelegationToken v3: the error, owner, requester and issue time as the bytes have them."""
     client.send(CREATE, 3, {"renewers": [{"principal_type": renewer_type, "principal_name": "x"}],
                             "max_lifetime": -1, "owner_principal_type": "User" if owner else None,
                             "owner_principal_name": owner})
@@ -92,7 +92,7 @@ class ExpiryAnswer(NamedTuple):
 
 
 def _expiry_answer(client: RawClient, api_key: int, version: int, body: dict[str, Any]) -> ExpiryAnswer:
-    """Renew's and Expire's answer, read by hand: kio reads no negative timestamp, and Kafka refuses with -1."""
+    """Renew's and Expire's answer: the error and the expiry as the bytes have them (kio would make a date)."""
     client.send(api_key, version, body)
     frame = client.read_frame()
     error, expiry = struct.unpack_from(">hq", frame, 4 + (1 if version >= 2 else 0))  # flexible: header tags
@@ -158,13 +158,13 @@ def test_a_token_for_another_owner_needs_create_tokens(broker_factory: Any) -> N
     broker = token_broker(broker_factory)
     bob = sasl_client(broker, "bob")
     assert refused_create(bob, owner="alice", renewer_type="User") == (
-        ErrorCode.delegation_token_authorization_failed, "alice", "bob", -1)
+        ErrorCode.delegation_token_authorization_failed, "alice", "bob", 0)
     grant_user_acl(broker, "bob", 7, "User:alice", 13)  # USER resource, CREATE_TOKENS
     made = create(bob, owner="alice")
     assert made.error_code == 0 and (made.principal_name, made.token_requester_principal_name) == ("alice", "bob")
     [seen] = describe(sasl_client(broker, "alice")).tokens
     assert (seen.principal_name, seen.token_requester_principal_name) == ("alice", "bob")
-    assert refused_create(bob, renewer_type="Group") == (ErrorCode.invalid_principal_type, "bob", "bob", -1)
+    assert refused_create(bob, renewer_type="Group") == (ErrorCode.invalid_principal_type, "bob", "bob", 0)
 
 
 def test_a_client_authenticates_with_a_token_as_its_owner(broker_factory: Any) -> None:
@@ -175,7 +175,7 @@ def test_a_client_authenticates_with_a_token_as_its_owner(broker_factory: Any) -
         assert not hasattr(client, "error_code"), client  # a connection, not a refusal
         # a token cannot make or renew tokens
         assert refused_create(client).error_code == ErrorCode.delegation_token_request_not_allowed
-        assert renew(client, made.hmac) == (ErrorCode.delegation_token_request_not_allowed, -1)
+        assert renew(client, made.hmac) == (ErrorCode.delegation_token_request_not_allowed, 0)
         assert describe(client).error_code == ErrorCode.delegation_token_request_not_allowed
     # its principal is User:alice: what alice may do, it may
     topic = {"name": "by-token", "num_partitions": 1, "replication_factor": 1, "assignments": [], "configs": []}
@@ -198,7 +198,7 @@ def test_token_requests_are_refused_on_plaintext_and_without_a_secret(broker_fac
     client = plaintext.connect()
     assert refused_create(client).error_code == ErrorCode.delegation_token_request_not_allowed
     assert describe(client).error_code == ErrorCode.delegation_token_request_not_allowed
-    assert renew(client, b"x") == (ErrorCode.delegation_token_request_not_allowed, -1)
+    assert renew(client, b"x") == (ErrorCode.delegation_token_request_not_allowed, 0)
     disabled = token_broker(broker_factory, **{"delegation.token.secret.key": ""})
     alice = sasl_client(disabled, "alice")
     for version in (0, 1, 2, 3):

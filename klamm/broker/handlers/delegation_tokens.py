@@ -27,11 +27,12 @@ from klamm.protocol.acl import AclOperation
 from klamm.protocol.errors import ErrorCode, KafkaError
 
 ANONYMOUS = "User:ANONYMOUS"
-ERROR_TIMESTAMP = -1  # Kafka's DelegationTokenManager.ErrorTimestamp, in the answers the broker refuses itself
 
 
 def _refused(error: ErrorCode) -> TokenResult:
-    return TokenResult(error, issue_ms=ERROR_TIMESTAMP, expiry_ms=ERROR_TIMESTAMP, max_ms=ERROR_TIMESTAMP)
+    """A refusal: its timestamps are 0, as Kafka's controller leaves them (its broker puts -1 in the refusals it
+    makes itself, which no client reads, and which readers of timestamps as dates, such as kio, cannot read)."""
+    return TokenResult(error)
 
 
 def split_principal(principal: str) -> tuple[str, str]:
