@@ -10,6 +10,9 @@ make or renew tokens. A token for another owner (CreateDelegationToken v3) needs
 (DELEGATION_TOKEN_AUTHORIZATION_FAILED); renewers must be Users (INVALID_PRINCIPAL_TYPE). Describe shows the
 tokens a principal owns or renews, and the others it may DESCRIBE (the token) or DESCRIBE_TOKENS (its owner);
 without an authorizer, every token. An empty owner list describes none, a null one all.
+
+Every refusal carries timestamps of 0, as Kafka's controller leaves them (Kafka's broker puts -1 in the refusals
+it makes itself, which no client reads, and which readers of timestamps as dates, such as kio, cannot decode).
 """
 
 from __future__ import annotations
@@ -27,12 +30,6 @@ from klamm.protocol.acl import AclOperation
 from klamm.protocol.errors import ErrorCode, KafkaError
 
 ANONYMOUS = "User:ANONYMOUS"
-
-
-def _refused(error: ErrorCode) -> TokenResult:
-    """A refusal: its timestamps are 0, as Kafka's controller leaves them (its broker puts -1 in the refusals it
-    makes itself, which no client reads, and which readers of timestamps as dates, such as kio, cannot read)."""
-    return TokenResult(error)
 
 
 def split_principal(principal: str) -> tuple[str, str]:
@@ -55,18 +52,18 @@ def token_requests_allowed(broker: BrokerServices, request: Any) -> bool:
 
 
 async def create_delegation_token(broker: BrokerServices, request: Any) -> dict[str, Any]:
-    body, version = request.body, request.api_version
+    body = request.body
     requester = request.session.principal
     owner_name = getattr(body, "owner_principal_name", None)
     owner = f"{body.owner_principal_type}:{owner_name}" if owner_name else requester
     renewers = [(r.principal_type, r.principal_name) for r in body.renewers]
     if not token_requests_allowed(broker, request):
-        return _created(_refused(ErrorCode.delegation_token_request_not_allowed), owner, requester)
+        return _created(TokenResult(ErrorCode.delegation_token_request_not_allowed), owner, requester)
     if owner != requester and not broker.authorizer.allowed(request, AclOperation.CREATE_TOKENS, ResourceType.USER,
                                                             owner):
-        return _created(_refused(ErrorCode.delegation_token_authorization_failed), owner, requester)
+        return _created(TokenResult(ErrorCode.delegation_token_authorization_failed), owner, requester)
     if any(kind != "User" for kind, _ in renewers):
-        return _created(_refused(ErrorCode.invalid_principal_type), owner, requester)
+        return _created(TokenResult(ErrorCode.invalid_principal_type), owner, requester)
     try:
         result = await broker.controller_client.create_delegation_token(owner, requester, renewers,
                                                                         millis(body.max_lifetime))
@@ -97,7 +94,7 @@ async def expire_delegation_token(broker: BrokerServices, request: Any) -> dict[
 async def _change_expiry(broker: BrokerServices, request: Any,
                          change: Callable[[str, bytes, int], Awaitable[TokenResult]], period: Any) -> dict[str, Any]:
     if not token_requests_allowed(broker, request):
-        return _expiry(_refused(ErrorCode.delegation_token_request_not_allowed))
+        return _expiry(TokenResult(ErrorCode.delegation_token_request_not_allowed))
     try:
         result = await change(request.session.principal, bytes(request.body.hmac), millis(period))
     except KafkaError as exc:  # the controller could not be reached
