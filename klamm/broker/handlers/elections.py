@@ -27,11 +27,11 @@ async def handle(broker: BrokerServices, request: Any) -> dict[str, Any]:
             wanted.setdefault(entry.topic, []).extend(entry.partitions)
     try:
         broker.authorizer.require_cluster(request, AclOperation.ALTER)
+        outcomes = await broker.controller_client.elect_leaders(election, wanted)
     except KafkaError as exc:  # Kafka's error response: at the top and for each partition asked for
         return {"error_code": exc.code, "replica_election_results": [{"topic": topic, "partition_result": [
             {"partition_id": index, "error_code": exc.code, "error_message": exc.message} for index in indexes]}
             for topic, indexes in (wanted or {}).items()]}
-    outcomes = await broker.controller_client.elect_leaders(election, wanted)
     results = [{"topic": topic, "partition_result": [
         {"partition_id": index, "error_code": code, "error_message": message}
         for index, (code, message) in partitions]} for topic, partitions in outcomes.items()]

@@ -21,19 +21,19 @@ from klamm.protocol.errors import ErrorCode, KafkaError
 
 
 async def alter(broker: BrokerServices, request: Any) -> dict[str, Any]:
-    try:
-        broker.authorizer.require_cluster(request, AclOperation.ALTER)
-    except KafkaError as exc:  # Kafka's error response: at the top and for each partition
-        return {"error_code": exc.code, "error_message": exc.message, "responses": [
-            {"name": topic.name, "partitions": [
-                {"partition_index": p.partition_index, "error_code": exc.code, "error_message": exc.message}
-                for p in topic.partitions]} for topic in request.body.topics]}
     targets: dict[str, dict[int, list[int] | None]] = {}
     for topic in request.body.topics:
         for partition in topic.partitions:
             replicas = None if partition.replicas is None else list(partition.replicas)
             targets.setdefault(topic.name, {})[partition.partition_index] = replicas
-    results = await broker.controller_client.alter_partition_reassignments(targets)
+    try:
+        broker.authorizer.require_cluster(request, AclOperation.ALTER)
+        results = await broker.controller_client.alter_partition_reassignments(targets)
+    except KafkaError as exc:  # Kafka's error response: at the top and for each partition
+        return {"error_code": exc.code, "error_message": exc.message, "responses": [
+            {"name": topic.name, "partitions": [
+                {"partition_index": p.partition_index, "error_code": exc.code, "error_message": exc.message}
+                for p in topic.partitions]} for topic in request.body.topics]}
     return {"error_code": ErrorCode.none, "error_message": None, "responses": [
         {"name": name, "partitions": [{"partition_index": index, "error_code": code, "error_message": message}
                                       for index, (code, message) in partitions.items()]}

@@ -23,8 +23,9 @@ from klamm.broker.services import BrokerServices
 from klamm.config.topic import TopicConfig
 from klamm.controller.acls import CLUSTER_NAME, ResourceType
 from klamm.controller.controller import CreatePartitionsSpec, CreateTopicSpec
+from klamm.controller.topics import CreatePartitionsResult, DeleteTopicResult, TopicResult
 from klamm.protocol.acl import AclOperation
-from klamm.protocol.errors import ErrorCode
+from klamm.protocol.errors import ErrorCode, KafkaError
 from klamm.protocol.topics import METADATA_TOPIC
 
 _ZERO_ID = uuid.UUID(int=0)
@@ -54,7 +55,10 @@ async def create_topics(broker: BrokerServices, request: Any) -> dict[str, Any]:
                                      replication_factor=topic.replication_factor,
                                      assignments=assignments, configs=configs))
     validate_only = getattr(body, "validate_only", False)  # v1+
-    results = await broker.controller_client.create_topics(specs, validate_only=validate_only) if specs else []
+    try:
+        results = await broker.controller_client.create_topics(specs, validate_only=validate_only) if specs else []
+    except KafkaError as exc:  # the controller could not be reached (NOT_CONTROLLER): the client asks again
+        results = [TopicResult(spec.name, error=exc.code, message=exc.message) for spec in specs]
     topics = [_created(broker, result, describable) for result in results]
     topics += [{"name": name, "error_code": ErrorCode.invalid_request,
                 "error_message": f"Create topics request from client contains multiple entries for topic {name}",
@@ -102,7 +106,11 @@ async def delete_topics(broker: BrokerServices, request: Any) -> dict[str, Any]:
     if broker.authorizer.enabled:
         refused = _refused_deletions(broker, request, wanted)
     allowed = [t for t in wanted if t not in refused]
-    results = iter(await broker.controller_client.delete_topics(allowed) if allowed else [])
+    try:
+        results = iter(await broker.controller_client.delete_topics(allowed) if allowed else [])
+    except KafkaError as exc:
+        results = iter([DeleteTopicResult(t if isinstance(t, str) else None, t if isinstance(t, uuid.UUID)
+                                          else _ZERO_ID, exc.code, exc.message) for t in allowed])
     responses = []
     for topic in wanted:  # request order
         if topic in refused:
@@ -152,7 +160,11 @@ async def create_partitions(broker: BrokerServices, request: Any) -> dict[str, A
     specs = [CreatePartitionsSpec(topic=t.name, count=t.count,
                                   assignments=[list(a.broker_ids) for a in t.assignments] if t.assignments else None)
              for t in body.topics if t.name not in refused]
-    results = await broker.controller_client.create_partitions(specs, validate_only=body.validate_only) if specs else []
+    try:
+        results = await broker.controller_client.create_partitions(specs, validate_only=body.validate_only) \
+            if specs else []
+    except KafkaError as exc:
+        results = [CreatePartitionsResult(spec.topic, exc.code, exc.message) for spec in specs]
     return {"results": [{"name": name, "error_code": ErrorCode.topic_authorization_failed, "error_message": None}
                         for name in sorted(refused)]
             + [{"name": r.topic, "error_code": r.error, "error_message": r.message} for r in results]}
