@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import asyncio
 import datetime
-import io
 import itertools
 import logging
 import struct
@@ -33,15 +32,13 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
-from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
 from kio.schema.response_header.v0.header import ResponseHeader as ResponseHeaderV0
 from kio.schema.response_header.v1.header import ResponseHeader as ResponseHeaderV1
-from kio.serial import entity_reader, entity_writer
+from kio.serial import entity_reader
 
 from klamm.broker.peer_security import PLAINTEXT_PEER, PeerSecurity
 from klamm.protocol.api import SASL_AUTHENTICATE_KEY, SASL_HANDSHAKE_KEY, message_types
-from klamm.protocol.build import build
+from klamm.protocol.envelope import encode_request
 from klamm.protocol.errors import ErrorCode
 from klamm.protocol.sasl import SaslError
 from klamm.protocol.schema import records_view_codec
@@ -208,12 +205,7 @@ class BrokerConnection:
         assert reader is not None and reader.transport is not None
         correlation_id = next(self._correlation)
         types = message_types(api_key, version)
-        header_type = RequestHeaderV2 if types.request_header_version == 2 else RequestHeaderV1
-        buffer = io.BytesIO()
-        entity_writer(header_type)(buffer, header_type(request_api_key=api_key, request_api_version=version,
-                                                       correlation_id=correlation_id, client_id=self.client_id))
-        entity_writer(types.request)(buffer, build(types.request, body))
-        payload = buffer.getvalue()
+        payload = encode_request(api_key, version, body, self.client_id, correlation_id)
         reader.transport.write(_SIZE.pack(len(payload)) + payload)
         await reader.drain()
         frame = await reader.frame()

@@ -17,7 +17,7 @@ from klamm.protocol.errors import ErrorCode
 from klamm.testing import EmbeddedCluster, run_cluster
 
 from tests.integration.conftest import FETCH, RawClient, fetch, fetch_body
-from tests.integration.test_replication import create, eventually, produce, replica
+from tests.integration.test_replication import _on_loop, create, eventually, produce, replica
 
 pytestmark = [pytest.mark.timeout(120)]
 
@@ -43,14 +43,11 @@ def settled(cluster: EmbeddedCluster, topic: str, count: int) -> tuple[int, list
     leader = cluster.partition(topic).leader
     followers = [n for n in cluster.brokers if n != leader]
     eventually(lambda: all(replica(cluster, n, topic).high_watermark == count for n in cluster.brokers))
-    eventually(lambda: sorted(f for f, _, _ in cluster.call(_readable(cluster, leader, topic, count))) == followers)
+    def readable() -> list[int]:
+        return sorted(f for f, _, _ in cluster.call(_on_loop(
+            lambda: replica(cluster, leader, topic).readable_followers(count))))
+    eventually(lambda: readable() == followers)
     return leader, followers
-
-
-def _readable(cluster: EmbeddedCluster, leader: int, topic: str, offset: int) -> Any:
-    async def read() -> list:
-        return replica(cluster, leader, topic).readable_followers(offset)
-    return read()
 
 
 def test_the_leader_names_a_follower_in_the_consumers_rack(cluster: EmbeddedCluster) -> None:

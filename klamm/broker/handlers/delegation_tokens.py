@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from klamm.broker.authentication import ANONYMOUS
 from klamm.broker.handlers import Api
 from klamm.broker.handlers.groups import millis
 from klamm.broker.services import BrokerServices
@@ -28,9 +29,6 @@ from klamm.controller.delegation_tokens import TokenResult, TokenSettings, token
 from klamm.controller.image import DelegationToken
 from klamm.protocol.acl import AclOperation
 from klamm.protocol.errors import ErrorCode, KafkaError
-
-ANONYMOUS = "User:ANONYMOUS"
-
 
 def split_principal(principal: str) -> tuple[str, str]:
     """"User:alice" -> ("User", "alice"), as KafkaPrincipal's type and name."""
@@ -48,7 +46,7 @@ def token_requests_allowed(broker: BrokerServices, request: Any) -> bool:
     protocol = broker.config.security_protocol_of(request.listener) if request.listener else "PLAINTEXT"
     if protocol == "PLAINTEXT":
         return False
-    return not (protocol == "SSL" and session.principal == ANONYMOUS)
+    return not (protocol == "SSL" and session.principal == ANONYMOUS.principal)
 
 
 async def create_delegation_token(broker: BrokerServices, request: Any) -> dict[str, Any]:
