@@ -5,7 +5,9 @@ A `klamm serve` process gets N 100-byte records (librdkafka producer, 4
 partitions). Then, in one local[2] SparkSession, each row materialises every
 column of every record (the `noop` sink):
 - format("klamm") reading through the broker
-- format("klamm-segments") reading the stopped broker's segment files
+- format("klamm-segments") reading the stopped broker's segment files, in the
+  JVM (klamm.spark.configure put its reader on the class path)
+- format("klamm-segments-python"), the Python reader of the same files
 - spark.read.parquet over the same rows (the yardstick for the segment reader)
 - a Python data source handing Spark the same Arrow batch over and over: what
   Spark itself takes to ingest a Python source's rows, the ceiling for both
@@ -167,8 +169,8 @@ def main() -> int:
     data, port = workdir / "data", free_port()
     bootstrap = f"127.0.0.1:{port}"
     broker = start_broker(data, port)
-    spark = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
-             .config("spark.driver.memory", "2g").getOrCreate())
+    spark = klamm.spark.configure(SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
+                                  .config("spark.driver.memory", "2g")).getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     klamm.spark.register(spark)
     rows = []
@@ -182,8 +184,11 @@ def main() -> int:
         source.write.parquet(str(workdir / "parquet"))
         stop_broker(broker)
         segments = spark.read.format("klamm-segments").option("subscribe", TOPIC).load(str(data))
-        rows.append(timed("read: format(\"klamm-segments\") from the files", opts.records,
+        rows.append(timed("read: format(\"klamm-segments\") from the files (JVM reader)", opts.records,
                           lambda: segments.write.format("noop").mode("overwrite").save()))
+        in_python = spark.read.format("klamm-segments-python").option("subscribe", TOPIC).load(str(data))
+        rows.append(timed("read: format(\"klamm-segments-python\") from the files", opts.records,
+                          lambda: in_python.write.format("noop").mode("overwrite").save()))
         parquet = spark.read.parquet(str(workdir / "parquet"))
         rows.append(timed("read: spark.read.parquet, the same rows", opts.records,
                           lambda: parquet.write.format("noop").mode("overwrite").save()))

@@ -1,5 +1,14 @@
-"""format("klamm-segments") without klamm.spark.register(spark): PySpark registers `pyspark_*` packages' DefaultSource."""
+"""format("klamm-segments") without klamm.spark.register(spark): PySpark registers `pyspark_*` packages' DefaultSource.
 
-from klamm.spark.segments import KlammSegmentsDataSource as DefaultSource
+Not where klamm.spark.configure put the JVM reader, which holds the name then
+(klamm/spark/segments_jar.py): Spark refuses a name claimed twice.
+"""
 
-__all__ = ["DefaultSource"]
+import os
+
+from klamm.spark.segments_jar import ENV
+
+if not os.environ.get(ENV):
+    from klamm.spark.segments import KlammSegmentsDataSource as DefaultSource
+
+    __all__ = ["DefaultSource"]

@@ -240,3 +240,11 @@ class KlammSegmentsDataSource(DataSource):
 
     def reader(self, schema: StructType) -> DataSourceReader:
         return KlammSegmentsReader(segment_options(self.options))
+
+
+class PythonSegmentsDataSource(KlammSegmentsDataSource):
+    """format("klamm-segments-python"): this reader, also where the JVM reader holds "klamm-segments"."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "klamm-segments-python"

@@ -27,10 +27,10 @@ def spark() -> Iterator[Any]:
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
-    session = (SparkSession.builder.master("local[2]").appName("klamm-tests")
+    builder = (SparkSession.builder.master("local[2]").appName("klamm-tests")
                .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")
-               .config("spark.driver.bindAddress", "127.0.0.1").config("spark.driver.host", "127.0.0.1")
-               .getOrCreate())
+               .config("spark.driver.bindAddress", "127.0.0.1").config("spark.driver.host", "127.0.0.1"))
+    session = klamm.spark.configure(builder).getOrCreate()  # klamm-segments in the JVM; Python's as -python
     session.sparkContext.setLogLevel("ERROR")
     klamm.spark.register(session)
     yield session

@@ -1,7 +1,8 @@
 """Without klamm.spark.register(spark): PySpark finds the `pyspark_klamm*` packages' DefaultSource on its own.
 
 PySpark registers every importable `pyspark_*` package's DefaultSource in a new
-session. A session of its own (a child process) shows it.
+session. A session of its own (a child process) shows it, with and without
+klamm.spark.configure's JVM segment reader (which then holds "klamm-segments").
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from klamm.spark.segments_jar import ENV
+
 pytestmark = pytest.mark.timeout(300)
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -22,9 +25,15 @@ SCRIPT = textwrap.dedent("""
     import os, sys
     os.environ["PYSPARK_PYTHON"] = sys.executable
     from pyspark.sql import SparkSession
-    spark = SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false").getOrCreate()
+    builder = SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false")
+    if sys.argv[2] == "jvm":
+        import klamm.spark
+        builder = klamm.spark.configure(builder)
+    spark = builder.getOrCreate()
     empty = sys.argv[1]
-    print("segments rows:", spark.read.format("klamm-segments").load(empty).count())
+    segments = spark.read.format("klamm-segments").load(empty)
+    print("segments rows:", segments.count())
+    print("in python:", "(Python)" in segments._jdf.queryExecution().executedPlan().toString())
     try:
         spark.read.format("klamm").option("subscribe", "t").load().collect()
     except Exception as exc:
@@ -33,9 +42,12 @@ SCRIPT = textwrap.dedent("""
 """)
 
 
-def test_pyspark_registers_both_formats_by_itself(spark, tmp_path):
+@pytest.mark.parametrize("segments_reader", ["python", "jvm"])
+def test_pyspark_registers_both_formats_by_itself(spark, tmp_path, segments_reader):
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-    done = subprocess.run([sys.executable, "-c", SCRIPT, str(tmp_path)], env=env, capture_output=True, text=True,
-                          timeout=240)
+    env.pop(ENV, None)  # this session's klamm.spark.configure set it
+    done = subprocess.run([sys.executable, "-c", SCRIPT, str(tmp_path), segments_reader], env=env,
+                          capture_output=True, text=True, timeout=240)
     assert "segments rows: 0" in done.stdout, done.stdout + done.stderr[-3000:]
+    assert f"in python: {segments_reader == 'python'}" in done.stdout, done.stdout + done.stderr[-3000:]
     assert "klamm: True" in done.stdout, done.stdout + done.stderr[-3000:]

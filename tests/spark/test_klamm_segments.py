@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from klamm.protocol.records import NewRecord, build_batch
@@ -16,6 +16,8 @@ from tests.integration.conftest import BrokerThread, create_topic, produce
 pytestmark = pytest.mark.timeout(300)
 
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
+# The JVM reader (klamm.spark.configure put it on the session's class path) and the Python one
+READERS = ["klamm-segments", "klamm-segments-python"]
 
 
 def row_tuples(df: Any, headers: bool = False) -> list[tuple]:
@@ -79,16 +81,21 @@ def test_segments_agree_with_the_broker_source_on_every_codec_compaction_and_tra
             through_broker[topic] = row_tuples(df, headers=True)
     finally:
         broker.close()  # a clean shutdown: the segments are read to their last batch
-    for topic in topics:
-        df = (spark.read.format("klamm-segments").option("subscribe", topic).option("includeHeaders", "true")
-              .load(str(tmp_path / "data")))
-        assert row_tuples(df, headers=True) == through_broker[topic], topic
+    for reader in READERS:
+        for topic in topics:
+            df = (spark.read.format(reader).option("subscribe", topic).option("includeHeaders", "true")
+                  .load(str(tmp_path / "data")))
+            assert row_tuples(df, headers=True) == through_broker[topic], (reader, topic)
+        without_headers = (spark.read.format(reader).option("subscribe", "seg-zstd")
+                           .load(str(tmp_path / "data")))
+        assert row_tuples(without_headers) == [row[:-1] for row in through_broker["seg-zstd"]], reader
     txn_values = sorted(row[4] for row in through_broker["seg-txn"])
     assert txn_values == sorted(f"commit-{n}-{i}".encode() for n in (0, 2, 4) for i in range(10))
     assert len(through_broker["seg-none"]) == 300
-    everything = spark.read.format("klamm-segments").load(str(tmp_path / "data"))
-    assert everything.rdd.getNumPartitions() > 2 * len(topics)  # a Spark partition a segment
-    assert {r.topic for r in everything.select("topic").distinct().collect()} == set(topics)
+    for reader in READERS:
+        everything = spark.read.format(reader).load(str(tmp_path / "data"))
+        assert everything.rdd.getNumPartitions() > 2 * len(topics), reader  # a Spark partition a segment
+        assert {r.topic for r in everything.select("topic").distinct().collect()} == set(topics), reader
 
 
 def test_a_running_broker_is_read_up_to_its_recovery_point(spark, tmp_path: Path):
@@ -109,8 +116,9 @@ def test_a_running_broker_is_read_up_to_its_recovery_point(spark, tmp_path: Path
                 break
             time.sleep(0.1)
         assert not (tmp_path / "data" / ".kafka_cleanshutdown").exists()
-        rows = spark.read.format("klamm-segments").option("subscribe", "live").load(str(tmp_path / "data")).collect()
-        assert sorted(r.offset for r in rows) == list(range(50))
+        for reader in READERS:
+            rows = spark.read.format(reader).option("subscribe", "live").load(str(tmp_path / "data")).collect()
+            assert sorted(r.offset for r in rows) == list(range(50)), reader
     finally:
         broker.close()
 
@@ -130,16 +138,76 @@ def test_many_headers_and_keys_that_are_not_utf8_read_as_spark_kafka_source_show
                 produce(client, "headers", build_batch(recs, compression=codec))
     finally:
         broker.close()
-    rows = (spark.read.format("klamm-segments").option("subscribe", "headers").option("includeHeaders", "true")
-            .load(str(tmp_path / "data")).collect())
-    assert len(rows) == 500
-    for r in rows:
-        assert [(h.key, h.value) for h in r.headers] == [(k, None if j % 3 else b"%d" % j)
-                                                         for j, k in enumerate(java)]
+    for reader in READERS:
+        rows = (spark.read.format(reader).option("subscribe", "headers").option("includeHeaders", "true")
+                .load(str(tmp_path / "data")).collect())
+        assert len(rows) == 500, reader
+        for r in rows:
+            assert [(h.key, h.value) for h in r.headers] == [(k, None if j % 3 else b"%d" % j)
+                                                             for j, k in enumerate(java)], reader
 
 
-def test_bad_options(spark, tmp_path: Path):
+@pytest.mark.parametrize("reader", READERS)
+def test_bad_options(spark, tmp_path: Path, reader: str):
     with pytest.raises(Exception, match="log.dirs"):
-        spark.read.format("klamm-segments").load().collect()
+        spark.read.format(reader).load().collect()
     with pytest.raises(Exception, match="not a directory"):
-        spark.read.format("klamm-segments").load(str(tmp_path / "missing")).collect()
+        spark.read.format(reader).load(str(tmp_path / "missing")).collect()
+    with pytest.raises(Exception, match="read_committed or read_uncommitted"):
+        spark.read.format(reader).option("kafka.isolation.level", "dirty").load(str(tmp_path)).collect()
+
+
+def test_klamm_segments_reads_in_the_jvm_once_configure_put_its_reader_on_the_class_path(spark, tmp_path: Path):
+    def plan(reader: str) -> str:
+        return spark.read.format(reader).load(str(tmp_path))._jdf.queryExecution().executedPlan().toString()
+
+    assert "(Python)" not in plan("klamm-segments")
+    assert "klamm-segments [" in plan("klamm-segments")  # SegmentsSource's scan description
+    assert "(Python)" in plan("klamm-segments-python")
+
+
+@pytest.mark.parametrize("reader", READERS)
+def test_log_start_offset_isolation_and_a_corrupt_batch(spark, tmp_path: Path, reader: str):
+    data = tmp_path / "data"
+    broker = BrokerThread(data).start()
+    try:
+        with broker.connect() as client:
+            create_topic(client, "plain")
+            produce(client, "plain", build_batch([NewRecord(b"k%d" % i, b"v%d" % i, []) for i in range(100)]))
+            create_topic(client, "broken")
+            produce(client, "broken", build_batch([NewRecord(None, b"x" * 50, []) for i in range(10)]))
+        admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{broker.port}"})
+        gone = admin.delete_records([TopicPartition("plain", 0, 30)])
+        for future in gone.values():
+            future.result(30)
+        fill_transactions(f"127.0.0.1:{broker.port}")
+    finally:
+        broker.close()
+
+    def offsets(topic: str, **options: str) -> list[int]:
+        df = spark.read.format(reader).option("subscribe", topic).options(**options).load(str(data))
+        return sorted(r.offset for r in df.select("offset").collect())
+
+    assert offsets("plain") == list(range(30, 100))  # DeleteRecords moved the log start into the batch
+    committed = offsets("txn")
+    everything = offsets("txn", **{"kafka.isolation.level": "read_uncommitted"})
+    assert len(committed) == 10 and len(everything) == 20  # an aborted transaction's records, markers never
+    segment = next((data / "broken-0").glob("*.log"))
+    with open(segment, "r+b") as f:  # one record more than the batch holds (a reader does not check CRCs)
+        f.seek(57)
+        f.write((11).to_bytes(4, "big"))
+    with pytest.raises(Exception, match="truncated record"):
+        spark.read.format(reader).option("subscribe", "broken").load(str(data)).collect()
+
+
+def fill_transactions(bootstrap: str) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic("txn", 1, 1)])["txn"].result(30)
+    txn = Producer({"bootstrap.servers": bootstrap, "transactional.id": "segments-isolation"})
+    txn.init_transactions(30)
+    for outcome in ("commit", "abort"):
+        txn.begin_transaction()
+        for i in range(10):
+            txn.produce("txn", value=f"{outcome}-{i}".encode())
+        txn.flush(30)
+        getattr(txn, f"{outcome}_transaction")(30)

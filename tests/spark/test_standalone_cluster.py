@@ -1,5 +1,6 @@
 """format("klamm") on a Spark standalone cluster, not only local mode: a master and a worker started from
-PySpark's own distribution, executors in their own JVMs whose Python workers read and write klamm.
+PySpark's own distribution, executors in their own JVMs whose Python workers read and write klamm. The
+executors also read a stopped broker's files with klamm-segments' JVM reader, whose jar Spark ships to them.
 
 The driver is a child process (one SparkSession per process; the test session's own is local).
 """
@@ -19,7 +20,10 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
+from klamm.protocol.records import NewRecord, build_batch
 from tests.conftest import free_port
+from tests.integration.conftest import BrokerThread, create_topic
+from tests.integration.conftest import produce as raw_produce
 from tests.spark.test_klamm_source import create, produce
 
 pytestmark = pytest.mark.timeout(300)
@@ -31,14 +35,16 @@ DRIVER = textwrap.dedent("""
     import os, sys
     import klamm.spark
     from pyspark.sql import SparkSession
-    master, bootstrap, source, sink = sys.argv[1:5]
-    spark = (SparkSession.builder.master(master).appName("klamm-standalone")
-             .config("spark.ui.enabled", "false").config("spark.executor.memory", "512m")
-             .config("spark.executorEnv.PYSPARK_PYTHON", sys.executable)
-             .config("spark.executorEnv.PYTHONPATH", os.environ.get("PYTHONPATH", ""))
-             .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
-             .getOrCreate())
+    master, bootstrap, source, sink, log_dirs = sys.argv[1:6]
+    builder = (SparkSession.builder.master(master).appName("klamm-standalone")
+               .config("spark.ui.enabled", "false").config("spark.executor.memory", "512m")
+               .config("spark.executorEnv.PYSPARK_PYTHON", sys.executable)
+               .config("spark.executorEnv.PYTHONPATH", os.environ.get("PYTHONPATH", ""))
+               .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1"))
+    spark = klamm.spark.configure(builder).getOrCreate()
     klamm.spark.register(spark)
+    segments = spark.read.format("klamm-segments").load(log_dirs)
+    print("segment rows:", segments.count(), "(Python)" in segments._jdf.queryExecution().executedPlan().toString())
     df = spark.read.format("klamm").option("kafka.bootstrap.servers", bootstrap).option("subscribe", source).load()
     print("rows:", df.count())
     print("executor:", spark.sparkContext.master, spark.sparkContext.getConf().get("spark.executor.memory"))
@@ -101,7 +107,15 @@ def standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
                 process.wait()
 
 
-def test_read_and_write_on_a_standalone_cluster(standalone, spark_broker, topic_name):
+def test_read_and_write_on_a_standalone_cluster(standalone, spark_broker, topic_name, tmp_path):
+    stopped = BrokerThread(tmp_path / "data").start()
+    try:
+        with stopped.connect() as client:
+            create_topic(client, "at-rest")
+            for n in range(4):
+                raw_produce(client, "at-rest", build_batch([NewRecord(None, b"%d" % i, []) for i in range(250)]))
+    finally:
+        stopped.close()
     bs = spark_broker.bootstrap_servers
     source, sink = topic_name, f"{topic_name}-out"
     create(bs, source, PARTITIONS)
@@ -109,11 +123,12 @@ def test_read_and_write_on_a_standalone_cluster(standalone, spark_broker, topic_
     produce(bs, source, RECORDS)
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable,
            "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-    done = subprocess.run([sys.executable, "-c", DRIVER, standalone, bs, source, sink], env=env,
+    done = subprocess.run([sys.executable, "-c", DRIVER, standalone, bs, source, sink, str(tmp_path / "data")], env=env,
                           capture_output=True, text=True, timeout=240)
     output = done.stdout + done.stderr[-3000:]
     assert done.returncode == 0, output
-    assert f"rows: {RECORDS}" in done.stdout, output
+    assert "segment rows: 1000 False" in done.stdout, output  # the executors' JVMs read them
+    assert f"\nrows: {RECORDS}" in done.stdout, output
     assert f"executor: {standalone} 512m" in done.stdout, output
     assert f"driver pid among the workers: False {PARTITIONS}" in done.stdout, output  # one task per partition
     consumer = Consumer({"bootstrap.servers": bs, "group.id": "standalone-check", "enable.auto.commit": False})

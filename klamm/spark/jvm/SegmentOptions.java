@@ -1,0 +1,75 @@
+package klamm.spark.jvm;
+
+import java.io.Serializable;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import java.util.regex.Pattern;
+
+import org.apache.spark.sql.types.StructType;
+
+/** The options of format("klamm-segments"), read as klamm.spark.segments.segment_options reads them. */
+final class SegmentOptions implements Serializable {
+    private static final long serialVersionUID = 1L;
+    private static final String SCHEMA = "key binary, value binary, topic string, partition int, offset long, "
+        + "timestamp timestamp, timestampType int";
+    private static final String HEADERS = "headers array<struct<key: string, value: binary>>";
+
+    final List<String> logDirs = new ArrayList<>();
+    final List<String> topics = new ArrayList<>();
+    final Pattern pattern;
+    final boolean includeHeaders;
+    final boolean readCommitted;
+
+    /** `options` with lower-case keys (Spark's CaseInsensitiveStringMap). */
+    SegmentOptions(Map<String, String> options) {
+        String path = options.get("path");
+        if (path == null || path.isEmpty()) {
+            throw new IllegalArgumentException(
+                "give the broker's log.dirs: spark.read.format(\"klamm-segments\").load(\"<log.dirs>\")");
+        }
+        String isolation = options.getOrDefault("kafka.isolation.level", "read_committed").strip()
+            .toLowerCase(Locale.ROOT);
+        if (!isolation.equals("read_committed") && !isolation.equals("read_uncommitted")) {
+            throw new IllegalArgumentException(
+                "kafka.isolation.level must be read_committed or read_uncommitted, not '" + isolation + "'");
+        }
+        split(path, logDirs);
+        String subscribe = options.get("subscribe");
+        if (subscribe != null) {
+            split(subscribe, topics);
+        }
+        String regex = options.get("subscribepattern");
+        pattern = regex == null ? null : Pattern.compile(regex);
+        includeHeaders = includeHeaders(options);
+        readCommitted = isolation.equals("read_committed");
+    }
+
+    static boolean includeHeaders(Map<String, String> options) {
+        return options.getOrDefault("includeheaders", "false").strip().toLowerCase(Locale.ROOT).equals("true");
+    }
+
+    /** Spark's Kafka row schema, with `headers` when includeHeaders asks for it. */
+    static StructType schema(boolean includeHeaders) {
+        return StructType.fromDDL(includeHeaders ? SCHEMA + ", " + HEADERS : SCHEMA);
+    }
+
+    boolean matches(String topic) {
+        if (!topics.isEmpty()) {
+            return topics.contains(topic);
+        }
+        if (pattern != null) {
+            return pattern.matcher(topic).matches();
+        }
+        return !topic.startsWith("__");
+    }
+
+    private static void split(String value, List<String> into) {
+        for (String part : value.split(",")) {
+            if (!part.strip().isEmpty()) {
+                into.add(part.strip());
+            }
+        }
+    }
+}
