@@ -23,17 +23,14 @@ final class RecordDecoder {
     private static final long MS_MAX = Long.MAX_VALUE / 1000;
 
     private final WritableColumnVector[] columns;
-    private final byte[] topic;
-    private final int partition;
     private final boolean includeHeaders;
     private byte[] data;
     private int pos;
     private int limit;
 
-    RecordDecoder(WritableColumnVector[] columns, String topic, int partition, boolean includeHeaders) {
+    /** `columns` in the row schema's order; topic and partition (constant in a slice) are not written here. */
+    RecordDecoder(WritableColumnVector[] columns, boolean includeHeaders) {
         this.columns = columns;
-        this.topic = topic.getBytes(StandardCharsets.UTF_8);
-        this.partition = partition;
         this.includeHeaders = includeHeaders;
     }
 
@@ -95,8 +92,6 @@ final class RecordDecoder {
                 throw corrupt("malformed record: record size does not match its contents");
             }
             if (wanted) {
-                columns[2].appendByteArray(topic, 0, topic.length);
-                columns[3].appendInt(partition);
                 columns[4].appendLong(offset);
                 columns[5].appendLong(timestamp * 1000);
                 columns[6].appendInt(timestampType);

@@ -9,8 +9,14 @@ import java.nio.file.StandardOpenOption;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.connector.read.InputPartition;
 import org.apache.spark.sql.connector.read.PartitionReader;
+import org.apache.spark.sql.execution.vectorized.ConstantColumnVector;
 import org.apache.spark.sql.execution.vectorized.OnHeapColumnVector;
+import org.apache.spark.sql.execution.vectorized.WritableColumnVector;
+import org.apache.spark.sql.types.DataTypes;
+import org.apache.spark.sql.types.StructType;
+import org.apache.spark.sql.vectorized.ColumnVector;
 import org.apache.spark.sql.vectorized.ColumnarBatch;
+import org.apache.spark.unsafe.types.UTF8String;
 
 /**
  * Reads one segment slice into columnar batches: whole record batches at a time, until a columnar batch holds
@@ -23,7 +29,7 @@ final class SegmentReader implements PartitionReader<ColumnarBatch> {
 
     private final SegmentSlice slice;
     private final FileChannel channel;
-    private final OnHeapColumnVector[] columns;
+    private final WritableColumnVector[] columns; // the schema's, but for topic and partition
     private final ColumnarBatch batch;
     private final RecordDecoder decoder;
     private byte[] chunk = new byte[CHUNK];
@@ -35,15 +41,29 @@ final class SegmentReader implements PartitionReader<ColumnarBatch> {
     SegmentReader(SegmentSlice slice, boolean includeHeaders) throws IOException {
         this.slice = slice;
         channel = FileChannel.open(Paths.get(slice.path), StandardOpenOption.READ);
-        columns = OnHeapColumnVector.allocateColumns(ROWS, SegmentOptions.schema(includeHeaders));
-        batch = new ColumnarBatch(columns);
-        decoder = new RecordDecoder(columns, slice.topic, slice.partition, includeHeaders);
+        StructType schema = SegmentOptions.schema(includeHeaders);
+        columns = OnHeapColumnVector.allocateColumns(ROWS, schema);
+        ColumnVector[] vectors = java.util.Arrays.copyOf(columns, columns.length, ColumnVector[].class);
+        ConstantColumnVector topic = new ConstantColumnVector(ROWS, DataTypes.StringType);
+        topic.setUtf8String(UTF8String.fromString(slice.topic));
+        ConstantColumnVector partition = new ConstantColumnVector(ROWS, DataTypes.IntegerType);
+        partition.setInt(slice.partition);
+        vectors[2] = topic;
+        vectors[3] = partition;
+        columns[2].close();
+        columns[3].close();
+        columns[2] = null;
+        columns[3] = null;
+        batch = new ColumnarBatch(vectors);
+        decoder = new RecordDecoder(columns, includeHeaders);
     }
 
     @Override
     public boolean next() throws IOException {
-        for (OnHeapColumnVector column : columns) {
-            column.reset();
+        for (WritableColumnVector column : columns) {
+            if (column != null) {
+                column.reset();
+            }
         }
         int rows = 0;
         while (rows < ROWS && !done) {
