@@ -94,13 +94,13 @@ final class RecordDecoder {
             if (wanted) {
                 columns[4].appendLong(offset);
                 columns[5].appendLong(timestamp * 1000);
-                columns[6].appendInt(timestampType);
                 rows++;
             }
         }
         if (pos != limit) {
             throw corrupt("batch has bytes after its last record");
         }
+        columns[6].appendInts(rows, timestampType);
         return rows;
     }
 

@@ -7,14 +7,19 @@ import java.util.Locale;
 import java.util.Map;
 import java.util.regex.Pattern;
 
+import org.apache.spark.sql.types.DataTypes;
 import org.apache.spark.sql.types.StructType;
 
 /** The options of format("klamm-segments"), read as klamm.spark.segments.segment_options reads them. */
 final class SegmentOptions implements Serializable {
     private static final long serialVersionUID = 1L;
-    private static final String SCHEMA = "key binary, value binary, topic string, partition int, offset long, "
-        + "timestamp timestamp, timestampType int";
-    private static final String HEADERS = "headers array<struct<key: string, value: binary>>";
+    // Spark's Kafka row schema, built without Spark's SQL parser, which takes a second to warm up in a new JVM
+    private static final StructType SCHEMA = new StructType()
+        .add("key", DataTypes.BinaryType).add("value", DataTypes.BinaryType).add("topic", DataTypes.StringType)
+        .add("partition", DataTypes.IntegerType).add("offset", DataTypes.LongType)
+        .add("timestamp", DataTypes.TimestampType).add("timestampType", DataTypes.IntegerType);
+    private static final StructType WITH_HEADERS = SCHEMA.add("headers", DataTypes.createArrayType(
+        new StructType().add("key", DataTypes.StringType).add("value", DataTypes.BinaryType)));
 
     final List<String> logDirs = new ArrayList<>();
     final List<String> topics = new ArrayList<>();
@@ -52,7 +57,7 @@ final class SegmentOptions implements Serializable {
 
     /** Spark's Kafka row schema, with `headers` when includeHeaders asks for it. */
     static StructType schema(boolean includeHeaders) {
-        return StructType.fromDDL(includeHeaders ? SCHEMA + ", " + HEADERS : SCHEMA);
+        return includeHeaders ? WITH_HEADERS : SCHEMA;
     }
 
     boolean matches(String topic) {
