@@ -54,7 +54,7 @@ from klamm.controller.meta_properties import random_base64_uuid
 from klamm.controller.delegation_tokens import (TokenResult, TokenSettings, decide_create_token,
                                                decide_expire_token, decide_renew_token, decide_sweep_tokens)
 from klamm.controller.metadata_log import MetadataLog, wall_clock_ms
-from klamm.controller.records import MetadataRecord, MetadataRecordError, decode_record, encode_record
+from klamm.controller.records import MetadataRecord, MetadataRecordError, complete_record, decode_record, encode_record
 from klamm.controller.scram import (ScramAlterResult, ScramDeletion, ScramUpsertion,
                                     decide_alter_user_scram_credentials)
 from klamm.controller.snapshot import SnapshotError, SnapshotId, image_records
@@ -555,8 +555,8 @@ class Controller:
         last_offset = self.log.append(values)
         first_offset = last_offset - len(values) + 1
         builder = ImageBuilder(self._image)
-        for i, value in enumerate(values):
-            builder.apply(decode_record(value), first_offset + i)
+        for i, record in enumerate(records):  # as decoded from `values`, which every other node replays
+            builder.apply(complete_record(record), first_offset + i)
         self._swap(builder.build(), committed=not self._defer_publishing)
         self._bytes_since_snapshot += sum(len(value) for value in values)
         self.maybe_snapshot()

@@ -109,6 +109,13 @@ def encode_record(record: MetadataRecord) -> bytes:
     return bytes(out)
 
 
+def complete_record(record: MetadataRecord) -> MetadataRecord:
+    """decode_record(encode_record(record)), without the bytes, for a record that encodes: what the
+    controller that wrote it applies, as every other node applies what it reads back."""
+    version = record.write_version
+    return MetadataRecord(record.type, spec_for(record.type).codec(version).complete(record.data), version)
+
+
 def decode_record(buf: bytes | bytearray | memoryview) -> MetadataRecord:
     """Parse a framed value; every field is present in the result's data."""
     try:

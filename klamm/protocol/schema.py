@@ -163,6 +163,7 @@ class MessageCodec:
         self.flexible = version in spec.flexible_versions
         compiled = _StructCompiler(spec.common_structs, version, self.flexible, records_views).struct(spec.fields)
         self._read, self._write, self._default = compiled
+        self._complete: Callable[[Mapping[str, Any]], dict[str, Any]] | None = None
 
     def write(self, out: bytearray, value: Mapping[str, Any]) -> None:
         self._write(out, value)
@@ -188,6 +189,14 @@ class MessageCodec:
     def default(self) -> dict[str, Any]:
         """A value with every field at its default."""
         return self._default()
+
+    def complete(self, value: Mapping[str, Any]) -> dict[str, Any]:
+        """What decode(encode(value)) gives, without the bytes: every field of this version present (missing
+        ones, and those this version lacks, at their defaults), arrays as lists, bytes as bytes, a null uuid
+        as the zero uuid. For a value that encodes; one that cannot is not checked here."""
+        if self._complete is None:
+            self._complete = _Completer(self.spec.common_structs, self.version).struct(self.spec.fields)
+        return self._complete(value)
 
 
 # ---------------------------------------------------------------------------
@@ -373,6 +382,9 @@ _SCALARS: dict[str, tuple[Reader, Writer]] = {
     "uuid": (_read_uuid, _write_uuid),
 }
 _INT_TYPES = {"int8", "int16", "int32", "int64", "uint16", "uint32"}
+# struct's code and size of the scalars an array packs in one call
+_PACKED = {"int8": ("b", 1), "int16": ("h", 2), "int32": ("i", 4), "int64": ("q", 8), "uint16": ("H", 2),
+           "uint32": ("I", 4), "float64": ("d", 8)}
 
 
 def _length_codec(compact: bool, wide: bool) -> tuple[Reader, Writer]:
@@ -571,6 +583,7 @@ class _StructCompiler:
         else:
             read_item, write_item, _ = self.struct(self._struct_fields(spec, element))
         read_len, write_len = _length_codec(compact, wide=True)
+        packed = _PACKED.get(element)  # numbers of a fixed size: the whole array in one struct call
 
         def read(buf: Any, pos: int) -> tuple[list | None, int]:
             n, pos = read_len(buf, pos)
@@ -580,6 +593,11 @@ class _StructCompiler:
                 return None, pos
             if n > len(buf) - pos:  # every element takes at least one byte
                 raise SchemaError(f"array length {n} exceeds the buffer")
+            if packed is not None:
+                size = n * packed[1]
+                if pos + size > len(buf):
+                    raise IndexError(f"truncated array {spec.name}")
+                return list(struct.unpack_from(f">{n}{packed[0]}", buf, pos)), pos + size
             items = []
             for _ in range(n):
                 item, pos = read_item(buf, pos)
@@ -593,6 +611,9 @@ class _StructCompiler:
                 write_len(out, -1)
                 return
             write_len(out, len(items))
+            if packed is not None:
+                out += struct.pack(f">{len(items)}{packed[0]}", *items)
+                return
             for item in items:
                 write_item(out, item)
 
@@ -624,6 +645,58 @@ class _StructCompiler:
 
 
 _MISSING = object()
+
+
+class _Completer:
+    """Compiles fields at one version into the function MessageCodec.complete calls: a value as decoding its
+    encoding would give it back. The defaults are _StructCompiler's."""
+
+    def __init__(self, common_structs: Mapping[str, tuple[FieldSpec, ...]], version: int) -> None:
+        self.version = version
+        self.defaults = _StructCompiler(common_structs, version, flexible=False)
+
+    def struct(self, fields: tuple[FieldSpec, ...]) -> Callable[[Mapping[str, Any]], dict[str, Any]]:
+        parts = []
+        for spec in fields:
+            make_default = self.defaults.field(spec)[2]
+            present = self.version in spec.versions  # a field this version lacks is never written
+            parts.append((spec.key, self.field(spec) if present else None, make_default))
+
+        def complete(value: Mapping[str, Any]) -> dict[str, Any]:
+            get = value.get
+            out = {}
+            for key, normalize, make_default in parts:
+                item = get(key, _MISSING) if normalize is not None else _MISSING
+                out[key] = make_default() if item is _MISSING else normalize(item)
+            return out
+
+        return complete
+
+    def field(self, spec: FieldSpec) -> Callable[[Any], Any]:
+        element = spec.element_type
+        if element in _SCALARS or element in ("string", "bytes", "records"):
+            item = _SCALAR_COMPLETERS.get(element, _same)
+        else:
+            struct = self.struct(self.defaults._struct_fields(spec, element))
+            item = lambda value: None if value is None else struct(value)  # noqa: E731
+        if not spec.is_array:
+            return item
+        if item is _same:
+            return lambda items: None if items is None else list(items)
+        return lambda items: None if items is None else [item(x) for x in items]
+
+
+def _same(value: Any) -> Any:
+    return value
+
+
+_SCALAR_COMPLETERS: dict[str, Callable[[Any], Any]] = {
+    "bool": bool,
+    "uuid": lambda value: value or ZERO_UUID,
+    "bytes": lambda value: value if value is None or type(value) is bytes else bytes(value),
+    "records": lambda value: value if value is None or type(value) is bytes else bytes(value),
+    "float64": float,
+}
 
 
 def _signed_byte(byte: int) -> int:
