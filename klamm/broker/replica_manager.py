@@ -110,6 +110,7 @@ class ReplicaManager:
         wanted: set[tuple[str, int]] = set()
         for topic in changed:
             config = self.topic_config(topic.name, dict(topic.configs))
+            storage = None  # the topic's LogConfig, made once for all its partitions that need it
             for index, meta in topic.partitions.items():
                 if self.node_id not in meta.replicas:
                     continue
@@ -120,10 +121,12 @@ class ReplicaManager:
                 if partition is None or partition.topic_id != topic.topic_id:
                     if partition is not None:
                         self._remove(partition)
-                    partition = self._create(topic.name, index, topic.topic_id, config)
+                    storage = storage or _log_config(topic.name, config)
+                    partition = self._create(topic.name, index, topic.topic_id, config, storage)
                 if partition.config is not config:
+                    storage = storage or _log_config(topic.name, config)
                     partition.config = config
-                    partition.log.config = _log_config(topic.name, config)
+                    partition.log.config = storage
                 self._apply_role(partition, meta, ineligible)
                 if not fetching_changed and _fetching(partition) != fetching:
                     fetching_changed = True
@@ -221,10 +224,11 @@ class ReplicaManager:
             await asyncio.sleep(interval)
             self.check_isr()
 
-    def _create(self, topic: str, index: int, topic_id: uuid.UUID, config: TopicConfig) -> Partition:
+    def _create(self, topic: str, index: int, topic_id: uuid.UUID, config: TopicConfig,
+                storage: LogConfig) -> Partition:
         existing = self.logs.get_log(topic, index)
-        log_ = existing if existing is not None else self.logs.create_log(topic, index, _log_config(topic, config))
-        log_.config = _log_config(topic, config)
+        log_ = existing if existing is not None else self.logs.create_log(topic, index, storage)
+        log_.config = storage
         # Coordinators append synchronously and cannot await an fsync: theirs run inline.
         partition = Partition(topic, index, topic_id, log_, config, flusher=self.flusher,
                               flush_inline=is_internal(topic))
