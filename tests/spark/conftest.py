@@ -15,7 +15,8 @@ import pytest
 
 import klamm.spark
 import klamm.testing
-from tests.conftest import skip_or_fail
+from klamm.spark.segments_jar import JarUnavailable, on_class_path
+from tests.conftest import skip_or_fail, strict_tools
 
 
 @pytest.fixture(scope="session")
@@ -30,11 +31,23 @@ def spark() -> Iterator[Any]:
     builder = (SparkSession.builder.master("local[2]").appName("klamm-tests")
                .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")
                .config("spark.driver.bindAddress", "127.0.0.1").config("spark.driver.host", "127.0.0.1"))
-    session = klamm.spark.configure(builder).getOrCreate()  # klamm-segments in the JVM; Python's as -python
+    try:
+        builder = klamm.spark.configure(builder)  # klamm-segments in the JVM, the Python reader as -python
+    except JarUnavailable as exc:  # both names read in Python: the tests of the JVM reader skip
+        if strict_tools():
+            pytest.fail(f"{exc} (required because CI/KLAMM_REQUIRE_INTEROP_TOOLS is set)")
+    session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     klamm.spark.register(session)
     yield session
     session.stop()
+
+
+@pytest.fixture
+def jvm_reader(spark: Any) -> None:
+    """klamm-segments' JVM reader is on the session's class path (a JDK built it)."""
+    if not on_class_path(spark):
+        skip_or_fail("klamm-segments' JVM reader could not be built here (no JDK's javac)")
 
 
 @pytest.fixture(scope="module")

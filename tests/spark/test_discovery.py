@@ -8,6 +8,7 @@ klamm.spark.configure's JVM segment reader (which then holds "klamm-segments").
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -16,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from klamm.spark.segments_jar import ENV
+from tests.conftest import skip_or_fail
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -44,6 +46,8 @@ SCRIPT = textwrap.dedent("""
 
 @pytest.mark.parametrize("segments_reader", ["python", "jvm"])
 def test_pyspark_registers_both_formats_by_itself(spark, tmp_path, segments_reader):
+    if segments_reader == "jvm" and shutil.which("javac") is None:
+        skip_or_fail("klamm-segments' JVM reader needs a JDK's javac")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     env.pop(ENV, None)  # this session's klamm.spark.configure set it
     done = subprocess.run([sys.executable, "-c", SCRIPT, str(tmp_path), segments_reader], env=env,

@@ -157,7 +157,8 @@ def test_bad_options(spark, tmp_path: Path, reader: str):
         spark.read.format(reader).option("kafka.isolation.level", "dirty").load(str(tmp_path)).collect()
 
 
-def test_klamm_segments_reads_in_the_jvm_once_configure_put_its_reader_on_the_class_path(spark, tmp_path: Path):
+def test_klamm_segments_reads_in_the_jvm_once_configure_put_its_reader_on_the_class_path(spark, jvm_reader,
+                                                                                         tmp_path: Path):
     def plan(reader: str) -> str:
         return spark.read.format(reader).load(str(tmp_path))._jdf.queryExecution().executedPlan().toString()
 
