@@ -185,13 +185,21 @@ def main() -> int:
     from pyspark.sql import SparkSession
 
     import klamm.spark
+    from klamm.spark.segments_jar import JarUnavailable
 
     workdir = Path(tempfile.mkdtemp(prefix="klamm-spark-bench-"))
     data, port = workdir / "data", free_port()
     bootstrap = f"127.0.0.1:{port}"
     broker = start_broker(data, port)
-    spark = klamm.spark.configure(SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
-                                  .config("spark.driver.memory", "2g")).getOrCreate()
+    builder = SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false").config(
+        "spark.driver.memory", "2g")
+    try:
+        builder = klamm.spark.configure(builder)
+        jvm = "JVM reader"
+    except JarUnavailable as exc:  # the Python reader then serves klamm-segments too
+        print(f"no JVM reader: {exc}", file=sys.stderr)
+        jvm = "no JDK here: the Python reader"
+    spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     klamm.spark.register(spark)
     rows = []
@@ -210,7 +218,7 @@ def main() -> int:
         spark.dataSource.register(arrow_ceiling_source(opts.records, PARTITIONS))
         ceiling = spark.read.format("klamm-bench-arrow-ceiling").load()
         rows += interleaved([
-            ("read: format(\"klamm-segments\") from the files (JVM reader)", segments),
+            (f"read: format(\"klamm-segments\") from the files ({jvm})", segments),
             ("read: format(\"klamm-segments-python\") from the files", in_python),
             ("read: spark.read.parquet, the same rows", parquet),
             ("read: a Python source yielding prebuilt Arrow batches", ceiling)], opts.records, opts.rounds)
