@@ -89,6 +89,13 @@ def test_segments_agree_with_the_broker_source_on_every_codec_compaction_and_tra
         without_headers = (spark.read.format(reader).option("subscribe", "seg-zstd")
                            .load(str(tmp_path / "data")))
         assert row_tuples(without_headers) == [row[:-1] for row in through_broker["seg-zstd"]], reader
+        # a query's columns only (the JVM reader decodes no others), and none for a count
+        with_headers = (spark.read.format(reader).option("subscribe", "seg-lz4").option("includeHeaders", "true")
+                        .load(str(tmp_path / "data")))
+        assert with_headers.count() == 300 and without_headers.count() == 300, reader
+        picked = with_headers.selectExpr("offset", "partition", "headers[0].key as h", "value").collect()
+        assert sorted((r.partition, r.offset, r.h, None if r.value is None else bytes(r.value)) for r in picked) \
+            == sorted((row[1], row[2], row[7][0][0], row[4]) for row in through_broker["seg-lz4"]), reader
     txn_values = sorted(row[4] for row in through_broker["seg-txn"])
     assert txn_values == sorted(f"commit-{n}-{i}".encode() for n in (0, 2, 4) for i in range(10))
     assert len(through_broker["seg-none"]) == 300

@@ -23,15 +23,18 @@ final class RecordDecoder {
     private static final long MS_MAX = Long.MAX_VALUE / 1000;
 
     private final WritableColumnVector[] columns;
-    private final boolean includeHeaders;
+    private final WritableColumnVector headers;
     private byte[] data;
     private int pos;
     private int limit;
 
-    /** `columns` in the row schema's order; topic and partition (constant in a slice) are not written here. */
-    RecordDecoder(WritableColumnVector[] columns, boolean includeHeaders) {
+    /**
+     * `columns` in the row schema's order, null where the query does not read the column (topic and partition,
+     * constant in a slice, are never written here); records are parsed and checked all the same.
+     */
+    RecordDecoder(WritableColumnVector[] columns) {
         this.columns = columns;
-        this.includeHeaders = includeHeaders;
+        this.headers = columns.length > 7 ? columns[7] : null;
     }
 
     /** Appends the records with offsets in [start, end) of the batch at batch[at..]; the number of rows added. */
@@ -80,8 +83,8 @@ final class RecordDecoder {
             if (headerCount < 0) {
                 throw corrupt("invalid record header count " + headerCount);
             }
-            if (wanted && includeHeaders) {
-                headers(columns[7], headerCount, recordEnd);
+            if (wanted && headers != null) {
+                headers(headers, headerCount, recordEnd);
             } else {
                 for (int h = 0; h < headerCount; h++) {
                     skipBytes(recordEnd);
@@ -92,15 +95,21 @@ final class RecordDecoder {
                 throw corrupt("malformed record: record size does not match its contents");
             }
             if (wanted) {
-                columns[4].appendLong(offset);
-                columns[5].appendLong(timestamp * 1000);
+                if (columns[4] != null) {
+                    columns[4].appendLong(offset);
+                }
+                if (columns[5] != null) {
+                    columns[5].appendLong(timestamp * 1000);
+                }
                 rows++;
             }
         }
         if (pos != limit) {
             throw corrupt("batch has bytes after its last record");
         }
-        columns[6].appendInts(rows, timestampType);
+        if (columns[6] != null) {
+            columns[6].appendInts(rows, timestampType);
+        }
         return rows;
     }
 
@@ -137,7 +146,7 @@ final class RecordDecoder {
         if (length > recordEnd - pos) {
             throw corrupt("malformed record: field of " + length + " bytes");
         }
-        if (wanted) {
+        if (wanted && column != null) {
             if (length < 0) {
                 column.appendNull();
             } else {

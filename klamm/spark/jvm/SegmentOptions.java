@@ -24,7 +24,6 @@ final class SegmentOptions implements Serializable {
     final List<String> logDirs = new ArrayList<>();
     final List<String> topics = new ArrayList<>();
     final Pattern pattern;
-    final boolean includeHeaders;
     final boolean readCommitted;
 
     /** `options` with lower-case keys (Spark's CaseInsensitiveStringMap). */
@@ -47,7 +46,6 @@ final class SegmentOptions implements Serializable {
         }
         String regex = options.get("subscribepattern");
         pattern = regex == null ? null : Pattern.compile(regex);
-        includeHeaders = includeHeaders(options);
         readCommitted = isolation.equals("read_committed");
     }
 

@@ -29,7 +29,7 @@ final class SegmentReader implements PartitionReader<ColumnarBatch> {
 
     private final SegmentSlice slice;
     private final FileChannel channel;
-    private final WritableColumnVector[] columns; // the schema's, but for topic and partition
+    private final WritableColumnVector[] columns; // by the row schema's index: those the query reads
     private final ColumnarBatch batch;
     private final RecordDecoder decoder;
     private byte[] chunk = new byte[CHUNK];
@@ -38,24 +38,30 @@ final class SegmentReader implements PartitionReader<ColumnarBatch> {
     private long position;
     private boolean done;
 
-    SegmentReader(SegmentSlice slice, boolean includeHeaders) throws IOException {
+    /** A reader of `slice` into batches of the columns `schema` names (a subset of the row schema's). */
+    SegmentReader(SegmentSlice slice, StructType schema) throws IOException {
         this.slice = slice;
         channel = FileChannel.open(Paths.get(slice.path), StandardOpenOption.READ);
-        StructType schema = SegmentOptions.schema(includeHeaders);
-        columns = OnHeapColumnVector.allocateColumns(ROWS, schema);
-        ColumnVector[] vectors = java.util.Arrays.copyOf(columns, columns.length, ColumnVector[].class);
-        ConstantColumnVector topic = new ConstantColumnVector(ROWS, DataTypes.StringType);
-        topic.setUtf8String(UTF8String.fromString(slice.topic));
-        ConstantColumnVector partition = new ConstantColumnVector(ROWS, DataTypes.IntegerType);
-        partition.setInt(slice.partition);
-        vectors[2] = topic;
-        vectors[3] = partition;
-        columns[2].close();
-        columns[3].close();
-        columns[2] = null;
-        columns[3] = null;
+        StructType all = SegmentOptions.schema(java.util.Arrays.asList(schema.fieldNames()).contains("headers"));
+        columns = new WritableColumnVector[all.length()];
+        ColumnVector[] vectors = new ColumnVector[schema.length()];
+        for (int i = 0; i < vectors.length; i++) {
+            int at = all.fieldIndex(schema.fields()[i].name());
+            if (at == 2) {
+                ConstantColumnVector topic = new ConstantColumnVector(ROWS, DataTypes.StringType);
+                topic.setUtf8String(UTF8String.fromString(slice.topic));
+                vectors[i] = topic;
+            } else if (at == 3) {
+                ConstantColumnVector partition = new ConstantColumnVector(ROWS, DataTypes.IntegerType);
+                partition.setInt(slice.partition);
+                vectors[i] = partition;
+            } else {
+                columns[at] = new OnHeapColumnVector(ROWS, all.fields()[at].dataType());
+                vectors[i] = columns[at];
+            }
+        }
         batch = new ColumnarBatch(vectors);
-        decoder = new RecordDecoder(columns, includeHeaders);
+        decoder = new RecordDecoder(columns);
     }
 
     @Override

@@ -19,7 +19,9 @@ import org.apache.spark.sql.connector.read.PartitionReader;
 import org.apache.spark.sql.connector.read.PartitionReaderFactory;
 import org.apache.spark.sql.connector.read.Scan;
 import org.apache.spark.sql.connector.read.ScanBuilder;
+import org.apache.spark.sql.connector.read.SupportsPushDownRequiredColumns;
 import org.apache.spark.sql.sources.DataSourceRegister;
+import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
 import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 import org.apache.spark.sql.vectorized.ColumnarBatch;
@@ -58,8 +60,35 @@ public final class SegmentsSource implements TableProvider, DataSourceRegister {
 
         @Override
         public ScanBuilder newScanBuilder(CaseInsensitiveStringMap options) {
-            SegmentOptions parsed = new SegmentOptions(options);
-            return () -> new SegmentsScan(parsed, schema);
+            return new SegmentsScanBuilder(new SegmentOptions(options), schema);
+        }
+    }
+
+    /** Reads only the columns a query uses: `count()` reads none, and a batch's records are then only checked. */
+    private static final class SegmentsScanBuilder implements ScanBuilder, SupportsPushDownRequiredColumns {
+        private final SegmentOptions options;
+        private StructType schema;
+
+        SegmentsScanBuilder(SegmentOptions options, StructType schema) {
+            this.options = options;
+            this.schema = schema;
+        }
+
+        /** The required top-level columns, whole: a pruned `headers` struct would not match what is decoded. */
+        @Override
+        public void pruneColumns(StructType required) {
+            StructType kept = new StructType();
+            for (StructField field : schema.fields()) {
+                if (java.util.Arrays.asList(required.fieldNames()).contains(field.name())) {
+                    kept = kept.add(field);
+                }
+            }
+            schema = kept;
+        }
+
+        @Override
+        public Scan build() {
+            return new SegmentsScan(options, schema);
         }
     }
 
@@ -82,11 +111,11 @@ public final class SegmentsSource implements TableProvider, DataSourceRegister {
 
         @Override
         public PartitionReaderFactory createReaderFactory() {
-            return new ReaderFactory(options.includeHeaders);
+            return new ReaderFactory(readSchema);
         }
     }
 
-    private record ReaderFactory(boolean includeHeaders) implements PartitionReaderFactory {
+    private record ReaderFactory(StructType schema) implements PartitionReaderFactory {
         @Override
         public boolean supportColumnarReads(InputPartition partition) {
             return true;
@@ -95,7 +124,7 @@ public final class SegmentsSource implements TableProvider, DataSourceRegister {
         @Override
         public PartitionReader<ColumnarBatch> createColumnarReader(InputPartition partition) {
             try {
-                return new SegmentReader((SegmentSlice) partition, includeHeaders);
+                return new SegmentReader((SegmentSlice) partition, schema);
             } catch (IOException e) {
                 throw new UncheckedIOException(e);
             }
