@@ -99,6 +99,19 @@ def test_segments_agree_with_the_broker_source_on_every_codec_compaction_and_tra
     txn_values = sorted(row[4] for row in through_broker["seg-txn"])
     assert txn_values == sorted(f"commit-{n}-{i}".encode() for n in (0, 2, 4) for i in range(10))
     assert len(through_broker["seg-none"]) == 300
+    for reader in READERS:  # filters on topic, partition and offset (the JVM reader reads only what they leave)
+        data = spark.read.format(reader).option("includeHeaders", "true").load(str(tmp_path / "data"))
+        some = data.where("topic = 'seg-none' and partition = 1 and offset >= 40 and offset < 120")
+        assert row_tuples(some, headers=True) == [r for r in through_broker["seg-none"] if r[1] == 1 and
+                                                  40 <= r[2] < 120], reader
+        few = data.where("topic in ('seg-gzip', 'seg-zstd') and offset in (5, 70) and partition > 0")
+        assert row_tuples(few, headers=True) == [r for r in through_broker["seg-gzip"] + through_broker["seg-zstd"]
+                                                 if r[1] == 1 and r[2] in (5, 70)], reader
+        if reader == "klamm-segments":  # Spark partitions: the segments holding what the filters leave
+            last = data.where("topic = 'seg-none' and partition = 1 and offset >= 149")
+            assert last.rdd.getNumPartitions() == 1 and last.count() == 1
+            one = data.where("topic = 'seg-none' and partition = 1").rdd.getNumPartitions()
+            assert 1 < one < data.where("topic = 'seg-none'").rdd.getNumPartitions()
     for reader in READERS:
         everything = spark.read.format(reader).load(str(tmp_path / "data"))
         assert everything.rdd.getNumPartitions() > 2 * len(topics), reader  # a Spark partition a segment

@@ -30,6 +30,12 @@ final class SegmentSlice implements InputPartition {
         this.abortedLast = abortedLast;
     }
 
+    /** The same segment's records in [start, end), within this slice's. */
+    SegmentSlice narrowed(long start, long end) {
+        return new SegmentSlice(path, topic, partition, start, end, limit, abortedProducers, abortedFirst,
+                                abortedLast);
+    }
+
     boolean aborted(long producerId, long offset) {
         for (int i = 0; i < abortedProducers.length; i++) {
             if (abortedProducers[i] == producerId && abortedFirst[i] <= offset && offset <= abortedLast[i]) {

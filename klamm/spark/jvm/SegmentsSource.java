@@ -19,7 +19,9 @@ import org.apache.spark.sql.connector.read.PartitionReader;
 import org.apache.spark.sql.connector.read.PartitionReaderFactory;
 import org.apache.spark.sql.connector.read.Scan;
 import org.apache.spark.sql.connector.read.ScanBuilder;
+import org.apache.spark.sql.connector.read.SupportsPushDownFilters;
 import org.apache.spark.sql.connector.read.SupportsPushDownRequiredColumns;
+import org.apache.spark.sql.sources.Filter;
 import org.apache.spark.sql.sources.DataSourceRegister;
 import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
@@ -64,10 +66,15 @@ public final class SegmentsSource implements TableProvider, DataSourceRegister {
         }
     }
 
-    /** Reads only the columns a query uses: `count()` reads none, and a batch's records are then only checked. */
-    private static final class SegmentsScanBuilder implements ScanBuilder, SupportsPushDownRequiredColumns {
+    /**
+     * Reads only the columns a query uses (`count()` reads none: a batch's records are then only checked), and
+     * only the slices and offsets its filters on topic, partition and offset leave (klamm.spark.jvm.SlicePruning).
+     */
+    private static final class SegmentsScanBuilder implements ScanBuilder, SupportsPushDownRequiredColumns,
+                                                             SupportsPushDownFilters {
         private final SegmentOptions options;
         private StructType schema;
+        private Filter[] pushed = new Filter[0];
 
         SegmentsScanBuilder(SegmentOptions options, StructType schema) {
             this.options = options;
@@ -86,13 +93,26 @@ public final class SegmentsSource implements TableProvider, DataSourceRegister {
             schema = kept;
         }
 
+        /** All of `filters` still apply to the rows (Spark evaluates them): those used here only prune. */
+        @Override
+        public Filter[] pushFilters(Filter[] filters) {
+            pushed = java.util.Arrays.stream(filters).filter(SlicePruning::usable).toArray(Filter[]::new);
+            return filters;
+        }
+
+        @Override
+        public Filter[] pushedFilters() {
+            return pushed;
+        }
+
         @Override
         public Scan build() {
-            return new SegmentsScan(options, schema);
+            return new SegmentsScan(options, schema, pushed);
         }
     }
 
-    private record SegmentsScan(SegmentOptions options, StructType readSchema) implements Scan, Batch {
+    private record SegmentsScan(SegmentOptions options, StructType readSchema, Filter[] filters)
+            implements Scan, Batch {
         @Override
         public String description() {
             return "klamm-segments " + options.logDirs;
@@ -105,7 +125,7 @@ public final class SegmentsSource implements TableProvider, DataSourceRegister {
 
         @Override
         public InputPartition[] planInputPartitions() {
-            List<SegmentSlice> slices = SegmentPlanner.plan(options);
+            List<SegmentSlice> slices = SlicePruning.prune(SegmentPlanner.plan(options), filters);
             return slices.toArray(new InputPartition[0]);
         }
 
