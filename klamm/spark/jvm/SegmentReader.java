@@ -41,7 +41,6 @@ final class SegmentReader implements PartitionReader<ColumnarBatch> {
     /** A reader of `slice` into batches of the columns `schema` names (a subset of the row schema's). */
     SegmentReader(SegmentSlice slice, StructType schema) throws IOException {
         this.slice = slice;
-        channel = FileChannel.open(Paths.get(slice.path), StandardOpenOption.READ);
         StructType all = SegmentOptions.schema(java.util.Arrays.asList(schema.fieldNames()).contains("headers"));
         columns = new WritableColumnVector[all.length()];
         ColumnVector[] vectors = new ColumnVector[schema.length()];
@@ -62,6 +61,7 @@ final class SegmentReader implements PartitionReader<ColumnarBatch> {
         }
         batch = new ColumnarBatch(vectors);
         decoder = new RecordDecoder(columns);
+        channel = FileChannel.open(Paths.get(slice.path), StandardOpenOption.READ); // last: nothing after it throws
     }
 
     @Override
