@@ -690,11 +690,15 @@ def _same(value: Any) -> Any:
     return value
 
 
+def _as_bytes(value: Any) -> bytes | None:
+    return value if value is None or type(value) is bytes else bytes(value)
+
+
 _SCALAR_COMPLETERS: dict[str, Callable[[Any], Any]] = {
     "bool": bool,
     "uuid": lambda value: value or ZERO_UUID,
-    "bytes": lambda value: value if value is None or type(value) is bytes else bytes(value),
-    "records": lambda value: value if value is None or type(value) is bytes else bytes(value),
+    "bytes": _as_bytes,
+    "records": _as_bytes,
     "float64": float,
 }
 

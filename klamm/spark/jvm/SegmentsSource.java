@@ -84,9 +84,10 @@ public final class SegmentsSource implements TableProvider, DataSourceRegister {
         /** The required top-level columns, whole: a pruned `headers` struct would not match what is decoded. */
         @Override
         public void pruneColumns(StructType required) {
+            List<String> names = java.util.Arrays.asList(required.fieldNames());
             StructType kept = new StructType();
             for (StructField field : schema.fields()) {
-                if (java.util.Arrays.asList(required.fieldNames()).contains(field.name())) {
+                if (names.contains(field.name())) {
                     kept = kept.add(field);
                 }
             }

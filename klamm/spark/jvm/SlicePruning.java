@@ -2,6 +2,7 @@ package klamm.spark.jvm;
 
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Set;
 
 import org.apache.spark.sql.sources.And;
 import org.apache.spark.sql.sources.EqualTo;
@@ -18,6 +19,9 @@ import org.apache.spark.sql.sources.LessThanOrEqual;
  * evaluates every filter on the rows; this only spares reading what they would drop.
  */
 final class SlicePruning {
+    private static final Set<Class<?>> COMPARISONS = Set.of(EqualTo.class, In.class, GreaterThan.class,
+        GreaterThanOrEqual.class, LessThan.class, LessThanOrEqual.class);
+
     private SlicePruning() {
     }
 
@@ -125,44 +129,14 @@ final class SlicePruning {
         return range[0] < range[1];
     }
 
+    /** The column a comparison of a column with values (the kinds used here) names; null for any other filter. */
     private static String attribute(Filter filter) {
-        if (filter instanceof EqualTo f) {
-            return f.attribute();
-        }
-        if (filter instanceof In f) {
-            return f.attribute();
-        }
-        if (filter instanceof GreaterThan f) {
-            return f.attribute();
-        }
-        if (filter instanceof GreaterThanOrEqual f) {
-            return f.attribute();
-        }
-        if (filter instanceof LessThan f) {
-            return f.attribute();
-        }
-        if (filter instanceof LessThanOrEqual f) {
-            return f.attribute();
-        }
-        return null;
+        return COMPARISONS.contains(filter.getClass()) ? filter.references()[0] : null;
     }
 
+    /** What a comparison with one value compares its column to (the second field of these case classes). */
     private static Object value(Filter filter) {
-        if (filter instanceof EqualTo f) {
-            return f.value();
-        }
-        if (filter instanceof GreaterThan f) {
-            return f.value();
-        }
-        if (filter instanceof GreaterThanOrEqual f) {
-            return f.value();
-        }
-        if (filter instanceof LessThan f) {
-            return f.value();
-        }
-        if (filter instanceof LessThanOrEqual f) {
-            return f.value();
-        }
-        return null;
+        return COMPARISONS.contains(filter.getClass()) && !(filter instanceof In)
+            ? ((scala.Product) filter).productElement(1) : null;
     }
 }
