@@ -65,6 +65,14 @@ class Load:
         return list(self.delivered)
 
 
+# A revoke callback's commit refused because the group's generation moved on under the member (stale_generation_ok
+# below): ILLEGAL_GENERATION, or REBALANCE_IN_PROGRESS when the member already joined the next generation and the
+# classic group waits for its leader's assignment (CompletingRebalance; Kafka's ClassicGroup.validateOffsetCommit
+# refuses a commit then, as klamm's does). The Java client's names for them.
+GENERATION_MOVED = ("ILLEGAL_GENERATION", "REBALANCE_IN_PROGRESS")
+GENERATION_MOVED_JAVA = ("CommitFailed", "RebalanceInProgress")
+
+
 @dataclass
 class Ledger:
     """What every member consumed, and who owned which partition when, each stamped with the wall clock when it
@@ -75,7 +83,7 @@ class Ledger:
     changes_seen: list[tuple[float, int, int, tuple[int, ...], bool]] = field(default_factory=list)
     lost: list[str] = field(default_factory=list)
     failed_commits: list[str] = field(default_factory=list)
-    # With stale_generation_ok, a revoke callback's commit refused with ILLEGAL_GENERATION, or partitions lost
+    # With stale_generation_ok, a revoke callback's commit refused as GENERATION_MOVED says, or partitions lost
     # (the group changed generation under the member, as a downgrade does in Kafka to a classic member that has
     # not caught up with the consumer group's epoch) is no failure: the partition goes over uncommitted, and what
     # was consumed before that position may be consumed again (at-least-once).
@@ -214,7 +222,7 @@ class Member:
                 self.partial_revocations += 1
         committing = {p: self.positions[p] for p in gone if p in self.positions}
         failure = self._commit(sorted(committing))
-        if failure and self.ledger.stale_generation_ok and "ILLEGAL_GENERATION" in failure:
+        if failure and self.ledger.stale_generation_ok and any(e in failure for e in GENERATION_MOVED):
             self.ledger.note(f"member {self.index}: {failure}")
             self._uncommitted(committing)
         elif failure and self.closed and self.committed_already(committing):
@@ -376,7 +384,8 @@ class JavaMember:
                 else:
                     self.partial_revocations += 1
             failed = event.get("commit", "ok") != "ok"
-            stale = event["ev"] == "lost" or "CommitFailed" in event.get("commit", "")  # a generation moved on
+            # a generation moved on
+            stale = event["ev"] == "lost" or any(e in event.get("commit", "") for e in GENERATION_MOVED_JAVA)
             if (failed or event["ev"] == "lost") and stale and self.ledger.stale_generation_ok:
                 for p in gone & self._positions.keys():
                     self.ledger.uncommitted[p] = max(self.ledger.uncommitted.get(p, 0), self._positions[p])
