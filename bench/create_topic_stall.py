@@ -62,7 +62,8 @@ def one_round(sizes: list[int]) -> list[dict]:
             time.sleep(1)
         del admin  # gone before the broker is: no reconnection attempts in the output
         time.sleep(1)  # the sampler writes its summary every 0.5 s
-        timeline = json.loads(stalls.read_text())["timeline"]
+        summary = json.loads(stalls.read_text())
+        timeline, collections = summary["timeline"], summary["collections"]
     finally:
         proc.terminate()
         proc.wait(30)
@@ -70,8 +71,10 @@ def one_round(sizes: list[int]) -> list[dict]:
         # a stall is recorded at its end: one that ends within the request's window, or just after it (the
         # answer is written by the callback that stalled)
         within = [s["ms"] for s in timeline if row["started"] <= s["at"] <= row["ended"] + 0.05]
+        collected = [c["ms"] for c in collections if row["started"] <= c["at"] <= row["ended"] + 0.05]
         row.update(create_ms=round((row["ended"] - row["started"]) * 1000), stalls=len(within),
-                   stall_ms=round(sum(within), 1), longest_ms=round(max(within, default=0.0), 1))
+                   stall_ms=round(sum(within), 1), longest_ms=round(max(within, default=0.0), 1),
+                   gc=len(collected), gc_ms=round(sum(collected), 1), gc_longest_ms=round(max(collected, default=0.0), 1))
     return rows
 
 
@@ -83,12 +86,14 @@ def main() -> int:
     sizes = [int(n) for n in args.partitions.split(",")]
     import klamm  # noqa: PLC0415  # which tree runs (PYTHONPATH)
     print(f"klamm from {Path(klamm.__file__).parent}")
-    print("| round | partitions | CreateTopics ms | loop stalls > 1 ms | their total ms | longest ms |")
-    print("|---|---|---|---|---|---|")
+    print("| round | partitions | CreateTopics ms | loop stalls > 1 ms | their total ms | longest ms "
+          "| collections > 1 ms | their total ms | longest ms |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for round_ in range(1, args.rounds + 1):
         for row in one_round(sizes):
             print(f"| {round_} | {row['partitions']:,} | {row['create_ms']:,} | {row['stalls']} | "
-                  f"{row['stall_ms']:,} | {row['longest_ms']:,} |", flush=True)
+                  f"{row['stall_ms']:,} | {row['longest_ms']:,} | {row['gc']} | {row['gc_ms']:,} | "
+                  f"{row['gc_longest_ms']:,} |", flush=True)
     return 0
 
 

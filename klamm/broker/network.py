@@ -327,6 +327,7 @@ class ClientConnection(asyncio.BufferedProtocol):
         self.processor.budget.forget(self)
         pending, self._pending = self._pending, collections.deque()
         for answer in pending:
+            answer.request.leave_queue = _left  # as when answered: the two are freed by reference counting
             if answer.task is None:
                 release_regions(answer.response)  # a response already made holds file leases
             else:
@@ -338,6 +339,7 @@ class ClientConnection(asyncio.BufferedProtocol):
         if self._on_lost is not None:
             on_lost, self._on_lost = self._on_lost, None
             on_lost()
+        _break_transport_cycle(self._transport)
 
     def pause_writing(self) -> None:
         if self._drained is None:
@@ -682,9 +684,27 @@ class _Resumed(Coroutine[Any, Any, Any]):
         raise TypeError("a resumed handler is driven by its task, not awaited")
 
 
+def _break_transport_cycle(transport: asyncio.BaseTransport | None) -> None:
+    """asyncio's socket transport (CPython 3.11's, at least) keeps its read callback, a bound method of itself, after the
+    connection is lost: a reference cycle of about ten objects a connection, left to the cyclic collector. Once
+    the connection is lost nothing reads any more, so the callback can go, and the transport is freed by
+    reference counting (klamm serve may have frozen it: klamm/cli/collector.py). A TLS transport is left alone."""
+    if getattr(transport, "_read_ready_cb", None) is not None:
+        transport._read_ready_cb = None  # type: ignore[union-attr]
+
+
 def _release_result(future: asyncio.Future[Any]) -> None:
-    """Release the file leases of a response that will not be sent."""
-    if not future.cancelled() and future.exception() is None:
+    """Release the file leases of a response that will not be sent.
+
+    A cancelled task keeps its CancelledError until asked for it, and the error's traceback holds the task's
+    frames, which hold the task: a reference cycle. Asking drops it, so the task is freed by reference counting
+    (klamm serve may have frozen it: klamm/cli/collector.py)."""
+    if future.cancelled():
+        try:
+            future.exception()
+        except asyncio.CancelledError:
+            pass
+    elif future.exception() is None:
         release_regions(future.result())
 
 

@@ -14,6 +14,7 @@ import threading
 from pathlib import Path
 
 from klamm.cli import tools
+from klamm.cli.collector import SlowCollectionFreezer
 
 if typing.TYPE_CHECKING:  # the tools are clients: they must not pay for importing the broker
     from klamm.broker.broker import Broker
@@ -68,6 +69,8 @@ async def serve(broker: Broker) -> None:
         loop.add_signal_handler(sig, stop.set)
     await broker.start()
     _freeze_startup_objects()
+    freezer = SlowCollectionFreezer()
+    freezer.install()
     sys.setswitchinterval(SWITCH_INTERVAL_S)
     loading = asyncio.ensure_future(_load_message_types(broker.supported_versions()))
     try:
@@ -75,6 +78,7 @@ async def serve(broker: Broker) -> None:
     finally:
         loading.cancel()
         await broker.stop()
+        freezer.uninstall()
 
 
 async def _load_message_types(versions: dict[int, tuple[int, int]]) -> None:

@@ -1,5 +1,6 @@
 """`klamm serve` leaves the objects start-up built out of the cyclic collector's full passes (gc.freeze), so a
-full collection scans only what came after (bench/gc_pauses.py: 24 ms → 2 ms pauses)."""
+full collection scans only what came after (bench/gc_pauses.py: 24 ms → 2 ms pauses); while it serves, a slow
+full collection freezes what it kept (bench/gc_partitions.py)."""
 
 from __future__ import annotations
 
@@ -11,22 +12,28 @@ from pathlib import Path
 SCRIPT = textwrap.dedent("""
     import asyncio, gc, os, signal, sys
     from klamm.broker.broker import Broker
+    from klamm.cli.collector import SlowCollectionFreezer
     from klamm.cli.main import serve
     from klamm.config.broker import BrokerConfig
 
     config = BrokerConfig.from_properties({"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": sys.argv[1]})
-    frozen = []
+    frozen, freezers = [], []
+
+    def freezing() -> int:
+        return sum(isinstance(c, SlowCollectionFreezer) for c in gc.callbacks)
 
     async def main() -> None:
         loop = asyncio.get_running_loop()
         def look() -> None:  # once serve() has started the broker
             frozen.append(gc.get_freeze_count())
+            freezers.append(freezing())
             os.kill(os.getpid(), signal.SIGTERM)
         loop.call_later(1.0, look)
         await serve(Broker(config))
 
     assert gc.get_freeze_count() == 0
     asyncio.run(main())
+    print(freezers[0], freezing())
     print(frozen[0])
 """)
 
@@ -35,4 +42,6 @@ def test_serve_freezes_what_start_up_built(tmp_path: Path) -> None:
     result = subprocess.run([sys.executable, "-c", SCRIPT, str(tmp_path / "data")], capture_output=True, text=True,
                             timeout=60)
     assert result.returncode == 0, result.stderr
-    assert int(result.stdout.strip().splitlines()[-1]) > 10_000  # modules, configs, the image, the broker
+    *_, freezers, frozen = result.stdout.strip().splitlines()
+    assert int(frozen) > 10_000  # modules, configs, the image, the broker
+    assert freezers == "1 0"  # slow full collections freeze their survivors while it serves (collector.py)
