@@ -99,6 +99,19 @@ def test_describe_filters_keys_and_omits_synonyms_and_docs_unless_asked(client):
     assert describe(client, TOPIC, "filtered", version=1).configs  # v1 still served
 
 
+def test_describe_lists_configs_in_kafkas_order(client, broker):
+    """Kafka lists them as its ConfigHelper's Scala HashMap holds them (configs.in_kafka_order), whatever order
+    the request names them in: kafkajs's createTopics test reads default.replication.factor as the first entry
+    of these two."""
+    node = str(broker.broker.node_id)
+    for keys in (["num.partitions", "default.replication.factor"], ["default.replication.factor", "num.partitions"]):
+        names = [c.name for c in describe(client, BROKER, node, keys=keys).configs]
+        assert names == ["default.replication.factor", "num.partitions"]
+    create_topic(client, "ordered")
+    names = [c.name for c in describe(client, TOPIC, "ordered").configs]
+    assert names.index("compression.type") < names.index("cleanup.policy") < names.index("retention.ms")
+
+
 @pytest.mark.timeout(60)
 def test_describe_unknown_topic_and_foreign_broker(client, broker):
     result = describe(client, TOPIC, "no-such-topic")

@@ -739,3 +739,19 @@ def test_describe_configs_documents_why_a_key_is_not_applied() -> None:
     assert "klamm: accepted, no effect on a single node: follower replication" in \
         entries["replica.fetch.max.bytes"].documentation
     assert entries["num.partitions"].documentation == BROKER_CONFIG_DEF["num.partitions"].doc
+
+
+def test_configs_are_listed_in_the_order_of_kafkas_scala_hash_map() -> None:
+    """Buckets by the improved Java String hash of a table sized as Scala's HashMap grows; in a bucket, by hash.
+    The bucket order of 34 topic config names was checked against a java.util.HashMap of the same names (the
+    same improved hash and table size; it keeps a bucket in insertion order, Scala's in hash order)."""
+    from klamm.broker.handlers.configs import _bucket_order, in_kafka_order
+
+    h = 99162322  # Java: "hello".hashCode()
+    assert _bucket_order("hello", 16) == ((h ^ (h >> 16)) & 15, h ^ (h >> 16))
+    assert _bucket_order("é", 16) == (233 & 15, 233)  # one UTF-16 unit, U+00E9
+    names = ["compression.type", "retention.ms", "cleanup.policy"] + [f"x{i}" for i in range(31)]
+    ordered = [e["name"] for e in in_kafka_order([{"name": n} for n in names])]
+    assert ordered.index("compression.type") < ordered.index("cleanup.policy") < ordered.index("retention.ms")
+    keys = [_bucket_order(n, 64) for n in ordered]
+    assert keys == sorted(keys)
