@@ -27,6 +27,15 @@ class SteppingClock:
         return self.now
 
 
+def collect_with(freezer: SlowCollectionFreezer, generation: int = 2) -> SlowCollectionFreezer:
+    freezer.install()
+    try:
+        gc.collect(generation)
+    finally:
+        freezer.uninstall()
+    return freezer
+
+
 @pytest.fixture
 def unfrozen() -> Iterator[None]:
     gc.unfreeze()
@@ -39,12 +48,7 @@ def test_a_slow_full_collection_freezes_the_live_objects_and_collects_the_garbag
     garbage = Node()
     gone = weakref.ref(garbage)
     del garbage
-    freezer = SlowCollectionFreezer(threshold_s=0.01, clock=SteppingClock(0.02))
-    freezer.install()
-    try:
-        gc.collect()
-    finally:
-        freezer.uninstall()
+    freezer = collect_with(SlowCollectionFreezer(threshold_s=0.01, clock=SteppingClock(0.02)))
     assert gone() is None
     assert freezer.freezes == 1
     assert gc.get_freeze_count() >= len(alive)
@@ -54,18 +58,8 @@ def test_a_slow_full_collection_freezes_the_live_objects_and_collects_the_garbag
 
 def test_a_fast_full_collection_or_a_young_one_freezes_nothing(unfrozen: None) -> None:
     alive = [Node() for _ in range(1000)]
-    fast = SlowCollectionFreezer(threshold_s=0.01, clock=SteppingClock(0.001))
-    fast.install()
-    try:
-        gc.collect()
-    finally:
-        fast.uninstall()
-    slow = SlowCollectionFreezer(threshold_s=0.01, clock=SteppingClock(0.02))
-    slow.install()
-    try:
-        gc.collect(1)  # young generations only
-    finally:
-        slow.uninstall()
+    fast = collect_with(SlowCollectionFreezer(threshold_s=0.01, clock=SteppingClock(0.001)))
+    slow = collect_with(SlowCollectionFreezer(threshold_s=0.01, clock=SteppingClock(0.02)), generation=1)  # young
     assert fast.freezes == slow.freezes == 0
     assert gc.get_freeze_count() == 0
     assert alive
