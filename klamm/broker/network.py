@@ -685,10 +685,11 @@ class _Resumed(Coroutine[Any, Any, Any]):
 
 
 def _break_transport_cycle(transport: asyncio.BaseTransport | None) -> None:
-    """asyncio's socket transport (CPython 3.11's, at least) keeps its read callback, a bound method of itself, after the
-    connection is lost: a reference cycle of about ten objects a connection, left to the cyclic collector. Once
-    the connection is lost nothing reads any more, so the callback can go, and the transport is freed by
-    reference counting (klamm serve may have frozen it: klamm/cli/collector.py). A TLS transport is left alone."""
+    """asyncio's socket transport (CPython 3.11's, at least) keeps its read callback, a bound method of itself,
+    after the connection is lost: a reference cycle of about ten objects a connection, left to the cyclic
+    collector. Once the connection is lost nothing reads any more, so the callback can go, and the transport is
+    freed by reference counting (klamm serve may have frozen it: klamm/cli/collector.py). A TLS transport is
+    left alone."""
     if getattr(transport, "_read_ready_cb", None) is not None:
         transport._read_ready_cb = None  # type: ignore[union-attr]
 

@@ -2,15 +2,15 @@
 
 A full collection walks every tracked object that is not frozen, holding the interpreter lock, so it stalls the
 event loop for as long as it walks. Start-up freezes what it built (main.py), but partitions created later are
-not frozen: a broker that created 10,000 partitions holds about 390,000 more tracked objects (39 a partition:
-its log, segment, indexes, epoch cache, replication state), and each full collection then took ~300 ms, again
-and again for as long as the process lived (BENCHMARKS.md, "Garbage collector pauses").
+not frozen: a broker that created 10,000 partitions holds about 400,000 more tracked objects (about 40 a
+partition: its log, segment, indexes, epoch cache, replication state), and each full collection then took
+120-350 ms, again and again for as long as the process lived (BENCHMARKS.md, "Garbage collector pauses").
 
 So a full collection that takes longer than a threshold freezes what it kept, as start-up does: the objects
 are alive (the collection just ran, so no garbage is frozen with them), and later full passes walk only what
 came after. What a frozen object costs if it later dies in a reference cycle is the same as for start-up's
 objects: it is not collected (klamm's long-lived objects are freed by reference counting: tests check that
-requests and deleted logs leave no cycles).
+requests, closed connections and deleted logs leave no cycles).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 # A full collection that walks longer than this freezes its survivors (the latency goal is p99.9 <= 15 ms; an
-# empty broker's full collection takes well under a millisecond after start-up's freeze).
+# idle broker's full collection takes about 2 ms after start-up's freeze).
 SLOW_FULL_COLLECTION_S = 0.01
 
 
