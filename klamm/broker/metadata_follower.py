@@ -77,6 +77,7 @@ SET, DELETE = 0, 1  # IncrementalAlterConfigs operations
 ZERO_UUID = uuid.UUID(int=0)
 FETCH_SNAPSHOT, SNAPSHOT_CHUNK_BYTES = 59, 8 << 20
 RETRY_S = 0.2
+FORWARD_RETRY_S = 10.0  # how long a write this broker forwards keeps trying to reach the active controller
 # Until unfenced a broker heartbeats this often, not every broker.heartbeat.interval.ms: it is unfenced by the
 # first heartbeat that finds its metadata caught up (Kafka's BrokerLifecycleManager: 10 ms while STARTING).
 STARTING_HEARTBEAT_S = 0.01
@@ -357,10 +358,20 @@ class RemoteControllerClient:
         return range(response.producer_id_start, response.producer_id_start + response.producer_id_len)
 
     async def _request(self, api_key: int, version: int, body: dict[str, Any]) -> Any:
-        try:
-            return await self._connection.request(api_key, version, body)
-        except BrokerUnavailable as exc:
-            raise KafkaError(ErrorCode.not_controller, str(exc)) from None
+        """Send to the controller, again after a failed try for up to FORWARD_RETRY_S, as Kafka's
+        NodeToControllerChannelManager does: a voter that is not the active controller closes the connection
+        (the next try goes to the next voter: controller_channel.py), and a connection made before the
+        controller restarted fails at its first use. Then NOT_CONTROLLER, which clients retry."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + FORWARD_RETRY_S
+        while True:
+            try:
+                return await self._connection.request(api_key, version, body)
+            except BrokerUnavailable as exc:
+                if loop.time() + RETRY_S >= deadline:
+                    raise KafkaError(ErrorCode.not_controller, str(exc)) from None
+                log.debug("api_key=%d to the controller: %s; trying again", api_key, exc)
+            await asyncio.sleep(RETRY_S)
 
     # Admin writes a client sent to this broker: forwarded to the controller, as Kafka's brokers forward them.
     async def delete_topics(self, topics: Sequence[str | uuid.UUID]) -> list[DeleteTopicResult]:
