@@ -303,3 +303,19 @@ class SequenceStream:
                 pass
             self.producer.poll(0.003)
         self.producer.flush(120)
+
+
+class Stable:
+    """Whether `group` is Stable with `count` members (a consumer group: every member reconciled to the target
+    epoch), asked at most twice a second: the test keeps polling its members in between."""
+
+    def __init__(self, bootstrap: str, group: str, count: int) -> None:
+        self.client, self.group, self.count = admin(bootstrap), group, count
+        self.next = 0.0
+
+    def __call__(self) -> bool:
+        if time.monotonic() < self.next:
+            return False
+        self.next = time.monotonic() + 0.5
+        described = self.client.describe_consumer_groups([self.group])[self.group].result(30)
+        return described.state.name == "STABLE" and len(described.members) == self.count

@@ -21,7 +21,6 @@ upgrade, they revoke part of it for the new members.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 
 import pytest
@@ -29,7 +28,7 @@ import pytest
 from tests.conftest import BrokerFactory
 
 from .conftest import compile_java
-from .helpers import admin, create_topic
+from .helpers import Stable, admin, create_topic
 from .ownership import (
     JavaMember,
     Ledger,
@@ -76,27 +75,11 @@ def roll(members: list[Member], step: int, make: Callable[[], Member], bootstrap
     settle(members, f"member {step} to leave", bootstrap, group)
 
 
-class Stable:
-    """Whether the group is Stable with `count` members, asked at most every 0.5 s. A fair share is not enough
-    before a member closes: with four members, one may hold two partitions while it rejoins to give one up,
-    and its closing commit then races the rejoin: refused with ILLEGAL_GENERATION or REBALANCE_IN_PROGRESS,
-    in Kafka too, and the partition goes over uncommitted."""
-
-    def __init__(self, bootstrap: str, group: str, count: int) -> None:
-        self.client, self.group, self.count = admin(bootstrap), group, count
-        self.next = 0.0
-
-    def __call__(self) -> bool:
-        if time.monotonic() < self.next:
-            return False
-        self.next = time.monotonic() + 0.5
-        described = self.client.describe_consumer_groups([self.group])[self.group].result(30)
-        return described.state.name == "STABLE" and len(described.members) == self.count
-
-
 def settle(members: list[Member], what: str, bootstrap: str | None = None, group: str | None = None) -> None:
     """Until every member holds a fair share and (given the group) the group is Stable, then until every member
-    consumes."""
+    consumes. A fair share is not enough before a member closes: with four members, one may hold two partitions
+    while it rejoins to give one up, and its closing commit then races the rejoin (refused ILLEGAL_GENERATION or
+    REBALANCE_IN_PROGRESS, in Kafka too, and the partition goes over uncommitted)."""
     poll_until(members, lambda: shared(members, PARTITIONS), what=f"the partitions to be shared after {what}")
     if group is not None:
         assert bootstrap is not None

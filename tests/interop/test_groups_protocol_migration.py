@@ -28,7 +28,7 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from tests.conftest import BrokerFactory
 
-from .helpers import admin, create_topic
+from .helpers import Stable, admin, create_topic
 from .ownership import Load
 
 pytestmark = [pytest.mark.timeout(420)]
@@ -133,22 +133,6 @@ def group_type(bootstrap: str) -> str:
     return types[GROUP]
 
 
-class Stable:
-    """Whether the group is Stable (a consumer group: every member reconciled to the target epoch); asked
-    twice a second, as the members keep polling in between."""
-
-    def __init__(self, bootstrap: str) -> None:
-        self.client = admin(bootstrap)
-        self.next = 0.0
-
-    def __call__(self) -> bool:
-        if time.monotonic() < self.next:
-            return False
-        self.next = time.monotonic() + 0.5
-        described = self.client.describe_consumer_groups([GROUP])[GROUP].result(30)
-        return described.state.name == "STABLE" and len(described.members) == 3
-
-
 def roll(members: list[Member], make: Callable[[], Member], step: int, bootstrap: str) -> None:
     """Replace member `step` by a new instance and wait until the group has settled and it consumes."""
     members[step].close()
@@ -157,7 +141,7 @@ def roll(members: list[Member], make: Callable[[], Member], step: int, bootstrap
                what=f"member {step} to be replaced by a {members[step].protocol} consumer")
     # every member catches up with the group (classic members of a consumer group rejoin: Stable), then
     # keeps consuming, whatever its protocol
-    poll_until(members, Stable(bootstrap), what=f"the group to be Stable after replacing member {step}")
+    poll_until(members, Stable(bootstrap, GROUP, 3), what=f"the group to be Stable after replacing member {step}")
     before = [m.consumed for m in members]
     poll_until(members, lambda: shared(members) and all(m.consumed >= n + 10 for m, n in zip(members, before)),
                what=f"all members to consume after replacing member {step}")
