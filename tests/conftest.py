@@ -42,6 +42,7 @@ from pathlib import Path
 import pytest
 
 from klamm.controller.meta_properties import random_base64_uuid
+from tests.kafka_python_classes import build_every_response_version
 
 ROOT = Path(__file__).resolve().parent.parent
 # kio registers hypothesis strategies when hypothesis is importable (it is, in the test venv), which needs
@@ -80,6 +81,7 @@ def pytest_configure(config):
         "single_node: looks inside one broker process (its log dir, its metrics): not for a cluster",
     ):
         config.addinivalue_line("markers", line)
+    build_every_response_version()
 
 
 def pytest_collection_modifyitems(config, items):
