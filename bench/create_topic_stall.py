@@ -1,10 +1,11 @@
-"""How long the event loop stalls while a topic of many partitions is created.
+"""How long the event loop stalls while a topic of many partitions is created, and deleted.
 
     .venv/bin/python bench/create_topic_stall.py [--partitions 100,1000] [--rounds 2]
 
 Each round starts `klamm serve` under bench/loop_stalls.py (threshold 1 ms), creates one topic of each size with
-confluent-kafka's AdminClient (one replica each, all on this node) and prints, per topic: how long CreateTopics
-took, and the loop's stalls between the request and its answer (count, total and longest milliseconds). Run a
+confluent-kafka's AdminClient (one replica each, all on this node), then deletes them, and prints, per topic and
+operation: how long CreateTopics or DeleteTopics took, and the loop's stalls between the request and its answer
+(count, total and longest milliseconds). Run a
 before and an after by putting another tree first on PYTHONPATH (the broker runs from it).
 """
 
@@ -58,7 +59,13 @@ def one_round(sizes: list[int]) -> list[dict]:
             started = time.time()
             admin.create_topics([NewTopic(f"wide-{size}", size, 1)])[f"wide-{size}"].result(120)
             ended = time.time()
-            rows.append({"partitions": size, "started": started, "ended": ended})
+            rows.append({"op": "create", "partitions": size, "started": started, "ended": ended})
+            time.sleep(1)
+        for size in sizes:
+            started = time.time()
+            admin.delete_topics([f"wide-{size}"])[f"wide-{size}"].result(120)
+            ended = time.time()
+            rows.append({"op": "delete", "partitions": size, "started": started, "ended": ended})
             time.sleep(1)
         del admin  # gone before the broker is: no reconnection attempts in the output
         time.sleep(1)  # the sampler writes its summary every 0.5 s
@@ -72,9 +79,10 @@ def one_round(sizes: list[int]) -> list[dict]:
         # answer is written by the callback that stalled)
         within = [s["ms"] for s in timeline if row["started"] <= s["at"] <= row["ended"] + 0.05]
         collected = [c["ms"] for c in collections if row["started"] <= c["at"] <= row["ended"] + 0.05]
-        row.update(create_ms=round((row["ended"] - row["started"]) * 1000), stalls=len(within),
+        row.update(answer_ms=round((row["ended"] - row["started"]) * 1000), stalls=len(within),
                    stall_ms=round(sum(within), 1), longest_ms=round(max(within, default=0.0), 1),
-                   gc=len(collected), gc_ms=round(sum(collected), 1), gc_longest_ms=round(max(collected, default=0.0), 1))
+                   gc=len(collected), gc_ms=round(sum(collected), 1),
+                   gc_longest_ms=round(max(collected, default=0.0), 1))
     return rows
 
 
@@ -86,12 +94,12 @@ def main() -> int:
     sizes = [int(n) for n in args.partitions.split(",")]
     import klamm  # noqa: PLC0415  # which tree runs (PYTHONPATH)
     print(f"klamm from {Path(klamm.__file__).parent}")
-    print("| round | partitions | CreateTopics ms | loop stalls > 1 ms | their total ms | longest ms "
+    print("| round | request | partitions | answered in ms | loop stalls > 1 ms | their total ms | longest ms "
           "| collections > 1 ms | their total ms | longest ms |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for round_ in range(1, args.rounds + 1):
         for row in one_round(sizes):
-            print(f"| {round_} | {row['partitions']:,} | {row['create_ms']:,} | {row['stalls']} | "
+            print(f"| {round_} | {row['op']} | {row['partitions']:,} | {row['answer_ms']:,} | {row['stalls']} | "
                   f"{row['stall_ms']:,} | {row['longest_ms']:,} | {row['gc']} | {row['gc_ms']:,} | "
                   f"{row['gc_longest_ms']:,} |", flush=True)
     return 0

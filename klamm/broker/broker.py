@@ -65,6 +65,7 @@ from klamm.config.topic import TopicConfig
 from klamm.controller.brokers import SECURITY_PROTOCOLS as SECURITY_PROTOCOL_IDS
 from klamm.controller.controller import Controller, CreateTopicSpec, SnapshotPolicy
 from klamm.controller.delegation_tokens import TokenCredentials, TokenSettings
+from klamm.controller.flushed_commits import FlushedCommits
 from klamm.controller.image import Endpoint
 from klamm.controller.meta_properties import MetaPropertiesError, ensure_meta_properties, read_meta_properties
 from klamm.controller.metadata_log import FileMetadataLog
@@ -146,6 +147,7 @@ class Broker:
         self._acceptors: list[Acceptor] = []
         self._snapshot_writer: ThreadPoolExecutor | None = None
         self._log_creator: ThreadPoolExecutor | None = None  # new logs of many partitions (logs_made_for)
+        self._metadata_flusher: ThreadPoolExecutor | None = None  # a single controller's fsyncs (FlushedCommits)
         self._processors: list[Processor] = []
         self._stopped = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
@@ -191,8 +193,12 @@ class Broker:
                     unclean_leader_election=self.config.unclean_leader_election_enable)
                 self.controller.load()
             self.quorum = SingleVoterQuorum(self.controller.node_id, self.controller.log, self._voter_endpoints())
+            flushed = None
+            if not self._shared_controller:  # one flusher per controller: a shared one's writes stay inline
+                self._metadata_flusher = ThreadPoolExecutor(1, thread_name_prefix="klamm-metadata-flush")
+                flushed = FlushedCommits(self.controller, self._metadata_flusher)
             self.controller_client = LocalControllerClient(self.controller, self, self.quorum,
-                                                           self.replicas.logs_made_for)
+                                                           self.replicas.logs_made_for, flushed)
         apply_dynamic_broker_configs(self, self.controller.image)
         self.replicas.apply_image(self.controller.image)
         self._listen(lambda _old, new: self.replicas.apply_image(new))
@@ -505,6 +511,8 @@ class Broker:
             await self.transactions.stop()
         if self.group_coordinator is not None:  # group coordinator
             await self.group_coordinator.stop()
+        if self._metadata_flusher is not None:  # before the log closes: a write's flush job may be running
+            self._metadata_flusher.shutdown(wait=True)
         if isinstance(self.controller, Controller) and not self._shared_controller:
             self.controller.close()
         if self._snapshot_writer is not None:

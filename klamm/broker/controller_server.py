@@ -304,12 +304,14 @@ class ControllerServer:
         if topic.topic != METADATA_TOPIC or position.partition != METADATA_PARTITION:
             raise KafkaError(ErrorCode.invalid_request, "the controller serves only __cluster_metadata")
         metadata_log = self.controller.log.log  # the Log under FileMetadataLog
+        # Served up to what is committed (fsynced): a client's write may have appended beyond, its fsync running.
+        committed = self.controller.log.committed_end_offset
         # The fetch offset is the fetcher's log end: recorded on arrival and again when a long poll ends,
         # as Kafka's leader does, for DescribeQuorum's observers.
         self.quorum.record_fetch(body.replica_id, position.fetch_offset)
         deadline = time.monotonic() + body.max_wait.total_seconds()
         waited = False
-        while position.fetch_offset >= metadata_log.log_end_offset and time.monotonic() < deadline:
+        while position.fetch_offset >= committed and time.monotonic() < deadline:
             waited = True
             self._committed.clear()
             try:
@@ -317,10 +319,11 @@ class ControllerServer:
                     await self._committed.wait()
             except TimeoutError:
                 break
+            committed = self.controller.log.committed_end_offset
         if waited:
             self.quorum.record_fetch(body.replica_id, position.fetch_offset)
         entry = {"partition_index": METADATA_PARTITION, "error_code": ErrorCode.none,
-                 "high_watermark": metadata_log.log_end_offset, "last_stable_offset": metadata_log.log_end_offset,
+                 "high_watermark": committed, "last_stable_offset": committed,
                  "log_start_offset": metadata_log.log_start_offset, "preferred_read_replica": -1, "records": b"",
                  "current_leader": {"leader_id": self.controller.node_id, "leader_epoch": SINGLE_VOTER_EPOCH}}
         if position.fetch_offset < metadata_log.log_start_offset:
@@ -330,8 +333,9 @@ class ControllerServer:
                 entry["error_code"] = ErrorCode.offset_out_of_range
             else:
                 entry["snapshot_id"] = {"end_offset": newest.end_offset, "epoch": newest.epoch}
-        elif position.fetch_offset < metadata_log.log_end_offset:
-            entry["records"] = metadata_log.read_bytes(position.fetch_offset, METADATA_FETCH_BYTES)
+        elif position.fetch_offset < committed:
+            entry["records"] = metadata_log.read_bytes(position.fetch_offset, METADATA_FETCH_BYTES,
+                                                       max_offset=committed)
         return {"error_code": ErrorCode.none, "session_id": 0,
                 "responses": [{"topic": METADATA_TOPIC, "partitions": [entry]}]}
 

@@ -17,13 +17,15 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, nullcontext
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from klamm.config.topic import TopicConfig
 from klamm.controller.client_quotas import ip_hosts
 from klamm.controller.delegation_tokens import TokenResult, TokenSettings
 from klamm.controller.topics import decide_create_partitions, decide_create_topics
 from klamm.protocol.errors import ErrorCode
+
+T = TypeVar("T")
 
 if TYPE_CHECKING:
     from klamm.broker.authorizer import AllowAll
@@ -37,6 +39,7 @@ if TYPE_CHECKING:
     from klamm.controller.client_quotas import ClientQuotaAlteration, ClientQuotaResult
     from klamm.controller.configs import ConfigValidator
     from klamm.controller.controller import Controller
+    from klamm.controller.flushed_commits import FlushedCommits
     from klamm.controller.elections import ElectionOutcome
     from klamm.controller.features import FeatureUpdate
     from klamm.controller.image import MetadataImage
@@ -158,22 +161,27 @@ class MetadataConfigSource(Protocol):
 class LocalControllerClient:
     """The controller client of a single node: calls the in-process controller directly.
 
-    Its coroutines never suspend, so a handler's metadata write still takes effect
-    before the next request of the connection is handled (request order). The one
-    exception: creating topics or partitions that give this node many new logs waits
-    for them to be made in another thread before the commit (`prepare`), as Kafka's
-    brokers make theirs after the controller answered.
+    A write returns once what it committed is fsynced and published: a single controller's metadata log
+    is fsynced in a worker thread (`flushed`, klamm.controller.flushed_commits), so the write suspends
+    meanwhile, and a request pipelined behind it on the connection may be handled first (as on a Kafka
+    broker, whose metadata follows the controller's commit a moment later). Creating topics or partitions
+    that give this node many new logs also waits for them to be made in another thread before the
+    commit (`prepare`), as Kafka's brokers make theirs after the controller answered.
     """
 
     def __init__(self, controller: Controller, config: MetadataConfigSource, quorum: QuorumDescriber,
                  prepare: Callable[[Sequence[MetadataRecord], MetadataImage], AbstractAsyncContextManager[None]]
-                 | None = None) -> None:
+                 | None = None, flushed: FlushedCommits | None = None) -> None:
         self._controller = controller
         self._config = config
         self._quorum = quorum
+        self._flushed = flushed
         # Entered with the records of new topics and partitions before they are committed: this node's logs for
         # them made off the loop (ReplicaManager.logs_made_for); it suspends only for many new logs.
         self._prepare = prepare
+
+    async def _write(self, call: Callable[[], T]) -> T:
+        return call() if self._flushed is None else await self._flushed.write(call)
 
     async def create_topics(self, specs: Sequence[CreateTopicSpec], *, validate_only: bool) -> list[TopicResult]:
         config = self._config.config
@@ -181,10 +189,11 @@ class LocalControllerClient:
                      "default_replication_factor": config.default_replication_factor,
                      "validate_config": lambda configs: TopicConfig.validate(self._config.config, configs)}
         async with self._prepared(lambda image: decide_create_topics(image, specs, **arguments)[1], validate_only):
-            return self._controller.create_topics(specs, validate_only=validate_only, **arguments)
+            return await self._write(lambda: self._controller.create_topics(specs, validate_only=validate_only,
+                                                                            **arguments))
 
     async def delete_topics(self, topics: Sequence[str | uuid.UUID]) -> list[DeleteTopicResult]:
-        return self._controller.delete_topics(topics)
+        return await self._write(lambda: self._controller.delete_topics(topics))
 
     def _prepared(self, decide: Callable[[MetadataImage], Sequence[MetadataRecord]],
                   validate_only: bool) -> AbstractAsyncContextManager[None]:
@@ -198,77 +207,84 @@ class LocalControllerClient:
     async def create_partitions(self, specs: Sequence[CreatePartitionsSpec], *,
                                 validate_only: bool) -> list[CreatePartitionsResult]:
         async with self._prepared(lambda image: decide_create_partitions(image, specs)[1], validate_only):
-            return self._controller.create_partitions(specs, validate_only=validate_only)
+            return await self._write(lambda: self._controller.create_partitions(specs,
+                                                                                validate_only=validate_only))
 
     async def elect_leaders(self, election: int, partitions: Mapping[str, Sequence[int]] | None
                             ) -> dict[str, list[tuple[int, ElectionOutcome]]]:
-        return self._controller.elect_leaders(election, partitions)
+        return await self._write(lambda: self._controller.elect_leaders(election, partitions))
 
     async def alter_partition(self, broker_id: int, broker_epoch: int, topic_id: uuid.UUID, partition: int,
                               leader_epoch: int, partition_epoch: int, isr: Sequence[int]) -> ErrorCode:
-        error, _ = self._controller.alter_partition(broker_id, broker_epoch, topic_id, partition, leader_epoch,
-                                                    partition_epoch, isr)
+        error, _ = await self._write(lambda: self._controller.alter_partition(
+            broker_id, broker_epoch, topic_id, partition, leader_epoch, partition_epoch, isr))
         return error
 
     async def alter_partition_reassignments(self, targets: Mapping[str, Mapping[int, Sequence[int] | None]]
                                             ) -> dict[str, dict[int, tuple[ErrorCode, str | None]]]:
-        return self._controller.alter_partition_reassignments(targets)
+        return await self._write(lambda: self._controller.alter_partition_reassignments(targets))
 
     async def alter_topic_configs(self, topic: str, set_configs: Mapping[str, str], delete_configs: Iterable[str],
                                   *, replace: bool, validate_only: bool,
                                   validate_config: ConfigValidator | None) -> dict[str, str]:
-        return self._controller.alter_topic_configs(topic, set_configs, delete_configs, replace=replace,
-                                                    validate_only=validate_only, validate_config=validate_config)
+        return await self._write(lambda: self._controller.alter_topic_configs(
+            topic, set_configs, delete_configs, replace=replace, validate_only=validate_only,
+            validate_config=validate_config))
 
     async def alter_broker_configs(self, node_id: int | None, set_configs: Mapping[str, str],
                                    delete_configs: Iterable[str], *, replace: bool, validate_only: bool,
                                    validate_config: ConfigValidator | None) -> dict[str, str]:
-        return self._controller.alter_broker_configs(node_id, set_configs, delete_configs, replace=replace,
-                                                     validate_only=validate_only, validate_config=validate_config)
+        return await self._write(lambda: self._controller.alter_broker_configs(
+            node_id, set_configs, delete_configs, replace=replace, validate_only=validate_only,
+            validate_config=validate_config))
 
     async def alter_group_configs(self, group_id: str, set_configs: Mapping[str, str], delete_configs: Iterable[str],
                                   *, replace: bool, validate_only: bool,
                                   validate_config: ConfigValidator | None) -> dict[str, str]:
-        return self._controller.alter_group_configs(group_id, set_configs, delete_configs, replace=replace,
-                                                    validate_only=validate_only, validate_config=validate_config)
+        return await self._write(lambda: self._controller.alter_group_configs(
+            group_id, set_configs, delete_configs, replace=replace, validate_only=validate_only,
+            validate_config=validate_config))
 
     async def update_features(self, updates: Sequence[FeatureUpdate], *,
                               validate_only: bool) -> tuple[ErrorCode, str | None]:
-        return self._controller.update_features(updates, validate_only=validate_only)
+        return await self._write(lambda: self._controller.update_features(updates, validate_only=validate_only))
 
     async def alter_client_quotas(self, alterations: Sequence[ClientQuotaAlteration], *,
                                   validate_only: bool) -> list[ClientQuotaResult]:
         # An ip entity named by a host name must resolve (Kafka's InetAddress.getByName): looked up here,
         # off the loop, so that only such a request suspends before the controller decides.
         resolvable = [host for host in ip_hosts(alterations) if await _resolves(host)]
-        return self._controller.alter_client_quotas(alterations, validate_only=validate_only,
-                                                    resolvable_hosts=resolvable)
+        return await self._write(lambda: self._controller.alter_client_quotas(
+            alterations, validate_only=validate_only, resolvable_hosts=resolvable))
 
     async def alter_user_scram_credentials(self, deletions: Sequence[ScramDeletion],
                                            upsertions: Sequence[ScramUpsertion]) -> list[ScramAlterResult]:
-        return self._controller.alter_user_scram_credentials(deletions, upsertions)
+        return await self._write(lambda: self._controller.alter_user_scram_credentials(deletions, upsertions))
 
     async def create_acls(self, acls: Sequence[Acl]) -> list[AclCreateResult]:
-        return self._controller.create_acls(acls)
+        return await self._write(lambda: self._controller.create_acls(acls))
 
     async def delete_acls(self, filters: Sequence[AclFilter]) -> list[AclDeleteResult]:
-        return self._controller.delete_acls(filters)
+        return await self._write(lambda: self._controller.delete_acls(filters))
 
     async def unregister_broker(self, node_id: int) -> None:
-        self._controller.unregister_broker(node_id)
+        await self._write(lambda: self._controller.unregister_broker(node_id))
 
     async def create_delegation_token(self, owner: str, requester: str, renewers: Sequence[tuple[str, str]],
                                       max_lifetime_ms: int) -> TokenResult:
-        return self._controller.create_delegation_token(TokenSettings.of(self._config.config), owner, requester,
-                                                        renewers, max_lifetime_ms)
+        settings = TokenSettings.of(self._config.config)
+        return await self._write(lambda: self._controller.create_delegation_token(settings, owner, requester, renewers,
+                                                                                  max_lifetime_ms))
 
     async def renew_delegation_token(self, principal: str, hmac: bytes, renew_period_ms: int) -> TokenResult:
-        return self._controller.renew_delegation_token(TokenSettings.of(self._config.config), principal, hmac,
-                                                       renew_period_ms)
+        settings = TokenSettings.of(self._config.config)
+        return await self._write(lambda: self._controller.renew_delegation_token(settings, principal, hmac,
+                                                                                 renew_period_ms))
 
     async def expire_delegation_token(self, principal: str, hmac: bytes, expiry_period_ms: int) -> TokenResult:
-        return self._controller.expire_delegation_token(TokenSettings.of(self._config.config), principal, hmac,
-                                                        expiry_period_ms)
+        settings = TokenSettings.of(self._config.config)
+        return await self._write(lambda: self._controller.expire_delegation_token(settings, principal, hmac,
+                                                                                  expiry_period_ms))
 
     async def describe_quorum(self) -> QuorumInfo:
         return self._quorum.describe_quorum()

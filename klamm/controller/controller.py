@@ -33,6 +33,7 @@ import logging
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Executor, Future
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from klamm.controller.acl_changes import AclCreateResult, AclDeleteResult, decide_create_acls, decide_delete_acls
@@ -127,6 +128,7 @@ class Controller:
         self._published = self._image  # what `image` and the listeners see: what is committed
         self._unpublished: list[MetadataImage] = []  # a quorum leader's images awaiting the commit, oldest first
         self._defer_publishing = False
+        self._flush_later = False  # inside commits_flushed_later
         self._listeners: list[ChangeListener] = []
         self._producer_ids: Iterator[int] = iter(())
         self._policy = snapshots
@@ -146,6 +148,17 @@ class Controller:
     def defer_publishing(self) -> None:
         """A quorum's controller: publish its own changes only once `publish_committed` says they are committed."""
         self._defer_publishing = True
+
+    @contextmanager
+    def commits_flushed_later(self) -> Iterator[None]:
+        """Within: a single voter's commits append without their fsync and publish nothing. The caller has the
+        log's flush job run off the loop, then publishes what it covers (klamm.controller.flushed_commits).
+        A commit outside meanwhile fsyncs the whole log and publishes everything, these too."""
+        self._flush_later = True
+        try:
+            yield
+        finally:
+            self._flush_later = False
 
     def publish_committed(self, end_offset: int) -> None:
         """Every record below `end_offset` is committed: publish the newest image that holds no other."""
@@ -552,12 +565,13 @@ class Controller:
     def _commit(self, records: Sequence[MetadataRecord]) -> MetadataImage:
         """Append `records` as one batch, replay them and publish the new image."""
         values = [encode_record(record) for record in records]
-        last_offset = self.log.append(values)
+        later = self._flush_later
+        last_offset = self.log.append(values, flush=False) if later else self.log.append(values)
         first_offset = last_offset - len(values) + 1
         builder = ImageBuilder(self._image)
         for i, record in enumerate(records):  # as decoded from `values`, which every other node replays
             builder.apply(complete_record(record), first_offset + i)
-        self._swap(builder.build(), committed=not self._defer_publishing)
+        self._swap(builder.build(), committed=not (self._defer_publishing or later))
         self._bytes_since_snapshot += sum(len(value) for value in values)
         self.maybe_snapshot()
         return self._image

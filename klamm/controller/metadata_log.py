@@ -35,7 +35,7 @@ from klamm.protocol.batch import split_batches
 from klamm.protocol.records import NewRecord, build_batch, decode_batch
 from klamm.protocol.topics import METADATA_TOPIC
 from klamm.storage.config import LogConfig
-from klamm.storage.log import Log
+from klamm.storage.log import FlushJob, Log
 from klamm.storage.log_manager import LogManager
 
 __all__ = [
@@ -59,8 +59,9 @@ class MetadataLog(Protocol):
         """The offset the next appended record gets."""
         ...
 
-    def append(self, records: Sequence[bytes]) -> int:
-        """Append record values as one atomic batch, durably; return the last offset."""
+    def append(self, records: Sequence[bytes], *, flush: bool = True) -> int:
+        """Append record values as one atomic batch, durably (not `flush`: its fsync left to a flush job, and
+        it is not committed until then); return the last offset."""
         ...
 
     def replay(self, from_offset: int = 0) -> Iterator[tuple[int, bytes]]:
@@ -191,6 +192,10 @@ class FileMetadataLog:
 
     Construct from the broker's LogManager (the log is `__cluster_metadata-0` in
     one of its dirs) or, for tools and tests, with `FileMetadataLog.open(log_dir)`.
+
+    An append may leave its fsync to a flush job (`append(..., flush=False)`, then `begin_flush`, the job's
+    `run` in a worker thread, `complete_flush`): the committed end is the end of what is fsynced, as a single
+    Raft voter's high watermark is the end of what it flushed.
     """
 
     def __init__(self, source: LogManager | Log, *, segment_bytes: int | None = None) -> None:
@@ -205,6 +210,7 @@ class FileMetadataLog:
         log.config = _metadata_log_config(log.config, segment_bytes)
         self.log = log
         self.directory = log.directory
+        self._durable_end = log.log_end_offset  # what was there at open counts as committed
         self._owns_log = False  # a LogManager's log is closed by the LogManager
         remove_partial_snapshots(self.directory)
 
@@ -222,13 +228,27 @@ class FileMetadataLog:
     def end_offset(self) -> int:
         return self.log.log_end_offset
 
-    def append(self, records: Sequence[bytes]) -> int:
+    def append(self, records: Sequence[bytes], *, flush: bool = True) -> int:
+        """Append one batch; with `flush`, fsync the whole log here (this and any append left to a job)."""
         if not records:
             raise ValueError("nothing to append")
         buf = bytearray(build_batch([NewRecord(None, value) for value in records]))
         result = self.log.append(buf, split_batches(buf), leader_epoch=0)
-        self.log.flush()
+        if flush:
+            self.log.flush()
+            self._durable_end = self.log.log_end_offset
         return result.last_offset
+
+    def begin_flush(self) -> FlushJob | None:
+        """A job fsyncing the appends no job covers yet (None: none); run it anywhere, then `complete_flush`."""
+        return self.log.begin_flush()
+
+    def complete_flush(self, job: FlushJob) -> None:
+        self.log.complete_flush(job)
+        self._durable_end = max(self._durable_end, min(self.log.recovery_point, self.log.log_end_offset))
+
+    def fail_flush(self, job: FlushJob) -> None:
+        self.log.fail_flush(job)
 
     def replay(self, from_offset: int = 0, until: int | None = None) -> Iterator[tuple[int, bytes]]:
         """Records from `from_offset` below `until` (the log end); a quorum's control batches are no metadata."""
@@ -254,7 +274,8 @@ class FileMetadataLog:
 
     @property
     def committed_end_offset(self) -> int:
-        return self.log.log_end_offset
+        """The end of what is fsynced."""
+        return min(self._durable_end, self.log.log_end_offset)
 
     def epoch_of(self, offset: int) -> int:
         """A single voter's batches carry epoch 0 (an older klamm's -1 reads as 0)."""
@@ -279,6 +300,7 @@ class FileMetadataLog:
 
     def start_at_snapshot(self, snapshot_id: SnapshotId) -> None:
         self.log.truncate_fully_and_start_at(snapshot_id.end_offset)
+        self._durable_end = self.log.log_end_offset
 
     def maybe_clean(self, retention_bytes: int, retention_ms: int, now_ms: int) -> bool:
         sizes = {}
