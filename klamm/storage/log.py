@@ -178,6 +178,8 @@ class Log:
         self._roll_flush_wanted = False  # Kafka flushes a finished segment soon after its roll
         self._spare: SpareFiles | None = None  # the next segment's files, asked of a flush job
         self._closed = False
+        # Makes the rename of the directory to `directory`, if LogManager's writer has not (delete_log).
+        self.pending_rename: Callable[[], None] | None = None
         self.producer_state = ProducerStateManager(directory)
         # through a weak reference: a log in no cycle is freed when dropped (a deleted one, its producer state
         # and pending snapshots with it), not by the next full collection on the event loop
@@ -771,6 +773,8 @@ class Log:
 
     def delete(self) -> None:
         """Close and remove the whole partition directory (its files removed once, by the directory's removal)."""
+        if self.pending_rename is not None:  # the rename to `directory`, unless LogManager's writer made it
+            self.pending_rename()
         self._closed = True
         self.stop_writes()
         for segment in self._segments:

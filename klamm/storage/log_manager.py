@@ -45,7 +45,7 @@ from klamm.storage.checkpoint import (
     read_offset_checkpoint,
     write_offset_checkpoint,
 )
-from klamm.storage.checkpoint_writer import CheckpointWriter, DirCheckpoints
+from klamm.storage.checkpoint_writer import CheckpointWriter, DirCheckpoints, DirRename
 from klamm.storage.config import LogConfig
 from klamm.storage.log import Log, _wall_clock_ms, parse_log_dir_name
 
@@ -75,6 +75,8 @@ class LogManager:
         # Log dirs where delete_log renamed a log away since their checkpoints were last snapshotted: submitted
         # once for all the deletions of one event-loop turn (see delete_log).
         self._deleted_in: set[Path] = set()
+        # Their renames, made by the checkpoint writer before it fsyncs the dir (see delete_log).
+        self._renames: dict[Path, list[DirRename]] = {}
         self._write_scheduled_on: asyncio.AbstractEventLoop | None = None
         self._writer = CheckpointWriter(_write_dir_checkpoints)
         # Logs deleted since the writer was last seen idle: their offsets may still be in a checkpoint on disk,
@@ -300,30 +302,37 @@ class LogManager:
         reads in flight keep their leases until then (klamm.storage.shared_file).
         A crash before that leaves a `-delete` directory, removed at the next startup.
 
-        On an event loop, the rename is made durable (a directory fsync) and the log dir's offset checkpoints
-        are rewritten without the log by the writer thread, from one snapshot for all the logs deleted in the
-        same turn of the loop (a topic of P partitions removed by one metadata image: one snapshot, not P of
-        O(logs) each), taken in a callback scheduled right away or by any checkpoint of the dir before it.
-        Without a running loop, at once. Until written, a crash can bring the log back, as a crash just before
-        the rename could; create_log waits for the write before recreating the name.
+        On an event loop, the rename itself, its durability (a directory fsync) and the log dir's offset
+        checkpoints rewritten without the log are the writer thread's, from one snapshot for all the logs
+        deleted in the same turn of the loop (a topic of P partitions removed by one metadata image: one
+        snapshot, not P of O(logs) each), taken in a callback scheduled right away or by any checkpoint of the
+        dir before it. The log's `directory` names the new place at once; its `delete()` makes the rename first
+        if the writer has not yet.
+        Without a running loop, all at once. Until written, a crash can bring the log back, as a crash just
+        before the rename could; create_log waits for the write (and so the rename) before recreating the name.
         """
         log, log_dir = self._detach((topic, partition))
         if log is None or log_dir is None:
             return None
         if not self._deleted_in and not self._writer.busy and not self._writer.failed:
             self._deleted_unwritten.clear()  # all written: forget them
-        renamed = log.directory.with_name(f"{log.directory.name}.{uuid.uuid4().hex}{DELETE_SUFFIX}")
+        source = log.directory
+        renamed = source.with_name(f"{source.name}.{uuid.uuid4().hex}{DELETE_SUFFIX}")
         log.stop_writes()  # a flush job in flight writes nothing under the old name, which a new log may take
-        log.directory.rename(renamed)
         log.directory = renamed  # its delete() must not remove a topic recreated under the old name
         self._deleted_in.add(log_dir)
         self._deleted_unwritten.add((topic, partition))
         loop = _running_loop()
         if loop is None:
+            source.rename(renamed)
             self._submit_deletions()
-        elif self._write_scheduled_on is not loop:
-            self._write_scheduled_on = loop
-            loop.call_soon(self._submit_deletions)
+        else:  # renamed by the checkpoint writer before it fsyncs the dir, or by the log's removal if that is first
+            rename = DirRename(source, renamed)
+            log.pending_rename = rename.run
+            self._renames.setdefault(log_dir, []).append(rename)
+            if self._write_scheduled_on is not loop:
+                self._write_scheduled_on = loop
+                loop.call_soon(self._submit_deletions)
         return log
 
     def _submit_deletions(self) -> None:
@@ -366,12 +375,15 @@ class LogManager:
             {k: log.recovery_point for k, log in logs.items()},
             {k: log.log_start_offset for k, log in logs.items()},
             renamed,
+            tuple(self._renames.pop(log_dir, ())),
         )
 
 
 def _write_dir_checkpoints(log_dir: Path, checkpoints: DirCheckpoints) -> None:
     """Write one log dir's offset checkpoints (in the writer thread, or on the caller's when it must wait)."""
-    if checkpoints.renamed:
+    for rename in checkpoints.renames:
+        rename.run()
+    if checkpoints.renamed or checkpoints.renames:
         fsync_dir(log_dir)
     write_offset_checkpoint(log_dir / RECOVERY_POINT_CHECKPOINT, checkpoints.recovery_points)
     write_offset_checkpoint(log_dir / LOG_START_OFFSET_CHECKPOINT, checkpoints.start_offsets)

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 
 from klamm.storage import log_manager as log_manager_module
 from klamm.storage.checkpoint import read_offset_checkpoint
@@ -91,3 +92,69 @@ def test_without_a_loop_deletion_writes_at_once(tmp_path, monkeypatch):
     assert calls == {"checkpoints": 2, "fsyncs": 1}
     for log_dir in dirs:
         assert ("gone", 0) not in read_offset_checkpoint(log_dir / RECOVERY_POINT_CHECKPOINT)
+
+
+def test_on_a_loop_the_writer_thread_renames_the_deleted_logs(tmp_path, monkeypatch):
+    manager, dirs = _manager(tmp_path, 4)
+    before = {log.directory for log in manager.all_logs() if log.topic == "gone"}
+    renamed_on: list[str] = []
+    rename = log_manager_module.DirRename.run
+
+    def recorded(self):
+        renamed_on.append(threading.current_thread().name)
+        rename(self)
+
+    monkeypatch.setattr(log_manager_module.DirRename, "run", recorded)
+
+    async def delete_topic():
+        detached = [manager.delete_log("gone", p) for p in range(4)]
+        assert all(directory.exists() for directory in before)  # not renamed on the loop
+        await asyncio.sleep(0)
+        return detached
+
+    detached = asyncio.run(delete_topic())
+    manager.wait_for_checkpoints()
+    assert len(renamed_on) == 4 and all(name.startswith("klamm-checkpoints") for name in renamed_on), renamed_on
+    assert not any(directory.exists() for directory in before)
+    for log in detached:
+        assert log.directory.is_dir() and log.directory.name.endswith("-delete")
+        log.delete()
+        assert not log.directory.exists()
+    assert {path.name for d in dirs for path in d.iterdir() if path.is_dir()} == {"kept-0"}
+
+
+def test_a_deleted_log_removed_before_the_writer_renamed_it_leaves_nothing(tmp_path, monkeypatch):
+    manager, dirs = _manager(tmp_path, 1)
+    old = manager.get_log("gone", 0).directory
+    gate = threading.Event()
+    write = manager._writer._write
+
+    def held(log_dir, checkpoints):
+        gate.wait(10)
+        write(log_dir, checkpoints)
+
+    monkeypatch.setattr(manager._writer, "_write", held)
+
+    async def delete():
+        return manager.delete_log("gone", 0)
+
+    log = asyncio.run(delete())  # the writer thread holds the dir's write (its renames first) at the gate
+    assert old.is_dir() and not log.directory.exists()
+    log.delete()  # as file.delete.delay.ms 0 would, on another thread: makes the rename, then removes
+    assert not old.exists() and not log.directory.exists()
+    gate.set()
+    manager.wait_for_checkpoints()  # the writer's rename is then nothing
+    assert {path.name for d in dirs for path in d.iterdir() if path.is_dir()} == {"kept-0"}
+
+
+def test_a_name_recreated_after_a_pending_rename_starts_empty(tmp_path):
+    manager, dirs = _manager(tmp_path, 1)
+    manager.get_log("gone", 0).truncate_fully_and_start_at(500)
+
+    async def delete_and_recreate():
+        detached = manager.delete_log("gone", 0)
+        return detached, manager.create_log("gone", 0)  # waits for the writer: the old name is free first
+
+    detached, log = asyncio.run(delete_and_recreate())
+    assert detached.directory.is_dir() and detached.directory != log.directory
+    assert log.directory.is_dir() and log.log_start_offset == 0 and log.log_end_offset == 0
