@@ -79,11 +79,17 @@ async def test_a_write_is_published_and_answered_once_its_fsync_ran_in_the_worke
     log.close()
 
 
-async def test_an_inline_commit_meanwhile_publishes_the_waiting_write_too(tmp_path: Path) -> None:
+async def held_at_the_gate(tmp_path: Path, name: str):
+    """A controller, its log, the gated executor, and a write of topic `name` waiting for its flush job."""
     controller, log = make(tmp_path)
     executor = GatedExecutor()
-    write = asyncio.ensure_future(FlushedCommits(controller, executor).write(create(controller, "first")))
+    write = asyncio.ensure_future(FlushedCommits(controller, executor).write(create(controller, name)))
     await settle()
+    return controller, log, executor, write
+
+
+async def test_an_inline_commit_meanwhile_publishes_the_waiting_write_too(tmp_path: Path) -> None:
+    controller, log, executor, write = await held_at_the_gate(tmp_path, "first")
     create(controller, "second")()  # a synchronous commit (as a broker's heartbeat): fsyncs the whole log
     assert {"first", "second"} <= controller.image.topics_by_name.keys()
     assert log.committed_end_offset == log.end_offset
@@ -94,10 +100,7 @@ async def test_an_inline_commit_meanwhile_publishes_the_waiting_write_too(tmp_pa
 
 
 async def test_a_write_given_up_is_still_made_durable_and_published(tmp_path: Path) -> None:
-    controller, log = make(tmp_path)
-    executor = GatedExecutor()
-    write = asyncio.ensure_future(FlushedCommits(controller, executor).write(create(controller, "orders")))
-    await settle()
+    controller, log, executor, write = await held_at_the_gate(tmp_path, "orders")
     write.cancel()
     await settle()
     assert write.cancelled()
