@@ -59,3 +59,31 @@ def test_removals_run_at_the_lowest_cpu_priority_and_only_they() -> None:
     asyncio.run(run())
     assert niceness == [BACKGROUND_NICE]  # the loop's thread waited on a run queue behind 40,000 unlinks
     assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == before  # the loop's thread keeps its own
+
+
+def test_removals_due_together_share_one_timer_and_one_job_and_one_failure_spares_the_rest(caplog) -> None:
+    ran: list[int] = []
+    threads: set[str] = set()
+
+    def remove(i: int) -> None:
+        threads.add(threading.current_thread().name)
+        if i == 3:
+            raise OSError("gone already")
+        ran.append(i)
+
+    async def run() -> None:
+        deletes = DelayedDeletes()
+        loop = asyncio.get_running_loop()
+        timers = len(loop._scheduled)  # type: ignore[attr-defined]
+        for i in range(1000):  # a deleted topic's partitions, in one turn of the loop
+            deletes.schedule(lambda i=i: remove(i), 5)
+        assert len(loop._scheduled) - timers == 1  # type: ignore[attr-defined]  # not a timer each
+        assert deletes.pending == 1000
+        while deletes.pending:
+            await asyncio.sleep(0.01)
+        await deletes.stop()
+
+    asyncio.run(run())
+    assert ran == [i for i in range(1000) if i != 3]
+    assert len(threads) == 1
+    assert any("gone already" in r.getMessage() for r in caplog.records)
