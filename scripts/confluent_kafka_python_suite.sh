@@ -73,8 +73,12 @@ shift $(( $# >= 2 ? 2 : 1 ))
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 KLAMM=${KLAMM_BIN:-$ROOT/.venv/bin/klamm}
 CK_VENV=${CK_VENV:-/tmp/ckvenv}
-CK_VERSION=${CK_VERSION:-$("$ROOT/.venv/bin/python" -c 'import confluent_kafka; print(confluent_kafka.__version__)')}
+if [ -z "${CK_VERSION:-}" ]; then  # a `git archive` copy has no .venv: then CK_VERSION must be given
+    CK_VERSION=$("$ROOT/.venv/bin/python" -c 'import confluent_kafka; print(confluent_kafka.__version__)' 2>/dev/null) ||
+        { echo "$0: set CK_VERSION (no $ROOT/.venv with confluent-kafka to take it from)" >&2; exit 2; }
+fi
 WORK=${WORK:-$(mktemp -d /tmp/klamm-ckp.XXXX)}
+mkdir -p "$WORK"
 
 if [ ! -x "$CK_VENV/bin/python" ]; then
     python3 -m venv "$CK_VENV"
