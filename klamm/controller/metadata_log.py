@@ -245,7 +245,7 @@ class FileMetadataLog:
 
     def complete_flush(self, job: FlushJob) -> None:
         self.log.complete_flush(job)
-        self._durable_end = max(self._durable_end, min(self.log.recovery_point, self.log.log_end_offset))
+        self._durable_end = max(self._durable_end, self.log.recovery_point)  # committed_end_offset clamps to the end
 
     def fail_flush(self, job: FlushJob) -> None:
         self.log.fail_flush(job)
