@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -47,6 +47,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 Topics = Mapping[str, TopicMetadata]
+TopicPartition = tuple[str, int]
 
 
 @dataclass(frozen=True)
@@ -482,9 +483,12 @@ class ConsumerGroups:
 
     # ----------------------------------------------------------- offsets
     def commit_error(self, group: ConsumerGroup, member_id: str, member_epoch: int,
-                     api_version: int | None = None) -> ErrorCode | None:
-        """Kafka's ConsumerGroup.validateOffsetCommit: a member commits in its current epoch; a consumer-protocol
-        member's plain OffsetCommit must be v9 or newer (`api_version`; None: a transactional commit)."""
+                     partitions: Iterable[TopicPartition], api_version: int | None = None) -> ErrorCode | None:
+        """Kafka's ConsumerGroup.validateOffsetCommit: a consumer-protocol member's plain OffsetCommit must be v9 or
+        newer (`api_version`; None: a transactional commit). A classic member commits in its current epoch. A
+        consumer-protocol member may also commit with an older epoch (KIP-1251: the answer that moved it on may not
+        have reached it yet) when it was given every partition committed (`partitions`: (topic, partition)) in
+        that epoch or before."""
         if member_epoch < 0 and not group.members:
             return None  # the admin client, or a consumer outside group management
         member = group.members.get(member_id)
@@ -492,7 +496,15 @@ class ConsumerGroups:
             return ErrorCode.unknown_member_id
         if api_version is not None and api_version < 9 and not member.uses_classic:
             return ErrorCode.unsupported_version
-        return _epoch_error(member, member_epoch)
+        if member.uses_classic or member_epoch >= member.member_epoch:
+            return _epoch_error(member, member_epoch)
+        topics = self.topics()
+        for name, partition in partitions:
+            topic = topics.get(name)
+            given = None if topic is None else member.current.assignment_epoch(topic.topic_id, partition)
+            if given is None or given > member_epoch:
+                return ErrorCode.stale_member_epoch
+        return None
 
     def fetch_error(self, group: ConsumerGroup, member_id: str | None, member_epoch: int) -> ErrorCode | None:
         """Kafka's validateOffsetFetch: without member id and epoch anyone may fetch."""

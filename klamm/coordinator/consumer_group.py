@@ -30,6 +30,7 @@ from dataclasses import dataclass, field, replace
 from klamm.coordinator.records import CommittedOffset
 
 Assignment = Mapping[uuid.UUID, frozenset[int]]
+AssignmentEpochs = Mapping[uuid.UUID, Mapping[int, int]]
 EMPTY: Assignment = {}
 
 LEAVE_GROUP_MEMBER_EPOCH = -1
@@ -97,10 +98,23 @@ class CurrentAssignment:
     state: MemberState = MemberState.STABLE
     assigned: Assignment = field(default_factory=dict)
     pending_revocation: Assignment = field(default_factory=dict)
+    # KIP-1251: the member epoch each owned partition was assigned in (topic id -> partition -> epoch). A partition
+    # missing here counts as assigned in the current member epoch, the strictest reading.
+    assignment_epochs: AssignmentEpochs = field(default_factory=dict)
 
     def owned(self) -> set[tuple[uuid.UUID, int]]:
         """Partitions the member holds: assigned, or not yet revoked."""
         return _pairs(self.assigned) | _pairs(self.pending_revocation)
+
+    def assignment_epoch(self, topic: uuid.UUID, partition: int) -> int | None:
+        """The epoch the member was given an owned partition in; None when it does not own it."""
+        if partition not in self.assigned.get(topic, ()) and partition not in self.pending_revocation.get(topic, ()):
+            return None
+        return self.given_in(topic, partition)
+
+    def given_in(self, topic: uuid.UUID, partition: int) -> int:
+        """The assignment epoch of a partition the member owns."""
+        return self.assignment_epochs.get(topic, {}).get(partition, self.member_epoch)
 
 
 @dataclass(frozen=True)

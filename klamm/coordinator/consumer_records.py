@@ -9,7 +9,8 @@ Kafka's CoordinatorRecordType does:
   5 ConsumerGroupMemberMetadata           a member's subscription
   6 ConsumerGroupTargetAssignmentMetadata target assignment epoch
   7 ConsumerGroupTargetAssignmentMember   a member's target partitions
-  8 ConsumerGroupCurrentMemberAssignment  a member's epochs, state, owned and revoking partitions
+  8 ConsumerGroupCurrentMemberAssignment  a member's epochs, state, owned and revoking partitions, and
+                                          the epoch each was assigned in (a tagged field, KIP-1251)
 
 A member that uses the classic protocol (online migration) carries its
 session timeout and JoinGroup protocols in the member metadata's tagged
@@ -95,8 +96,16 @@ def _value(record: ConsumerGroupRecord) -> dict[str, Any] | None:
     if c is None:
         return None
     return {"member_epoch": c.member_epoch, "previous_member_epoch": c.previous_member_epoch, "state": int(c.state),
-            "assigned_partitions": _topic_partitions(c.assigned),
-            "partitions_pending_revocation": _topic_partitions(c.pending_revocation)}
+            "assigned_partitions": _with_epochs(c.assigned, c),
+            "partitions_pending_revocation": _with_epochs(c.pending_revocation, c)}
+
+
+def _with_epochs(assignment: Assignment, current: CurrentAssignment) -> list[dict[str, Any]]:
+    """TopicPartitions with each partition's assignment epoch (KIP-1251), in a tagged field older readers skip."""
+    entries = _topic_partitions(assignment)
+    for entry in entries:
+        entry["assignment_epochs"] = [current.given_in(entry["topic_id"], p) for p in entry["partitions"]]
+    return entries
 
 
 def _classic_value(classic: ClassicMetadata | None) -> dict[str, Any] | None:
@@ -141,9 +150,24 @@ def decode(record: CoordinatorRecord) -> ConsumerGroupRecord:
     if version == 7:
         return TargetMemberRecord(group_id, member_id,
                                   None if value is None else _assignment(value["topic_partitions"]))
-    return CurrentAssignmentRecord(group_id, member_id, None if value is None else CurrentAssignment(
+    if value is None:
+        return CurrentAssignmentRecord(group_id, member_id, None)
+    owned = value["assigned_partitions"] + value["partitions_pending_revocation"]
+    return CurrentAssignmentRecord(group_id, member_id, CurrentAssignment(
         value["member_epoch"], value["previous_member_epoch"], _state(value["state"]),
-        _assignment(value["assigned_partitions"]), _assignment(value["partitions_pending_revocation"])))
+        _assignment(value["assigned_partitions"]), _assignment(value["partitions_pending_revocation"]),
+        _assignment_epochs(owned)))
+
+
+def _assignment_epochs(entries: list[dict[str, Any]]) -> dict[uuid.UUID, dict[int, int]]:
+    """The epochs a record names; a record written without them (or a broken list) leaves its partitions at the
+    member epoch, the strict check."""
+    result: dict[uuid.UUID, dict[int, int]] = {}
+    for entry in entries:
+        epochs = entry.get("assignment_epochs")
+        if epochs is not None and len(epochs) == len(entry["partitions"]):
+            result.setdefault(entry["topic_id"], {}).update(zip(entry["partitions"], epochs))
+    return result
 
 
 def _state(value: int) -> MemberState:

@@ -842,7 +842,8 @@ class GroupCoordinator:
     def commit_offsets(self, group_id: str, generation: int, member_id: str, group_instance_id: str | None,
                        offsets: list[OffsetToCommit], retention_ms: int = -1, api_version: int = 9) -> Result:
         """OffsetCommit; response: {(topic, partition): error}. The offsets change when the records replay."""
-        error = self._commit_error(group_id, generation, member_id, group_instance_id, api_version=api_version)
+        error = self._commit_error(group_id, generation, member_id, group_instance_id, self._checked(offsets),
+                                   api_version=api_version)
         if error is not None:
             return self._done({(o.topic, o.partition): error for o in offsets})
         # A simple consumer's group (no group management) appears when its first offsets replay.
@@ -854,7 +855,7 @@ class GroupCoordinator:
         response = {}
         for o in offsets:
             metadata = o.metadata or ""
-            if len(metadata.encode()) > self.config.offset_metadata_max_bytes:
+            if not self._fits(o):
                 response[(o.topic, o.partition)] = ErrorCode.offset_metadata_too_large
                 continue
             if o.commit_timestamp >= 0:
@@ -871,7 +872,8 @@ class GroupCoordinator:
                            member_id: str, group_instance_id: str | None,
                            offsets: list[OffsetToCommit]) -> Result:
         """TxnOffsetCommit; response: {(topic, partition): error}. Pending until the transaction ends."""
-        error = self._commit_error(group_id, generation, member_id, group_instance_id, transactional=True)
+        error = self._commit_error(group_id, generation, member_id, group_instance_id, self._checked(offsets),
+                                   transactional=True)
         if error is not None:
             return self._done({(o.topic, o.partition): error for o in offsets})
         partition = self.partition_for(group_id)
@@ -879,7 +881,7 @@ class GroupCoordinator:
         response = {}
         for o in offsets:
             metadata = o.metadata or ""
-            if len(metadata.encode()) > self.config.offset_metadata_max_bytes:
+            if not self._fits(o):
                 response[(o.topic, o.partition)] = ErrorCode.offset_metadata_too_large
                 continue
             record = offset_commit_record(partition, OffsetKey(group_id, o.topic, o.partition),
@@ -889,8 +891,17 @@ class GroupCoordinator:
         self._result.offset_commit = True
         return self._done(response)
 
+    def _fits(self, offset: OffsetToCommit) -> bool:
+        """Whether an offset's metadata is within offset.metadata.max.bytes."""
+        return len((offset.metadata or "").encode()) <= self.config.offset_metadata_max_bytes
+
+    def _checked(self, offsets: list[OffsetToCommit]) -> list[tuple[str, int]]:
+        """The partitions a commit's member must own (Kafka checks those whose metadata fits)."""
+        return [(o.topic, o.partition) for o in offsets if self._fits(o)]
+
     def _commit_error(self, group_id: str, generation: int, member_id: str, group_instance_id: str | None,
-                      transactional: bool = False, api_version: int | None = None) -> ErrorCode | None:
+                      partitions: list[tuple[str, int]], transactional: bool = False,
+                      api_version: int | None = None) -> ErrorCode | None:
         """Kafka's validateOffsetCommit (and validateTransactionalOffsetCommit)."""
         try:
             self._validate(group_id, allow_empty=True)
@@ -898,7 +909,8 @@ class GroupCoordinator:
             return exc.code
         consumer = self.consumer.groups.get(group_id)
         if consumer is not None:  # generation is the member epoch
-            error = self.consumer.commit_error(consumer, member_id, generation, None if transactional else api_version)
+            error = self.consumer.commit_error(consumer, member_id, generation, partitions,
+                                               None if transactional else api_version)
             return ErrorCode.illegal_generation if transactional and error == ErrorCode.stale_member_epoch else error
         group = self.groups.get(group_id)
         if group is None:

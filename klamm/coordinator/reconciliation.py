@@ -70,10 +70,28 @@ def _next(current: CurrentAssignment, epoch: int, target_epoch: int, target: Ass
             if parts:
                 into[topic] = parts
     if revoke and _owns_any(owned, revoke):
-        return CurrentAssignment(epoch, _previous(current, epoch), MemberState.UNREVOKED_PARTITIONS, kept, revoke)
+        epochs = _epochs(current, (kept, revoke))
+        return CurrentAssignment(epoch, _previous(current, epoch), MemberState.UNREVOKED_PARTITIONS, kept, revoke,
+                                 epochs)
     assigned = {topic: kept.get(topic, frozenset()) | add.get(topic, frozenset()) for topic in _topics(kept, add)}
     state = MemberState.UNRELEASED_PARTITIONS if unreleased else MemberState.STABLE
-    return CurrentAssignment(target_epoch, _previous(current, target_epoch), state, assigned, {})
+    epochs = _epochs(current, (kept,), add, target_epoch)
+    return CurrentAssignment(target_epoch, _previous(current, target_epoch), state, assigned, {}, epochs)
+
+
+def _epochs(current: CurrentAssignment, held: tuple[Assignment, ...], added: Assignment | None = None,
+            epoch: int = 0) -> dict[uuid.UUID, dict[int, int]]:
+    """KIP-1251's assignment epochs: a partition the member keeps keeps the epoch it was given in; one it is given
+    now takes `epoch`, the epoch the member moves to."""
+    result: dict[uuid.UUID, dict[int, int]] = {}
+    for assignment in held:
+        for topic, parts in assignment.items():
+            into = result.setdefault(topic, {})
+            for p in parts:
+                into[p] = current.given_in(topic, p)
+    for topic, parts in (added or {}).items():
+        result.setdefault(topic, {}).update(dict.fromkeys(parts, epoch))
+    return result
 
 
 def _previous(current: CurrentAssignment, epoch: int) -> int:

@@ -129,8 +129,8 @@ def test_offset_commit_and_fetch_use_the_member_epoch() -> None:
     commit = h.coordinator.commit_offsets
     ok = h.apply(commit("g", 2, "m1", None, [OffsetToCommit("t", 0, 42, -1, "")]))
     assert ok == {("t", 0): ErrorCode.none}
-    assert h.apply(commit("g", 1, "m1", None, [OffsetToCommit("t", 0, 43, -1, "")])) == \
-        {("t", 0): ErrorCode.stale_member_epoch}
+    assert h.apply(commit("g", 3, "m1", None, [OffsetToCommit("t", 0, 43, -1, "")])) == \
+        {("t", 0): ErrorCode.stale_member_epoch}  # newer than the member's epoch
     assert h.apply(commit("g", 2, "nobody", None, [OffsetToCommit("t", 0, 43, -1, "")])) == \
         {("t", 0): ErrorCode.unknown_member_id}
     # a consumer-protocol member commits with OffsetCommit v9 or newer (Kafka's validateOffsetCommit)
@@ -138,6 +138,30 @@ def test_offset_commit_and_fetch_use_the_member_epoch() -> None:
         {("t", 0): ErrorCode.unsupported_version}
     assert h.coordinator.fetch_offsets("g", [("t", 0)], "m1", 2)[("t", 0)].offset == 42
     assert h.coordinator.fetch_offsets("g", [("t", 0)])[("t", 0)].offset == 42  # the admin client
+
+
+def test_an_older_epoch_commits_partitions_assigned_in_it_or_before() -> None:
+    """KIP-1251: m1 was given 0-3 at epoch 1 and kept 0 and 1 at epoch 2; m2 was given 2 and 3 at epoch 2. A commit
+    with an epoch the member left is taken for partitions it was given by then, so one sent before the answer that
+    moved it on reached it is not refused; nothing else is, and a restart keeps the epochs."""
+    h = Harness()
+    two_members(h)
+    commit = h.coordinator.commit_offsets
+
+    def at(member: str, epoch: int, *parts: int) -> set[ErrorCode]:
+        offsets = [OffsetToCommit("t", p, 9, -1, "") for p in parts]
+        return set(h.apply(commit("g", epoch, member, None, offsets)).values())
+
+    assert at("m1", 1, 0, 1) == {ErrorCode.none}
+    assert at("m1", 1, 0, 2) == {ErrorCode.stale_member_epoch}  # 2 went to m2: the whole commit is refused
+    assert at("m2", 2, 2, 3) == {ErrorCode.none}
+    assert at("m2", 1, 2) == {ErrorCode.stale_member_epoch}  # given at epoch 2
+    # a transactional commit is checked alike, refused as ILLEGAL_GENERATION
+    txn = h.apply(h.coordinator.commit_txn_offsets("g", 1, 0, 1, "m1", None, [OffsetToCommit("t", 2, 9, -1, "")]))
+    assert txn == {("t", 2): ErrorCode.illegal_generation}
+    h.coordinator = h.load()
+    assert at("m1", 1, 0, 1) == {ErrorCode.none}
+    assert at("m2", 1, 3) == {ErrorCode.stale_member_epoch}
 
 
 def test_a_restart_brings_back_epochs_assignments_and_offsets() -> None:
