@@ -6,10 +6,16 @@ broker the leader or a follower of each as the image says (Kafka's
 ReplicaManager.applyDelta): a new leader epoch starts a LeaderState; a follower
 is handed to the replica fetcher of its leader (`followers_changed`); an ISR
 committed in the same epoch reaches the LeaderState. The leader's ISR
-proposals go to the controller through `send_isr_proposal` (AlterPartition). A removed log's
-directory is renamed at once and its files are removed after
-`file.delete.delay.ms` by the broker's DelayedDeletes (klamm.broker.log_tasks),
-off the event loop; responses already holding its file regions still send them.
+proposals go to the controller through `send_isr_proposal` (AlterPartition).
+
+A removed partition leaves `partitions` at once, and is torn down (its waiters
+answered, its log detached and its directory renamed) a slice per turn of the
+loop: a deleted topic of 1,000 partitions held the loop for about 20 ms in one
+callback. A name recreated meanwhile finishes its old partition's teardown
+before its log is looked up or made, so a new topic never finds the old log.
+The log's files are removed after `file.delete.delay.ms` by the broker's
+DelayedDeletes (klamm.broker.log_tasks), off the event loop; responses already
+holding its file regions still send them.
 """
 
 from __future__ import annotations
@@ -41,6 +47,9 @@ log = logging.getLogger("klamm.replicas")
 # Fewer new logs than this are left to apply_image, on the loop (about 0.3 ms each): a creation that waits for
 # another thread costs a turn of the loop, and lets a later request of the connection run before its commit.
 MADE_ASIDE_AT_LEAST = 4
+# How long one turn of the loop tears removed partitions down before it lets other callbacks run (about 20 us a
+# partition)
+TEARDOWN_SLICE_S = 0.0005
 
 
 class ReplicaManager:
@@ -52,6 +61,8 @@ class ReplicaManager:
         self.config = config
         self.logs = logs
         self.partitions: dict[tuple[str, int], Partition] = {}
+        # removed from `partitions`, not yet torn down (in the order removed)
+        self._leaving: dict[tuple[str, int], Partition] = {}
         self._topic_configs: dict[str, TopicConfig] = {}
         # The image's topics as last applied (None: walk all of the next image) and its fenced or
         # shutting-down brokers: what `apply_image` compares the next image with.
@@ -165,6 +176,7 @@ class ReplicaManager:
             yield
         finally:
             for topic, index, _ in wanted:  # empty and never read: removed without file.delete.delay.ms
+                self._settle((topic, index))
                 if (topic, index) not in self.partitions and (detached := self.logs.delete_log(topic, index)):
                     self._schedule_delete(detached.delete, 0)
 
@@ -187,7 +199,10 @@ class ReplicaManager:
                 continue
             topic = image.topics_by_id.get(data["topic_id"])
             name = names.get(data["topic_id"]) or (topic.name if topic is not None else None)
-            if name is None or self.logs.get_log(name, data["partition_id"]) is not None:
+            if name is None:
+                continue
+            self._settle((name, data["partition_id"]))
+            if self.logs.get_log(name, data["partition_id"]) is not None:
                 continue
             if name not in configs:  # resolved as apply_image resolves it, which then finds it resolved
                 given = {**(topic.configs if topic is not None else {}), **overrides.get(name, {})}
@@ -226,6 +241,7 @@ class ReplicaManager:
 
     def _create(self, topic: str, index: int, topic_id: uuid.UUID, config: TopicConfig,
                 storage: LogConfig) -> Partition:
+        self._settle((topic, index))
         existing = self.logs.get_log(topic, index)
         log_ = existing if existing is not None else self.logs.create_log(topic, index, storage)
         log_.config = storage
@@ -241,11 +257,40 @@ class ReplicaManager:
             self.send_isr_proposal(partition, proposal)
 
     def _remove(self, partition: Partition) -> None:
-        del self.partitions[(partition.topic, partition.index)]
-        self.flusher.forget(partition.log)
+        """Out of `partitions` now; torn down by `_tear_down_slice`, in this turn of the loop or a later one."""
+        key = (partition.topic, partition.index)
+        del self.partitions[key]
         self._topic_configs.pop(partition.topic, None)
+        self._settle(key)  # removed, recreated and removed again before it was torn down: the older one first
+        self._leaving[key] = partition
+        if len(self._leaving) > 1:
+            return  # a slice is scheduled already
+        try:
+            asyncio.get_running_loop().call_soon(self._tear_down_slice)
+        except RuntimeError:  # no loop (start-up and tests): at once
+            self._tear_down_slice(everything=True)
+
+    def _tear_down_slice(self, everything: bool = False) -> None:
+        """Tear leaving partitions down for TEARDOWN_SLICE_S, then go on in the next turn of the loop."""
+        stop = time.perf_counter() + TEARDOWN_SLICE_S
+        while self._leaving:
+            key = next(iter(self._leaving))
+            self._tear_down(self._leaving.pop(key), submit=False)
+            if not everything and self._leaving and time.perf_counter() >= stop:
+                asyncio.get_running_loop().call_soon(self._tear_down_slice)
+                return
+        self.logs.submit_deletions()  # the log dirs' checkpoints without them, and their renames, in one write
+
+    def _settle(self, key: tuple[str, int]) -> None:
+        """Tear down now the leaving partition of this name, if any: before its log is looked up or made."""
+        partition = self._leaving.pop(key, None)
+        if partition is not None:
+            self._tear_down(partition)
+
+    def _tear_down(self, partition: Partition, submit: bool = True) -> None:
+        self.flusher.forget(partition.log)
         partition.become_follower(-1, partition.leader_epoch, (), ())  # waiting acks and long polls answer now
-        detached = self.logs.delete_log(partition.topic, partition.index)
+        detached = self.logs.delete_log(partition.topic, partition.index, submit)
         if detached is not None:
             self._schedule_delete(detached.delete, partition.config.file_delete_delay_ms)
 
@@ -265,6 +310,7 @@ class ReplicaManager:
                 partition.remove_waiter(future)
 
     def shutdown(self) -> None:
+        self._tear_down_slice(everything=True)  # a deleted topic must not come back with the next start
         self.moves.stop()
         self.logs.shutdown()
 

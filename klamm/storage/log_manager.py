@@ -295,7 +295,7 @@ class LogManager:
             self._logs_in[log_dir].pop(key, None)
         return log, log_dir
 
-    def delete_log(self, topic: str, partition: int) -> Log | None:
+    def delete_log(self, topic: str, partition: int, submit: bool = True) -> Log | None:
         """Detach the log and rename its directory to `<name>.<uuid>-delete` (atomic); None if absent.
 
         The files stay open and in place under the new name: the caller removes them with
@@ -309,6 +309,8 @@ class LogManager:
         snapshot, not P of O(logs) each), taken in a callback scheduled right away or by any checkpoint of the
         dir before it. The log's `directory` names the new place at once; its `delete()` makes the rename first
         if the writer has not yet.
+        A caller deleting logs over several turns of the loop passes `submit` False, and calls submit_deletions
+        after the last: one snapshot for them all.
         Without a running loop, all at once. Until written, a crash can bring the log back, as a crash just
         before the rename could; create_log waits for the write (and so the rename) before recreating the name.
         """
@@ -328,17 +330,17 @@ class LogManager:
         loop = _running_loop()
         if loop is None:
             source.rename(renamed)
-            self._submit_deletions()
+            self.submit_deletions()
         else:  # renamed by the checkpoint writer before it fsyncs the dir, or by the log's removal if that is first
             rename = DirRename(source, renamed)
             log.pending_rename = rename.run
             self._renames.setdefault(log_dir, []).append(rename)
-            if self._write_scheduled_on is not loop:
+            if submit and self._write_scheduled_on is not loop:
                 self._write_scheduled_on = loop
-                loop.call_soon(self._submit_deletions)
+                loop.call_soon(self.submit_deletions)
         return log
 
-    def _submit_deletions(self) -> None:
+    def submit_deletions(self) -> None:
         """Checkpoint the log dirs delete_log renamed logs in (their renames fsynced first)."""
         self._write_scheduled_on = None
         for log_dir in list(self._deleted_in):
@@ -365,7 +367,7 @@ class LogManager:
     def wait_for_checkpoints(self) -> None:
         """Block until every checkpoint write so far is on disk; those that failed in the writer are written
         again here, so that their error is raised to the caller."""
-        self._submit_deletions()
+        self.submit_deletions()
         for log_dir in self._writer.drain():
             self._write_now(log_dir)
         self._deleted_unwritten.clear()
