@@ -71,15 +71,17 @@ class RaftDriver:
         self._step()
         if self._sends:
             await asyncio.wait(list(self._sends), timeout=0.5)
-        self._task.cancel()
-        for task in list(self._sends):
+        stopping = [self._task, *self._sends]
+        self._task = None
+        for task in stopping:
             task.cancel()
+        # awaited: a task still cancelling when its loop closes is destroyed pending (asyncio logs an error)
+        await asyncio.gather(*stopping, return_exceptions=True)
         for connection in self._connections.values():
             connection.close()
         for answer in self._answers.values():
             if not answer.done():
                 answer.cancel()
-        self._task = None
 
     async def _run(self) -> None:
         while True:
