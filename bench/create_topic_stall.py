@@ -5,7 +5,7 @@
 Each round starts `klamm serve` under bench/loop_stalls.py (threshold 1 ms), creates one topic of each size with
 confluent-kafka's AdminClient (one replica each, all on this node), then deletes them, and prints, per topic and
 operation: how long CreateTopics or DeleteTopics took, and the loop's stalls between the request and its answer
-(count, total and longest milliseconds). Run a
+(count, total and longest milliseconds, and where the longest spent most of its time). Run a
 before and an after by putting another tree first on PYTHONPATH (the broker runs from it).
 """
 
@@ -77,12 +77,14 @@ def one_round(sizes: list[int]) -> list[dict]:
     for row in rows:
         # a stall is recorded at its end: one that ends within the request's window, or just after it (the
         # answer is written by the callback that stalled)
-        within = [s["ms"] for s in timeline if row["started"] <= s["at"] <= row["ended"] + 0.05]
+        stalled = [s for s in timeline if row["started"] <= s["at"] <= row["ended"] + 0.05]
+        within = [s["ms"] for s in stalled]
         collected = [c["ms"] for c in collections if row["started"] <= c["at"] <= row["ended"] + 0.05]
         row.update(answer_ms=round((row["ended"] - row["started"]) * 1000), stalls=len(within),
                    stall_ms=round(sum(within), 1), longest_ms=round(max(within, default=0.0), 1),
                    gc=len(collected), gc_ms=round(sum(collected), 1),
-                   gc_longest_ms=round(max(collected, default=0.0), 1))
+                   gc_longest_ms=round(max(collected, default=0.0), 1),
+                   longest_at=max(stalled, key=lambda s: s["ms"])["place"] if stalled else "")
     return rows
 
 
@@ -95,13 +97,13 @@ def main() -> int:
     import klamm  # noqa: PLC0415  # which tree runs (PYTHONPATH)
     print(f"klamm from {Path(klamm.__file__).parent}")
     print("| round | request | partitions | answered in ms | loop stalls > 1 ms | their total ms | longest ms "
-          "| collections > 1 ms | their total ms | longest ms |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+          "| collections > 1 ms | their total ms | longest ms | longest stall's place |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for round_ in range(1, args.rounds + 1):
         for row in one_round(sizes):
             print(f"| {round_} | {row['op']} | {row['partitions']:,} | {row['answer_ms']:,} | {row['stalls']} | "
                   f"{row['stall_ms']:,} | {row['longest_ms']:,} | {row['gc']} | {row['gc_ms']:,} | "
-                  f"{row['gc_longest_ms']:,} |", flush=True)
+                  f"{row['gc_longest_ms']:,} | {row['longest_at']} |", flush=True)
     return 0
 
 

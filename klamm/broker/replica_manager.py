@@ -279,7 +279,12 @@ class ReplicaManager:
             if not everything and self._leaving and time.perf_counter() >= stop:
                 asyncio.get_running_loop().call_soon(self._tear_down_slice)
                 return
-        self.logs.submit_deletions()  # the log dirs' checkpoints without them, and their renames, in one write
+        # the log dirs' checkpoints without them, and their renames, in one write (its snapshot is O(logs): a
+        # callback of its own)
+        if everything:
+            self.logs.submit_deletions()
+        else:
+            asyncio.get_running_loop().call_soon(self.logs.submit_deletions)
 
     def _settle(self, key: tuple[str, int]) -> None:
         """Tear down now the leaving partition of this name, if any: before its log is looked up or made."""
