@@ -84,13 +84,16 @@ class RaftDriver:
                 answer.cancel()
 
     async def _run(self) -> None:
-        while True:
+        # Until stop() takes the task away. Not asyncio.wait_for: on 3.11 it returns instead of raising when the
+        # cancellation meets the wake-up that stop()'s own step sets, and the loop then went on for ever.
+        while self._task is not None:
             self.node.tick(now_ms())
             self._step()
             delay = max(0, self.node.next_deadline_ms() - now_ms()) / 1000
             self._wake.clear()
             try:
-                await asyncio.wait_for(self._wake.wait(), timeout=min(delay, 1.0))
+                async with asyncio.timeout(min(delay, 1.0)):
+                    await self._wake.wait()
             except TimeoutError:
                 pass
 
