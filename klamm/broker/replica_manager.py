@@ -39,7 +39,7 @@ from klamm.controller.image import TOPIC_RESOURCE, MetadataImage, PartitionImage
 from klamm.controller.records import MetadataRecord
 from klamm.protocol.errors import ErrorCode, KafkaError
 from klamm.protocol.topics import TRANSACTION_STATE, is_internal
-from klamm.storage.log import LogConfig
+from klamm.storage.log import Log, LogConfig
 from klamm.storage.log_manager import LogManager
 
 log = logging.getLogger("klamm.replicas")
@@ -63,6 +63,8 @@ class ReplicaManager:
         self.partitions: dict[tuple[str, int], Partition] = {}
         # removed from `partitions`, not yet torn down (in the order removed)
         self._leaving: dict[tuple[str, int], Partition] = {}
+        # made by logs_made_for before the records giving them are committed; taken by apply_image
+        self._prepared: dict[tuple[str, int], Partition] = {}
         self._topic_configs: dict[str, TopicConfig] = {}
         # The image's topics as last applied (None: walk all of the next image) and its fenced or
         # shutting-down brokers: what `apply_image` compares the next image with.
@@ -158,8 +160,10 @@ class ReplicaManager:
     async def logs_made_for(self, records: Sequence[MetadataRecord], image: MetadataImage) -> AsyncIterator[None]:
         """Around applying `records` on top of `image`: first the logs they give this node are made in the
         log-creation thread while the loop goes on, so that apply_image finds them; after, those of them no
-        partition took (the records were not committed after all) are removed. Used around a controller's
-        commit of new topics or partitions, and around a broker applying what it fetched of the metadata log."""
+        partition took (the records were not committed after all) are removed. The partitions of those logs are
+        made too, a slice per turn of the loop, leaders of the epoch the records give them, so that applying
+        the image only takes them. Used around a controller's commit of new topics or partitions, and around a
+        broker applying what it fetched of the metadata log."""
         wanted = self._new_logs(records, image) if self.log_creator is not None else []
         if len(wanted) < MADE_ASIDE_AT_LEAST:
             yield
@@ -173,12 +177,42 @@ class ReplicaManager:
             log.info("made the logs of %d new partitions beside the event loop in %.0f ms", len(wanted),
                      (time.monotonic() - started) * 1000)
         try:
+            await self._prepare_partitions(records, image, {(topic, index) for topic, index, _ in wanted})
             yield
         finally:
+            for key in [key for key in self._prepared if key[0] in {topic for topic, _, _ in wanted}]:
+                self.flusher.forget(self._prepared.pop(key).log)  # not taken: its log goes below
             for topic, index, _ in wanted:  # empty and never read: removed without file.delete.delay.ms
                 self._settle((topic, index))
                 if (topic, index) not in self.partitions and (detached := self.logs.delete_log(topic, index)):
                     self._schedule_delete(detached.delete, 0)
+
+    async def _prepare_partitions(self, records: Sequence[MetadataRecord], image: MetadataImage,
+                                  made: set[tuple[str, int]]) -> None:
+        """The partitions of the logs just `made` for `records`, for apply_image to take (`_create`): the
+        image's apply then costs the loop a few microseconds a partition, where making one and starting its
+        leadership cost about ten. TEARDOWN_SLICE_S a turn of the loop."""
+        names = {r.data["topic_id"]: r.data["name"] for r in records if r.type == "TopicRecord"}
+        stop = time.perf_counter() + TEARDOWN_SLICE_S
+        for record in records:
+            data = record.data
+            if record.type != "PartitionRecord":
+                continue
+            topic = image.topics_by_id.get(data["topic_id"])
+            name = names.get(data["topic_id"]) or (topic.name if topic is not None else None)
+            key = (name, data["partition_id"])
+            log_ = self.logs.get_log(*key) if name is not None and key in made else None
+            if log_ is None or key in self.partitions:
+                continue
+            partition = self._partition(key[0], key[1], data["topic_id"], log_, self.topic_config(key[0]))
+            if data["leader"] == self.node_id:
+                partition.become_leader(data["leader_epoch"], node_id=self.node_id,
+                                        partition_epoch=data["partition_epoch"], replicas=data["replicas"],
+                                        isr=data["isr"], lag_max_ms=self.config.replica_lag_time_max_ms)
+            self._prepared[key] = partition
+            if time.perf_counter() >= stop:
+                await asyncio.sleep(0)
+                stop = time.perf_counter() + TEARDOWN_SLICE_S
 
     def _new_logs(self, records: Sequence[MetadataRecord], image: MetadataImage) -> list[tuple[str, int, LogConfig]]:
         """(topic, partition, log config) of each partition `records` give this node that has no log here."""
@@ -243,13 +277,23 @@ class ReplicaManager:
                 storage: LogConfig) -> Partition:
         self._settle((topic, index))
         existing = self.logs.get_log(topic, index)
-        log_ = existing if existing is not None else self.logs.create_log(topic, index, storage)
-        log_.config = storage
+        prepared = self._prepared.pop((topic, index), None)
+        if prepared is not None and prepared.topic_id == topic_id and prepared.log is existing:
+            partition = prepared
+        else:
+            if prepared is not None:
+                self.flusher.forget(prepared.log)
+            log_ = existing if existing is not None else self.logs.create_log(topic, index, storage)
+            partition = self._partition(topic, index, topic_id, log_, config)
+        partition.log.config = storage
+        self.partitions[(topic, index)] = partition
+        return partition
+
+    def _partition(self, topic: str, index: int, topic_id: uuid.UUID, log_: Log, config: TopicConfig) -> Partition:
         # Coordinators append synchronously and cannot await an fsync: theirs run inline.
         partition = Partition(topic, index, topic_id, log_, config, flusher=self.flusher,
                               flush_inline=is_internal(topic))
         partition.on_isr_proposal = self._propose
-        self.partitions[(topic, index)] = partition
         return partition
 
     def _propose(self, partition: Partition, proposal: IsrProposal) -> None:

@@ -21,11 +21,14 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from klamm.config.topic import TopicConfig
 from klamm.controller.client_quotas import ip_hosts
+from klamm.controller.controller import Decided
 from klamm.controller.delegation_tokens import TokenResult, TokenSettings
 from klamm.controller.topics import decide_create_partitions, decide_create_topics
 from klamm.protocol.errors import ErrorCode
 
 T = TypeVar("T")
+# How long encoding new topics' records ahead of their commit holds the loop at a time (Decided.encode)
+ENCODE_SLICE_S = 0.0005
 
 if TYPE_CHECKING:
     from klamm.broker.authorizer import AllowAll
@@ -188,27 +191,37 @@ class LocalControllerClient:
         arguments = {"default_partitions": config.num_partitions,
                      "default_replication_factor": config.default_replication_factor,
                      "validate_config": lambda configs: TopicConfig.validate(self._config.config, configs)}
-        async with self._prepared(lambda image: decide_create_topics(image, specs, **arguments)[1], validate_only):
+        decided = self._decided(lambda image: decide_create_topics(image, specs, **arguments), validate_only)
+        async with self._prepared(decided):
+            if decided is not None:
+                await decided.encode(ENCODE_SLICE_S)
             return await self._write(lambda: self._controller.create_topics(specs, validate_only=validate_only,
-                                                                            **arguments))
+                                                                            decided=decided, **arguments))
 
     async def delete_topics(self, topics: Sequence[str | uuid.UUID]) -> list[DeleteTopicResult]:
         return await self._write(lambda: self._controller.delete_topics(topics))
 
-    def _prepared(self, decide: Callable[[MetadataImage], Sequence[MetadataRecord]],
-                  validate_only: bool) -> AbstractAsyncContextManager[None]:
-        """What to commit inside: `prepare` entered with the records `decide` makes of the image now (a dry
-        run of the controller's decision), or nothing for a validation."""
+    def _decided(self, decide: Callable[[MetadataImage], tuple[list[Any], list[MetadataRecord]]],
+                 validate_only: bool) -> Decided | None:
+        """The controller's decision on the image now, made ahead of the commit for `prepare` (none for a
+        validation, or without `prepare`: the commit decides)."""
         if self._prepare is None or validate_only:
-            return nullcontext()
+            return None
         image = self._controller.image
-        return self._prepare(decide(image), image)
+        return Decided(image, *decide(image))
+
+    def _prepared(self, decided: Decided | None) -> AbstractAsyncContextManager[None]:
+        """What to commit inside: `prepare` entered with the records decided ahead."""
+        return nullcontext() if decided is None else self._prepare(decided.records, decided.image)  # type: ignore[misc]
 
     async def create_partitions(self, specs: Sequence[CreatePartitionsSpec], *,
                                 validate_only: bool) -> list[CreatePartitionsResult]:
-        async with self._prepared(lambda image: decide_create_partitions(image, specs)[1], validate_only):
-            return await self._write(lambda: self._controller.create_partitions(specs,
-                                                                                validate_only=validate_only))
+        decided = self._decided(lambda image: decide_create_partitions(image, specs), validate_only)
+        async with self._prepared(decided):
+            if decided is not None:
+                await decided.encode(ENCODE_SLICE_S)
+            return await self._write(lambda: self._controller.create_partitions(specs, validate_only=validate_only,
+                                                                                decided=decided))
 
     async def elect_leaders(self, election: int, partitions: Mapping[str, Sequence[int]] | None
                             ) -> dict[str, list[tuple[int, ElectionOutcome]]]:

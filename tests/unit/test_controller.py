@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 
 import pytest
 
-from klamm.controller.controller import Controller, CreatePartitionsSpec, CreateTopicSpec
+from klamm.controller.controller import Controller, CreatePartitionsSpec, CreateTopicSpec, Decided
 from klamm.controller.image import BROKER_RESOURCE, MetadataImage, apply, apply_batch, empty_image
 from klamm.controller.metadata_log import InMemoryMetadataLog
 from klamm.controller.records import MetadataRecord, MetadataRecordError, decode_record, encode_record
+from klamm.controller.topics import decide_create_topics
 from klamm.protocol.errors import ErrorCode, KafkaError
 
 
@@ -130,6 +132,33 @@ def test_create_topic_assigns_round_robin_and_writes_one_batch() -> None:
         assert (partition.leader_epoch, partition.partition_epoch) == (0, 0)
         leaders.add(partition.leader)
     assert leaders == {1, 2, 3}  # round-robin spreads leadership
+
+
+def test_a_decision_made_ahead_is_committed_as_made_while_the_image_is_the_same() -> None:
+    """Decided (a dry run while this node made the new logs): its records, encoded ahead, are what the commit
+    appends, so the topic keeps the id its partitions were made for; on another image the controller decides
+    again."""
+    log = InMemoryMetadataLog()
+    controller = make_controller(log=log)
+    spec = CreateTopicSpec("ahead", num_partitions=3, replication_factor=1)
+
+    def decided_now() -> Decided:
+        results, records = decide_create_topics(controller.image, [spec], default_partitions=2,
+                                                default_replication_factor=1)
+        return Decided(controller.image, results, records)
+    decided = decided_now()
+    asyncio.run(decided.encode(0.0))
+    assert decided.encoded() is not None
+    [result] = controller.create_topics([spec], default_partitions=2, default_replication_factor=1, decided=decided)
+    assert result is decided.results[0]
+    assert [v for _, v in log.batches[-1]] == decided.values
+    assert controller.image.topics_by_name["ahead"].topic_id == decided.results[0].topic_id
+    stale = Decided(decided.image, *decide_create_topics(decided.image, [CreateTopicSpec("later", 2, 1)],
+                                                         default_partitions=2, default_replication_factor=1))
+    [again] = controller.create_topics([CreateTopicSpec("later", 2, 1)], default_partitions=2,
+                                       default_replication_factor=1, decided=stale)  # the image moved on
+    assert again.error == ErrorCode.none and again.topic_id != stale.results[0].topic_id
+    assert reloaded(log).topics_by_name["later"].topic_id == again.topic_id
 
 
 def test_create_topic_defaults() -> None:

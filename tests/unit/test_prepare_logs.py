@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from klamm.broker import replica_manager as replica_manager_module
+from klamm.broker.partition import Partition
 from klamm.controller.image import empty_image
 from klamm.controller.records import MetadataRecord
 from klamm.controller.topics import CreateTopicSpec, decide_create_topics
@@ -73,6 +74,36 @@ def test_a_new_topic_s_logs_are_made_aside_and_apply_image_takes_them(tmp_path: 
     assert all(replicas.partitions[("wide", index)].leader is not None for index in range(12))
 
 
+def test_a_new_topic_s_partitions_are_made_before_its_image_and_apply_image_takes_them(
+        tmp_path: Path, creator, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Made a slice per turn of the loop (here one a turn), leaders of the records' epoch: the image's apply then
+    takes the very objects, and starts no leadership of its own."""
+    monkeypatch.setattr(replica_manager_module, "TEARDOWN_SLICE_S", 0.0)
+    replicas, _ = manager(tmp_path)
+    replicas.log_creator = creator
+    image = replay(empty_image("c", 0), [r for r in broker_records() if r.data["broker_id"] == NODE])
+    records = create_records(image, "wide", 8)
+    leaderships: list[tuple[str, int]] = []
+    become_leader = Partition.become_leader
+
+    def counting(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        leaderships.append((self.topic, self.index))
+        become_leader(self, *args, **kwargs)
+    monkeypatch.setattr(Partition, "become_leader", counting)
+
+    async def commit() -> dict:
+        async with replicas.logs_made_for(records, image):
+            prepared = dict(replicas._prepared)
+            assert not replicas.partitions
+            replicas.apply_image(replay(image, records))
+        return prepared
+    prepared = asyncio.run(commit())
+    assert sorted(prepared) == [("wide", index) for index in range(8)] and len(leaderships) == 8
+    assert all(replicas.partitions[key] is partition for key, partition in prepared.items())
+    assert all(p.leader is not None and p.leader_epoch == 0 for p in replicas.partitions.values())
+    assert replicas._prepared == {}
+
+
 def test_a_few_new_logs_are_left_to_apply_image(tmp_path: Path, creator, monkeypatch: pytest.MonkeyPatch) -> None:
     threads = opened_on(monkeypatch)
     replicas, _ = manager(tmp_path)
@@ -124,9 +155,11 @@ def test_logs_made_for_records_never_applied_are_removed(tmp_path: Path, creator
 
     async def not_committed() -> int:
         async with replicas.logs_made_for(create_records(image, "lost", 6), image):
+            assert len(replicas._prepared) == 6
             return len(replicas.logs.all_logs())  # the commit failed: nothing applied
     assert asyncio.run(not_committed()) == 6
     assert replicas.logs.all_logs() == [] and not list(tmp_path.glob("lost-*"))
+    assert replicas._prepared == {} and replicas.flusher._watchers == {}  # their partitions dropped too
 
 
 def test_create_log_of_a_name_being_made_waits_for_that_log(tmp_path: Path, creator) -> None:
