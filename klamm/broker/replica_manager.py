@@ -176,12 +176,15 @@ class ReplicaManager:
         else:
             log.info("made the logs of %d new partitions beside the event loop in %.0f ms", len(wanted),
                      (time.monotonic() - started) * 1000)
+        made = {(topic, index) for topic, index, _ in wanted}
         try:
-            await self._prepare_partitions(records, image, {(topic, index) for topic, index, _ in wanted})
+            await self._prepare_partitions(records, image, made)
             yield
         finally:
-            for key in [key for key in self._prepared if key[0] in {topic for topic, _, _ in wanted}]:
-                self.flusher.forget(self._prepared.pop(key).log)  # not taken: its log goes below
+            for key in made:
+                unused = self._prepared.pop(key, None)
+                if unused is not None:  # not taken: its log goes below
+                    self.flusher.forget(unused.log)
             for topic, index, _ in wanted:  # empty and never read: removed without file.delete.delay.ms
                 self._settle((topic, index))
                 if (topic, index) not in self.partitions and (detached := self.logs.delete_log(topic, index)):
