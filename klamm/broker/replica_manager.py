@@ -170,7 +170,8 @@ class ReplicaManager:
             return
         started = time.monotonic()
         try:
-            await self.logs.create_logs(wanted, self.log_creator)
+            ids = {name: topic_id for topic_id, name in _names(records, image).items()}
+            await self.logs.create_logs(wanted, self.log_creator, ids)
         except RuntimeError as exc:  # the thread is gone (the broker stopping): apply_image makes them
             log.debug("new logs left to apply_image: %s", exc)
         else:
@@ -195,14 +196,13 @@ class ReplicaManager:
         """The partitions of the logs just `made` for `records`, for apply_image to take (`_create`): the
         image's apply then costs the loop a few microseconds a partition, where making one and starting its
         leadership cost about ten. TEARDOWN_SLICE_S a turn of the loop."""
-        names = {r.data["topic_id"]: r.data["name"] for r in records if r.type == "TopicRecord"}
+        names = _names(records, image)
         stop = time.perf_counter() + TEARDOWN_SLICE_S
         for record in records:
             data = record.data
             if record.type != "PartitionRecord":
                 continue
-            topic = image.topics_by_id.get(data["topic_id"])
-            name = names.get(data["topic_id"]) or (topic.name if topic is not None else None)
+            name = names.get(data["topic_id"])
             key = (name, data["partition_id"])
             log_ = self.logs.get_log(*key) if name is not None and key in made else None
             if log_ is None or key in self.partitions:
@@ -279,7 +279,7 @@ class ReplicaManager:
     def _create(self, topic: str, index: int, topic_id: uuid.UUID, config: TopicConfig,
                 storage: LogConfig) -> Partition:
         self._settle((topic, index))
-        existing = self.logs.get_log(topic, index)
+        existing = self._log_of(topic, index, topic_id, config)
         prepared = self._prepared.pop((topic, index), None)
         if prepared is not None and prepared.topic_id == topic_id and prepared.log is existing:
             partition = prepared
@@ -289,8 +289,24 @@ class ReplicaManager:
             log_ = existing if existing is not None else self.logs.create_log(topic, index, storage)
             partition = self._partition(topic, index, topic_id, log_, config)
         partition.log.config = storage
+        if partition.log.topic_id is None:  # a log from before partition.metadata, or made here just now
+            partition.log.record_topic_id(topic_id)
         self.partitions[(topic, index)] = partition
         return partition
+
+    def _log_of(self, topic: str, index: int, topic_id: uuid.UUID, config: TopicConfig) -> Log | None:
+        """The log there is under the partition's name, unless its partition.metadata names another topic: that
+        one is a deleted topic's whose deletion never reached the disk (a crash before its directory's rename,
+        or this broker down meanwhile), and is deleted now, as Kafka deletes a stray log."""
+        existing = self.logs.get_log(topic, index)
+        if existing is None or existing.topic_id in (None, topic_id):
+            return existing
+        log.warning("the log of %s-%d belongs to topic id %s, not to the topic's %s: a deleted topic's, deleted "
+                    "now", topic, index, existing.topic_id, topic_id)
+        detached = self.logs.delete_log(topic, index)
+        if detached is not None:
+            self._schedule_delete(detached.delete, config.file_delete_delay_ms)
+        return None
 
     def _partition(self, topic: str, index: int, topic_id: uuid.UUID, log_: Log, config: TopicConfig) -> Partition:
         # Coordinators append synchronously and cannot await an fsync: theirs run inline.
@@ -365,6 +381,17 @@ class ReplicaManager:
         self._tear_down_slice(everything=True)  # a deleted topic must not come back with the next start
         self.moves.stop()
         self.logs.shutdown()
+
+
+def _names(records: Sequence[MetadataRecord], image: MetadataImage) -> dict[uuid.UUID, str]:
+    """The names of the topics `records` give partitions to (new ones named by their TopicRecord)."""
+    names = {r.data["topic_id"]: r.data["name"] for r in records if r.type == "TopicRecord"}
+    for record in records:
+        if record.type == "PartitionRecord" and record.data["topic_id"] not in names:
+            topic = image.topics_by_id.get(record.data["topic_id"])
+            if topic is not None:
+                names[topic.topic_id] = topic.name
+    return names
 
 
 def _changes(previous: Mapping[str, TopicImage], image: MetadataImage) -> tuple[list[TopicImage], list[str]]:

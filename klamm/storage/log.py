@@ -48,10 +48,12 @@ three steps at once, for shutdown and the metadata log.
 from __future__ import annotations
 
 import bisect
+import logging
 import os
 import re
 import shutil
 import time
+import uuid
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -63,6 +65,7 @@ from klamm.protocol.records import control_marker_of
 from klamm.storage.checkpoint import fsync_dir
 from klamm.storage.cleaner import recover_interrupted_swaps, swap_in
 from klamm.storage.config import LogConfig
+from klamm.storage import partition_metadata
 from klamm.storage.leader_epoch import EpochSnapshot, LeaderEpochCache
 from klamm.storage.producer_state import CompletedTxn, PendingSnapshot, ProducerStateManager
 from klamm.storage.segment import LOG_SUFFIX, OS_FILE_IO, SPARE_SUFFIX, FileIO, LogSegment, SpareFiles
@@ -73,6 +76,8 @@ __all__ = ["AppendResult", "FlushJob", "Log", "LogConfig", "ReadResult", "Invali
 
 _DIR_NAME = re.compile(r"^(.+)-(\d+)$")
 _SEGMENT_FILE = re.compile(r"^(\d{20})(\.log|\.index|\.timeindex|\.txnindex)$")
+logger = logging.getLogger(__name__)
+
 # Kafka's leftovers of interrupted operations, and klamm's spare files (klamm.storage.segment.SpareFiles);
 # none is valid after a restart.
 _STALE_SUFFIXES = (".deleted", ".cleaned", ".swap", ".tmp", SPARE_SUFFIX)
@@ -163,6 +168,7 @@ class Log:
             raise ValueError(f"log directory name {directory.name!r} is not <topic>-<partition>")
         self.directory = directory
         self.topic, self.partition = parsed
+        self.topic_id: uuid.UUID | None = None  # as its partition.metadata names it (None: no such file)
         self.config = config
         self._time_ms = time_ms
         self._segments: list[LogSegment] = []
@@ -254,6 +260,9 @@ class Log:
         for path in self.directory.iterdir():
             if path.name.endswith(_STALE_SUFFIXES):
                 path.unlink(missing_ok=True)
+                continue
+            if path.name == partition_metadata.FILE_NAME:
+                self.topic_id = partition_metadata.read(self.directory)
                 continue
             match = _SEGMENT_FILE.match(path.name)
             if match is None:
@@ -763,6 +772,16 @@ class Log:
         self.producer_state.take_snapshot_if_new()
         for segment in self._segments:
             segment.close()
+
+    def record_topic_id(self, topic_id: uuid.UUID) -> None:
+        """Write the topic id the log belongs to into its partition.metadata. A write that fails is logged: the
+        log serves without the file, as a log from before it did."""
+        try:
+            partition_metadata.write(self.directory, topic_id)
+        except OSError as exc:
+            logger.warning("%s: could not write %s: %s", self.directory, partition_metadata.FILE_NAME, exc)
+            return
+        self.topic_id = topic_id
 
     def stop_writes(self) -> None:
         """Nothing more is written into the directory by a flush job in flight or to come (producer snapshots,

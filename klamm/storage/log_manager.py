@@ -205,13 +205,15 @@ class LogManager:
         self._attach(key, log, log_dir)
         return log
 
-    async def create_logs(self, wanted: Sequence[tuple[str, int, LogConfig]], executor: Executor) -> None:
+    async def create_logs(self, wanted: Sequence[tuple[str, int, LogConfig]], executor: Executor,
+                          topic_ids: Mapping[str, uuid.UUID] | None = None) -> None:
         """Create the logs of `wanted` (topic, partition, config) that do not exist yet, their directories and
         files made by `executor` while the event loop goes on (each takes a few hundred microseconds of system
-        calls: a topic of a thousand partitions held the loop for a second). Until one is made, create_log of
-        its name waits for it. A name deleted since the checkpoints were last written is left to create_log."""
+        calls: a topic of a thousand partitions held the loop for a second), each with the id `topic_ids` gives
+        its topic in its partition.metadata. Until one is made, create_log of its name waits for it. A name
+        deleted since the checkpoints were last written is left to create_log."""
         pending = {log_dir: 0 for log_dir in self.log_dirs}
-        batch = _Creation()
+        batch = _Creation(topic_ids or {})
         for topic, partition, config in wanted:
             key = (topic, partition)
             if key in self._logs or key in self._creating or key in self._deleted_unwritten:
@@ -413,9 +415,10 @@ def _read_checkpoint_or_empty(path: Path) -> dict[tuple[str, int], int]:
 class _Creation:
     """New logs create_logs has made in another thread: each name's log, or why it could not be made."""
 
-    __slots__ = ("wanted", "made", "done")
+    __slots__ = ("wanted", "made", "done", "topic_ids")
 
-    def __init__(self) -> None:
+    def __init__(self, topic_ids: Mapping[str, uuid.UUID]) -> None:
+        self.topic_ids = topic_ids
         self.wanted: list[tuple[tuple[str, int], Path, LogConfig]] = []
         self.made: dict[tuple[str, int], Log | Exception] = {}
         self.done = threading.Event()
@@ -424,7 +427,10 @@ class _Creation:
         try:
             for key, directory, config in self.wanted:
                 try:
-                    self.made[key] = Log.open(directory, config, clean_shutdown=True, time_ms=time_ms)
+                    made = self.made[key] = Log.open(directory, config, clean_shutdown=True, time_ms=time_ms)
+                    topic_id = self.topic_ids.get(key[0])
+                    if topic_id is not None:
+                        made.record_topic_id(topic_id)
                 except Exception as exc:  # noqa: BLE001  # raised to whoever takes the log
                     self.made[key] = exc
         finally:

@@ -1,0 +1,95 @@
+"""partition.metadata: the topic id a log belongs to, in Kafka's format; a log of a deleted topic whose deletion
+never reached the disk is not taken by a new topic of the same name."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+import pytest
+
+from klamm.broker.partition import log_config
+from klamm.broker.replica_manager import ReplicaManager
+from klamm.config.broker import BrokerConfig
+from klamm.config.topic import TopicConfig
+from klamm.controller.image import empty_image
+from klamm.controller.records import MetadataRecord
+from klamm.protocol.batch import split_batches
+from klamm.protocol.records import build_batch
+from klamm.storage import partition_metadata
+from klamm.storage.log import Log, LogConfig
+from klamm.storage.log_manager import LogManager
+from tests.unit.test_replica_manager_teardown import replay
+
+NODE = 1
+OLD, NEW = uuid.UUID(int=1), uuid.UUID(int=2)
+
+
+def test_the_file_is_kafkas_and_round_trips(tmp_path: Path) -> None:
+    partition_metadata.write(tmp_path, OLD)
+    assert (tmp_path / "partition.metadata").read_text() == "version: 0\ntopic_id: AAAAAAAAAAAAAAAAAAAAAQ\n"
+    assert partition_metadata.read(tmp_path) == OLD
+    topic_id = uuid.uuid4()
+    partition_metadata.write(tmp_path, topic_id)
+    assert partition_metadata.read(tmp_path) == topic_id
+    assert not (tmp_path / "partition.metadata.tmp").exists()
+
+
+@pytest.mark.parametrize("text", ["", "version: 1\ntopic_id: AAAAAAAAAAAAAAAAAAAAAQ\n", "version: 0\n",
+                                  "version: 0\ntopic_id: AAAA\n", "version: x\ntopic_id: AAAAAAAAAAAAAAAAAAAAAQ\n",
+                                  "\xff\xfe garbage"])
+def test_a_file_that_cannot_be_read_counts_as_absent(tmp_path: Path, text: str) -> None:
+    (tmp_path / "partition.metadata").write_bytes(text.encode("latin-1"))
+    assert partition_metadata.read(tmp_path) is None
+    assert partition_metadata.read(tmp_path / "nowhere") is None
+
+
+def test_a_log_knows_its_topic_id_when_it_opens(tmp_path: Path) -> None:
+    log = Log.open(tmp_path / "t-0", LogConfig())
+    assert log.topic_id is None
+    log.record_topic_id(OLD)
+    log.close()
+    (tmp_path / "t-0" / "partition.metadata.tmp").write_text("torn")
+    reopened = Log.open(tmp_path / "t-0", LogConfig())
+    assert reopened.topic_id == OLD and not (tmp_path / "t-0" / "partition.metadata.tmp").exists()
+    reopened.close()
+
+
+def manager(path: Path) -> ReplicaManager:
+    config = BrokerConfig.from_properties({"node.id": str(NODE), "log.dirs": str(path)})
+    logs = LogManager([path], log_config(TopicConfig.resolve(config, {})))
+    logs.startup()
+    return ReplicaManager(NODE, config, logs)
+
+
+def left_on_disk(path: Path, topic_id: uuid.UUID | None) -> None:
+    """A log of topic `t` with one record, as a broker that stopped left it."""
+    log = Log.open(path / "t-0", LogConfig())
+    buf = bytearray(build_batch([(b"k", b"old")]))
+    log.append(buf, split_batches(buf), leader_epoch=0)
+    if topic_id is not None:
+        log.record_topic_id(topic_id)
+    log.close()
+
+
+def topic_t(topic_id: uuid.UUID) -> list[MetadataRecord]:
+    return [MetadataRecord("RegisterBrokerRecord", {
+        "broker_id": NODE, "incarnation_id": uuid.UUID(int=NODE), "broker_epoch": 10, "end_points": [],
+        "features": [], "rack": None, "fenced": False}),
+        MetadataRecord("TopicRecord", {"name": "t", "topic_id": topic_id}),
+        MetadataRecord("PartitionRecord", {"partition_id": 0, "topic_id": topic_id, "replicas": [NODE],
+                                           "isr": [NODE], "leader": NODE, "leader_epoch": 0, "partition_epoch": 0})]
+
+
+@pytest.mark.parametrize(("on_disk", "kept"), [(OLD, False), (NEW, True), (None, True)],
+                         ids=["another-topic", "this-topic", "no-file"])
+def test_a_log_of_another_topic_id_is_deleted_not_taken(tmp_path: Path, on_disk: uuid.UUID | None,
+                                                        kept: bool) -> None:
+    left_on_disk(tmp_path, on_disk)
+    replicas = manager(tmp_path)
+    replicas.apply_image(replay(empty_image("c", 0), topic_t(NEW)))
+    log = replicas.partitions[("t", 0)].log
+    assert log.log_end_offset == (1 if kept else 0)
+    assert log.topic_id == NEW and partition_metadata.read(log.directory) == NEW
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith("t-0")] == ["t-0"]  # the stray one removed
+    replicas.shutdown()
