@@ -71,6 +71,9 @@ class LogEnd(Protocol):
     @property
     def end_offset(self) -> int: ...
 
+    @property
+    def committed_end_offset(self) -> int: ...
+
 
 class _FetchState:
     """One observer's fetches, as the leader saw them."""
@@ -121,7 +124,9 @@ class SingleVoterQuorum:
         log_end = self._log.end_offset
         self._forget_silent_observers(now)
         leader = ReplicaInfo(self.node_id, NO_DIRECTORY_ID, log_end, now, now)  # Kafka reports "now" for the leader
-        return QuorumInfo(leader_id=self.node_id, leader_epoch=SINGLE_VOTER_EPOCH, high_watermark=log_end,
+        # a single voter's high watermark is the end of what it fsynced (klamm.controller.flushed_commits)
+        return QuorumInfo(leader_id=self.node_id, leader_epoch=SINGLE_VOTER_EPOCH,
+                          high_watermark=self._log.committed_end_offset,
                           voters=[leader], observers=_observers(self._observers),
                           voter_endpoints={self.node_id: list(self._endpoints)})
 

@@ -19,7 +19,7 @@ from klamm.protocol.build import build
 
 class FakeLog:
     def __init__(self, end_offset: int) -> None:
-        self.end_offset = end_offset
+        self.end_offset = self.committed_end_offset = end_offset
 
 
 class Clock:
@@ -45,10 +45,14 @@ def test_the_single_voter_leads_at_its_log_end() -> None:
     assert info == QuorumInfo(leader_id=1, leader_epoch=SINGLE_VOTER_EPOCH, high_watermark=10,
                               voters=[ReplicaInfo(1, NO_DIRECTORY_ID, 10, clock.now, clock.now)], observers=[],
                               voter_endpoints={1: [("CONTROLLER", "h", 9093)]})
-    log.end_offset, clock.now = 12, clock.now + 5
+    log.end_offset = log.committed_end_offset = 12
+    clock.now += 5
     info = q.describe_quorum()
     assert info.high_watermark == info.voters[0].log_end_offset == 12
     assert info.voters[0].last_fetch_timestamp == info.voters[0].last_caught_up_timestamp == clock.now
+    log.end_offset = 14  # appended, its fsync not done yet: not committed
+    info = q.describe_quorum()
+    assert (info.high_watermark, info.voters[0].log_end_offset) == (12, 14)
 
 
 def test_a_fetch_at_the_log_end_is_caught_up_one_behind_is_not() -> None:
