@@ -47,9 +47,9 @@ log = logging.getLogger("klamm.replicas")
 # Fewer new logs than this are left to apply_image, on the loop (about 0.3 ms each): a creation that waits for
 # another thread costs a turn of the loop, and lets a later request of the connection run before its commit.
 MADE_ASIDE_AT_LEAST = 4
-# How long one turn of the loop tears removed partitions down before it lets other callbacks run (about 20 us a
-# partition)
-TEARDOWN_SLICE_S = 0.0005
+# How long one turn of the loop tears removed partitions down (about 20 us each), or makes new ones ahead of
+# their image, before it lets other callbacks run
+SLICE_S = 0.0005
 
 
 class ReplicaManager:
@@ -164,13 +164,14 @@ class ReplicaManager:
         made too, a slice per turn of the loop, leaders of the epoch the records give them, so that applying
         the image only takes them. Used around a controller's commit of new topics or partitions, and around a
         broker applying what it fetched of the metadata log."""
-        wanted = self._new_logs(records, image) if self.log_creator is not None else []
+        names = _names(records, image)
+        wanted = self._new_logs(records, image, names) if self.log_creator is not None else []
         if len(wanted) < MADE_ASIDE_AT_LEAST:
             yield
             return
         started = time.monotonic()
         try:
-            ids = {name: topic_id for topic_id, name in _names(records, image).items()}
+            ids = {name: topic_id for topic_id, name in names.items()}
             await self.logs.create_logs(wanted, self.log_creator, ids)
         except RuntimeError as exc:  # the thread is gone (the broker stopping): apply_image makes them
             log.debug("new logs left to apply_image: %s", exc)
@@ -179,7 +180,7 @@ class ReplicaManager:
                      (time.monotonic() - started) * 1000)
         made = {(topic, index) for topic, index, _ in wanted}
         try:
-            await self._prepare_partitions(records, image, made)
+            await self._prepare_partitions(records, names, made)
             yield
         finally:
             for key in made:
@@ -191,13 +192,12 @@ class ReplicaManager:
                 if (topic, index) not in self.partitions and (detached := self.logs.delete_log(topic, index)):
                     self._schedule_delete(detached.delete, 0)
 
-    async def _prepare_partitions(self, records: Sequence[MetadataRecord], image: MetadataImage,
+    async def _prepare_partitions(self, records: Sequence[MetadataRecord], names: Mapping[uuid.UUID, str],
                                   made: set[tuple[str, int]]) -> None:
         """The partitions of the logs just `made` for `records`, for apply_image to take (`_create`): the
         image's apply then costs the loop a few microseconds a partition, where making one and starting its
-        leadership cost about ten. TEARDOWN_SLICE_S a turn of the loop."""
-        names = _names(records, image)
-        stop = time.perf_counter() + TEARDOWN_SLICE_S
+        leadership cost about ten. SLICE_S a turn of the loop."""
+        stop = time.perf_counter() + SLICE_S
         for record in records:
             data = record.data
             if record.type != "PartitionRecord":
@@ -215,17 +215,16 @@ class ReplicaManager:
             self._prepared[key] = partition
             if time.perf_counter() >= stop:
                 await asyncio.sleep(0)
-                stop = time.perf_counter() + TEARDOWN_SLICE_S
+                stop = time.perf_counter() + SLICE_S
 
-    def _new_logs(self, records: Sequence[MetadataRecord], image: MetadataImage) -> list[tuple[str, int, LogConfig]]:
-        """(topic, partition, log config) of each partition `records` give this node that has no log here."""
-        names: dict[uuid.UUID, str] = {}
+    def _new_logs(self, records: Sequence[MetadataRecord], image: MetadataImage,
+                  names: Mapping[uuid.UUID, str]) -> list[tuple[str, int, LogConfig]]:
+        """(topic, partition, log config) of each partition `records` give this node that has no log here
+        (`names`: the topics' names, `_names`)."""
         overrides: dict[str, dict[str, str]] = {}
         for record in records:
             data = record.data
-            if record.type == "TopicRecord":
-                names[data["topic_id"]] = data["name"]
-            elif record.type == "ConfigRecord" and data["resource_type"] == TOPIC_RESOURCE and \
+            if record.type == "ConfigRecord" and data["resource_type"] == TOPIC_RESOURCE and \
                     data.get("value") is not None:
                 overrides.setdefault(data["resource_name"], {})[data["name"]] = data["value"]
         wanted: list[tuple[str, int, LogConfig]] = []
@@ -234,14 +233,14 @@ class ReplicaManager:
             data = record.data
             if record.type != "PartitionRecord" or self.node_id not in data.get("replicas", ()):
                 continue
-            topic = image.topics_by_id.get(data["topic_id"])
-            name = names.get(data["topic_id"]) or (topic.name if topic is not None else None)
+            name = names.get(data["topic_id"])
             if name is None:
                 continue
             self._settle((name, data["partition_id"]))
             if self.logs.get_log(name, data["partition_id"]) is not None:
                 continue
             if name not in configs:  # resolved as apply_image resolves it, which then finds it resolved
+                topic = image.topics_by_id.get(data["topic_id"])
                 given = {**(topic.configs if topic is not None else {}), **overrides.get(name, {})}
                 configs[name] = _log_config(name, self.topic_config(name, given))
             wanted.append((name, data["partition_id"], configs[name]))
@@ -334,8 +333,8 @@ class ReplicaManager:
             self._tear_down_slice(everything=True)
 
     def _tear_down_slice(self, everything: bool = False) -> None:
-        """Tear leaving partitions down for TEARDOWN_SLICE_S, then go on in the next turn of the loop."""
-        stop = time.perf_counter() + TEARDOWN_SLICE_S
+        """Tear leaving partitions down for SLICE_S, then go on in the next turn of the loop."""
+        stop = time.perf_counter() + SLICE_S
         while self._leaving:
             key = next(iter(self._leaving))
             self._tear_down(self._leaving.pop(key), submit=False)

@@ -422,9 +422,7 @@ class Controller:
                       default_partitions: int = 1, default_replication_factor: int = 1,
                       validate_config: ConfigValidator | None = None,
                       decided: Decided | None = None) -> list[TopicResult]:
-        if decided is not None and decided.image is self._image:
-            if decided.records and not validate_only:
-                self._commit(decided.records, decided.encoded())
+        if decided is not None and self._take(decided, validate_only):
             return decided.results
         results, records = decide_create_topics(
             self._image, requests, default_partitions=default_partitions,
@@ -450,9 +448,7 @@ class Controller:
 
     def create_partitions(self, requests: Sequence[CreatePartitionsSpec], *, validate_only: bool = False,
                           decided: Decided | None = None) -> list[CreatePartitionsResult]:
-        if decided is not None and decided.image is self._image:
-            if decided.records and not validate_only:
-                self._commit(decided.records, decided.encoded())
+        if decided is not None and self._take(decided, validate_only):
             return decided.results
         results, records = decide_create_partitions(self._image, requests)
         if records and not validate_only:
@@ -600,6 +596,15 @@ class Controller:
         if not validate_only:
             self._commit_if_any(records)
         return results
+
+    def _take(self, decided: Decided, validate_only: bool) -> bool:
+        """Commit a decision made ahead as it is, if the image is still the one it was made on; False: decide
+        again."""
+        if decided.image is not self._image:
+            return False
+        if decided.records and not validate_only:
+            self._commit(decided.records, decided.encoded())
+        return True
 
     # -- append and replay -------------------------------------------------------------
 

@@ -78,7 +78,7 @@ def test_a_new_topic_s_partitions_are_made_before_its_image_and_apply_image_take
         tmp_path: Path, creator, monkeypatch: pytest.MonkeyPatch) -> None:
     """Made a slice per turn of the loop (here one a turn), leaders of the records' epoch: the image's apply then
     takes the very objects, and starts no leadership of its own."""
-    monkeypatch.setattr(replica_manager_module, "TEARDOWN_SLICE_S", 0.0)
+    monkeypatch.setattr(replica_manager_module, "SLICE_S", 0.0)
     replicas, _ = manager(tmp_path)
     replicas.log_creator = creator
     image = replay(empty_image("c", 0), [r for r in broker_records() if r.data["broker_id"] == NODE])

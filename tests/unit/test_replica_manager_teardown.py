@@ -66,7 +66,7 @@ def attached(replicas: ReplicaManager) -> int:
 
 async def test_a_deleted_topic_is_torn_down_over_several_turns(tmp_path: Path,
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(replica_manager, "TEARDOWN_SLICE_S", 0.0)  # one partition a turn
+    monkeypatch.setattr(replica_manager, "SLICE_S", 0.0)  # one partition a turn
     replicas, image = start(tmp_path)
     replicas.apply_image(replay(image, removed(1)))
     assert not replicas.partitions and attached(replicas) == PARTITIONS  # gone from requests, not torn down yet
@@ -81,7 +81,7 @@ async def test_a_deleted_topic_is_torn_down_over_several_turns(tmp_path: Path,
 
 async def test_a_name_recreated_before_its_teardown_gets_a_new_log(tmp_path: Path,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(replica_manager, "TEARDOWN_SLICE_S", 0.0)
+    monkeypatch.setattr(replica_manager, "SLICE_S", 0.0)
     replicas, image = start(tmp_path)
     old = replicas.partitions[("t", 0)]
     image = replay(image, removed(1))
@@ -97,7 +97,7 @@ async def test_a_name_recreated_before_its_teardown_gets_a_new_log(tmp_path: Pat
 
 
 async def test_shutdown_finishes_the_teardown(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(replica_manager, "TEARDOWN_SLICE_S", 0.0)
+    monkeypatch.setattr(replica_manager, "SLICE_S", 0.0)
     replicas, image = start(tmp_path)
     replicas.apply_image(replay(image, removed(1)))
     replicas.shutdown()  # no turn of the loop in between
