@@ -288,7 +288,7 @@ class ReplicaManager:
             log_ = existing if existing is not None else self.logs.create_log(topic, index, storage)
             partition = self._partition(topic, index, topic_id, log_, config)
         partition.log.config = storage
-        if partition.log.topic_id is None:  # a log from before partition.metadata, or made here just now
+        if partition.log.topic_id != topic_id:  # a log from before partition.metadata, or made just now
             partition.log.record_topic_id(topic_id)
         self.partitions[(topic, index)] = partition
         return partition
@@ -296,9 +296,12 @@ class ReplicaManager:
     def _log_of(self, topic: str, index: int, topic_id: uuid.UUID, config: TopicConfig) -> Log | None:
         """The log there is under the partition's name, unless its partition.metadata names another topic: that
         one is a deleted topic's whose deletion never reached the disk (a crash before its directory's rename,
-        or this broker down meanwhile), and is deleted now, as Kafka deletes a stray log."""
+        or this broker down meanwhile), and is deleted now, as Kafka deletes a stray log. Only a log found at
+        startup can be one: a log made since under another id was made ahead (logs_made_for) for a decision that
+        another commit of the name overtook (two CreateTopics of one topic at once); empty and never served, it
+        is the committed topic's."""
         existing = self.logs.get_log(topic, index)
-        if existing is None or existing.topic_id in (None, topic_id):
+        if existing is None or existing.topic_id in (None, topic_id) or not self.logs.found_at_start(topic, index):
             return existing
         log.warning("the log of %s-%d belongs to topic id %s, not to the topic's %s: a deleted topic's, deleted "
                     "now", topic, index, existing.topic_id, topic_id)

@@ -85,6 +85,8 @@ class LogManager:
         self._deleted_unwritten: set[tuple[str, int]] = set()
         # Logs create_logs is making in another thread: their log dir, and the batch they are made in.
         self._creating: dict[tuple[str, int], tuple[Path, _Creation]] = {}
+        # Logs found in the log dirs at startup (until deleted): those only can be a deleted topic's strays.
+        self._found_at_start: set[tuple[str, int]] = set()
 
     # -- startup and shutdown ----------------------------------------------------
 
@@ -140,6 +142,7 @@ class LogManager:
                 time_ms=self._time_ms,
             )
             self._attach(parsed, log, log_dir)
+            self._found_at_start.add(parsed)
         # Checkpoint what recovery established before dropping the marker, then drop it so
         # that a crash from here on is seen as unclean.
         self._write_now(log_dir)
@@ -211,21 +214,32 @@ class LogManager:
         files made by `executor` while the event loop goes on (each takes a few hundred microseconds of system
         calls: a topic of a thousand partitions held the loop for a second), each with the id `topic_ids` gives
         its topic in its partition.metadata. Until one is made, create_log of its name waits for it. A name
-        deleted since the checkpoints were last written is left to create_log."""
+        deleted since the checkpoints were last written is left to create_log. Names another call is making
+        are waited for too (a create_log of them then does not wait on the loop)."""
         pending = {log_dir: 0 for log_dir in self.log_dirs}
         batch = _Creation(topic_ids or {})
+        others: list[_Creation] = []
         for topic, partition, config in wanted:
             key = (topic, partition)
-            if key in self._logs or key in self._creating or key in self._deleted_unwritten:
+            if key in self._creating:
+                if all(other is not self._creating[key][1] for other in others):
+                    others.append(self._creating[key][1])
+                continue
+            if key in self._logs or key in self._deleted_unwritten:
                 continue
             log_dir = self._least_loaded_dir(pending)
             pending[log_dir] += 1
             self._creating[key] = (log_dir, batch)
             batch.wanted.append((key, log_dir / f"{topic}-{partition}", config))
-        if not batch.wanted:
-            return
+        made = batch.future = asyncio.get_running_loop().run_in_executor(executor, batch.make, self._time_ms) \
+            if batch.wanted else None
         # Shielded: a creation the caller stops waiting for still ends, and shutdown closes its logs.
-        await asyncio.shield(asyncio.get_running_loop().run_in_executor(executor, batch.make, self._time_ms))
+        for other in others:
+            if other.future is not None:
+                await asyncio.shield(other.future)
+        if made is None:
+            return
+        await asyncio.shield(made)
         for key, _, _ in batch.wanted:
             if self._creating.get(key, (None, None))[1] is batch:
                 try:
@@ -290,7 +304,12 @@ class LogManager:
         self._log_dir_of[key] = log_dir
         self._logs_in.setdefault(log_dir, {})[key] = log
 
+    def found_at_start(self, topic: str, partition: int) -> bool:
+        """Whether the log of (topic, partition) was in a log dir at startup, rather than made since."""
+        return (topic, partition) in self._found_at_start
+
     def _detach(self, key: tuple[str, int]) -> tuple[Log | None, Path | None]:
+        self._found_at_start.discard(key)
         log = self._logs.pop(key, None)
         log_dir = self._log_dir_of.pop(key, None)
         if log_dir is not None:
@@ -415,10 +434,11 @@ def _read_checkpoint_or_empty(path: Path) -> dict[tuple[str, int], int]:
 class _Creation:
     """New logs create_logs has made in another thread: each name's log, or why it could not be made."""
 
-    __slots__ = ("wanted", "made", "done", "topic_ids")
+    __slots__ = ("wanted", "made", "done", "topic_ids", "future")
 
     def __init__(self, topic_ids: Mapping[str, uuid.UUID]) -> None:
         self.topic_ids = topic_ids
+        self.future: asyncio.Future[None] | None = None  # the thread's work, once submitted
         self.wanted: list[tuple[tuple[str, int], Path, LogConfig]] = []
         self.made: dict[tuple[str, int], Log | Exception] = {}
         self.done = threading.Event()

@@ -21,6 +21,7 @@ from klamm.broker.partition import Partition
 from klamm.controller.image import empty_image
 from klamm.controller.records import MetadataRecord
 from klamm.controller.topics import CreateTopicSpec, decide_create_topics
+from klamm.storage import partition_metadata
 from klamm.storage.log import Log, LogConfig
 from klamm.storage.log_manager import LogManager
 from tests.unit.test_replica_manager_delta import NODE, Changes, broker_records, manager, replay, state
@@ -214,3 +215,89 @@ def test_shutdown_closes_the_logs_of_a_creation_no_one_waited_for(tmp_path: Path
     reopened.startup()
     assert sorted(log.partition for log in reopened.all_logs()) == [0, 1, 2, 3, 4]
     reopened.shutdown()
+
+
+def two_decisions(image, name: str, partitions: int):
+    """Two CreateTopics of one name decided on one image, as two requests at once decide them: each gives the
+    topic its own id; the first commit wins, the other is decided again (TOPIC_ALREADY_EXISTS)."""
+    first, second = create_records(image, name, partitions), create_records(image, name, partitions)
+    assert first[0].data["topic_id"] != second[0].data["topic_id"]
+    return first, second
+
+
+def restarted_keeps(tmp_path: Path, image, name: str, partitions: int) -> None:
+    """A restart on the same disk takes every log of the topic as its own (none deleted as a stray)."""
+    replicas, _ = manager(tmp_path)
+    replicas.logs.startup()
+    kept = {(log.topic, log.partition): log.directory for log in replicas.logs.all_logs()}
+    replicas.apply_image(image)
+    assert {key: p.log.directory for key, p in replicas.partitions.items()} == kept
+    assert len(kept) == partitions and all(key[0] == name for key in kept)
+    replicas.shutdown()
+
+
+@pytest.mark.parametrize("winner_enters", ["while-the-loser-s-logs-are-made", "after-the-loser-prepared"])
+def test_the_logs_made_for_an_overtaken_decision_take_the_committed_topic_id(
+        tmp_path: Path, creator, winner_enters: str, caplog: pytest.LogCaptureFixture) -> None:
+    """The loser made the logs (its topic id in their partition.metadata) and maybe their partitions; the winner
+    commits: its partitions take those logs with its topic id, on disk too, so that a restart keeps them."""
+    replicas, _ = manager(tmp_path)
+    replicas.log_creator = creator
+    image = replay(empty_image("c", 0), [r for r in broker_records() if r.data["broker_id"] == NODE])
+    loser, winner = two_decisions(image, "twice", 6)
+    winner_id = winner[0].data["topic_id"]
+    started, release = threading.Event(), threading.Event()
+    creator.submit(lambda: (started.set(), release.wait(10)))  # holds the creation thread
+
+    async def race() -> None:
+        committed = asyncio.Event()
+
+        async def losing() -> None:
+            async with replicas.logs_made_for(loser, image):
+                await committed.wait()  # its commit then finds the image moved on: decided again, refused
+        losing_task = asyncio.ensure_future(losing())
+        await asyncio.sleep(0)
+        assert started.wait(10)
+        if winner_enters == "after-the-loser-prepared":
+            release.set()
+            while len(replicas._prepared) < 6:
+                await asyncio.sleep(0.01)
+        else:
+            threading.Timer(0.05, release.set).start()
+        async with replicas.logs_made_for(winner, image):
+            replicas.apply_image(replay(image, winner))
+        committed.set()
+        await losing_task
+    asyncio.run(race())
+    assert sorted(replicas.partitions) == [("twice", index) for index in range(6)]
+    for partition in replicas.partitions.values():
+        assert partition.topic_id == partition.log.topic_id == winner_id
+        assert partition_metadata.read(partition.log.directory) == winner_id
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("twice")) == \
+        [f"twice-{index}" for index in range(6)]
+    assert "deleted now" not in caplog.text
+    replicas.shutdown()
+    restarted_keeps(tmp_path, replay(image, winner), "twice", 6)
+    assert "deleted now" not in caplog.text
+
+
+def test_create_logs_of_names_another_call_is_making_waits_for_them(tmp_path: Path, creator) -> None:
+    """So that whoever applies the second call's records finds the logs made, not a thread to wait on."""
+    logs = LogManager([tmp_path], LogConfig())
+    logs.startup()
+    started, release = threading.Event(), threading.Event()
+    creator.submit(lambda: (started.set(), release.wait(10)))  # holds the creation thread
+
+    async def race() -> bool:
+        first = asyncio.ensure_future(logs.create_logs([("t", i, LogConfig()) for i in range(4)], creator))
+        await asyncio.sleep(0)
+        assert started.wait(10)
+        second = asyncio.ensure_future(logs.create_logs([("t", i, LogConfig()) for i in range(2, 4)], creator))
+        await asyncio.sleep(0.05)
+        waiting = not second.done()
+        release.set()
+        await asyncio.gather(first, second)
+        return waiting
+    assert asyncio.run(race())
+    assert sorted(log.partition for log in logs.all_logs()) == list(range(4))
+    logs.shutdown()
