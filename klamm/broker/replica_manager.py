@@ -278,7 +278,7 @@ class ReplicaManager:
     def _create(self, topic: str, index: int, topic_id: uuid.UUID, config: TopicConfig,
                 storage: LogConfig) -> Partition:
         self._settle((topic, index))
-        existing = self._log_of(topic, index, topic_id, config)
+        existing = self._log_of(topic, index, topic_id)
         prepared = self._prepared.pop((topic, index), None)
         if prepared is not None and prepared.topic_id == topic_id and prepared.log is existing:
             partition = prepared
@@ -293,21 +293,20 @@ class ReplicaManager:
         self.partitions[(topic, index)] = partition
         return partition
 
-    def _log_of(self, topic: str, index: int, topic_id: uuid.UUID, config: TopicConfig) -> Log | None:
+    def _log_of(self, topic: str, index: int, topic_id: uuid.UUID) -> Log | None:
         """The log there is under the partition's name, unless its partition.metadata names another topic: that
         one is a deleted topic's whose deletion never reached the disk (a crash before its directory's rename,
-        or this broker down meanwhile), and is deleted now, as Kafka deletes a stray log. Only a log found at
+        or this broker down meanwhile), and is set aside now as Kafka sets a stray log aside: renamed to
+        `<name>.<uuid>-stray` and kept for the operator, never loaded nor deleted. Only a log found at
         startup can be one: a log made since under another id was made ahead (logs_made_for) for a decision that
         another commit of the name overtook (two CreateTopics of one topic at once); empty and never served, it
         is the committed topic's."""
         existing = self.logs.get_log(topic, index)
         if existing is None or existing.topic_id in (None, topic_id) or not self.logs.found_at_start(topic, index):
             return existing
-        log.warning("the log of %s-%d belongs to topic id %s, not to the topic's %s: a deleted topic's, deleted "
-                    "now", topic, index, existing.topic_id, topic_id)
-        detached = self.logs.delete_log(topic, index)
-        if detached is not None:
-            self._schedule_delete(detached.delete, config.file_delete_delay_ms)
+        aside = self.logs.set_aside(topic, index)
+        log.warning("the log of %s-%d belongs to topic id %s, not to the topic's %s: a deleted topic's (a stray), "
+                    "set aside as %s", topic, index, existing.topic_id, topic_id, aside)
         return None
 
     def _partition(self, topic: str, index: int, topic_id: uuid.UUID, log_: Log, config: TopicConfig) -> Partition:

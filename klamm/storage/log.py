@@ -792,6 +792,12 @@ class Log:
 
     def delete(self) -> None:
         """Close and remove the whole partition directory (its files removed once, by the directory's removal)."""
+        self.release()
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+    def release(self) -> None:
+        """Close the files of a log LogManager detached, writing nothing more into its directory, which is
+        renamed first if it is not yet (`pending_rename`)."""
         if self.pending_rename is not None:  # the rename to `directory`, unless LogManager's writer made it
             self.pending_rename()
         self._closed = True
@@ -799,7 +805,6 @@ class Log:
         for segment in self._segments:
             segment.release_files()
         self._segments, self._bases = [], []
-        shutil.rmtree(self.directory, ignore_errors=True)
 
     def _cancel_spare(self) -> None:
         if self._spare is not None:

@@ -54,6 +54,7 @@ RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 DELETE_SUFFIX = "-delete"
+STRAY_SUFFIX = "-stray"  # Kafka's: a log set aside as no topic's, kept for the operator (never loaded nor deleted)
 FUTURE_SUFFIX = "-future"
 CLOSING_THREADS = 8  # logs closed at once at shutdown
 MOVED_MARKER = "klamm-moved-replica"  # in a moved log's directory until the old copy is detached
@@ -127,6 +128,9 @@ class LogManager:
                 continue
             if path.name.endswith(DELETE_SUFFIX):
                 shutil.rmtree(path, ignore_errors=True)  # a deletion interrupted by a crash
+                continue
+            if path.name.endswith(STRAY_SUFFIX):
+                logger.warning("a stray log is kept aside in %s (set_aside): remove it once it is not wanted", path)
                 continue
             parsed = parse_log_dir_name(path.name)
             if parsed is None:
@@ -316,7 +320,17 @@ class LogManager:
             self._logs_in[log_dir].pop(key, None)
         return log, log_dir
 
-    def delete_log(self, topic: str, partition: int, submit: bool = True) -> Log | None:
+    def set_aside(self, topic: str, partition: int) -> Path | None:
+        """Detach the log and rename its directory to `<name>.<uuid>-stray`, its files closed and kept: where it
+        went, or None if absent. Kafka sets a stray log aside so, rather than delete it: whatever made it a
+        stray, its records stay for the operator to look at or remove."""
+        log = self.delete_log(topic, partition, suffix=STRAY_SUFFIX)
+        if log is None:
+            return None
+        log.release()
+        return log.directory
+
+    def delete_log(self, topic: str, partition: int, submit: bool = True, suffix: str = DELETE_SUFFIX) -> Log | None:
         """Detach the log and rename its directory to `<name>.<uuid>-delete` (atomic); None if absent.
 
         The files stay open and in place under the new name: the caller removes them with
@@ -343,7 +357,7 @@ class LogManager:
         source = log.directory
         # 32 random hex digits as Kafka's uuid without dashes; os.urandom alone: uuid4's object cost the loop
         # 15-30 us a partition of a deleted topic
-        renamed = source.parent / f"{source.name}.{os.urandom(16).hex()}{DELETE_SUFFIX}"
+        renamed = source.parent / f"{source.name}.{os.urandom(16).hex()}{suffix}"
         log.stop_writes()  # a flush job in flight writes nothing under the old name, which a new log may take
         log.directory = renamed  # its delete() must not remove a topic recreated under the old name
         self._deleted_in.add(log_dir)

@@ -1,5 +1,5 @@
 """partition.metadata: the topic id a log belongs to, in Kafka's format; a log of a deleted topic whose deletion
-never reached the disk is not taken by a new topic of the same name."""
+never reached the disk is not taken by a new topic of the same name, but set aside (Kafka's stray log)."""
 
 from __future__ import annotations
 
@@ -83,13 +83,23 @@ def topic_t(topic_id: uuid.UUID) -> list[MetadataRecord]:
 
 @pytest.mark.parametrize(("on_disk", "kept"), [(OLD, False), (NEW, True), (None, True)],
                          ids=["another-topic", "this-topic", "no-file"])
-def test_a_log_of_another_topic_id_is_deleted_not_taken(tmp_path: Path, on_disk: uuid.UUID | None,
-                                                        kept: bool) -> None:
+def test_a_log_of_another_topic_id_is_set_aside_not_taken(tmp_path: Path, on_disk: uuid.UUID | None,
+                                                          kept: bool) -> None:
     left_on_disk(tmp_path, on_disk)
     replicas = manager(tmp_path)
     replicas.apply_image(replay(empty_image("c", 0), topic_t(NEW)))
     log = replicas.partitions[("t", 0)].log
     assert log.log_end_offset == (1 if kept else 0)
     assert log.topic_id == NEW and partition_metadata.read(log.directory) == NEW
-    assert [p.name for p in tmp_path.iterdir() if p.name.startswith("t-0")] == ["t-0"]  # the stray one removed
+    aside = [p for p in tmp_path.iterdir() if p.name.startswith("t-0.")]
+    if kept:
+        assert aside == []
+    else:  # as Kafka keeps a stray log: renamed aside with its records, never loaded again
+        assert len(aside) == 1 and aside[0].name.endswith("-stray")
+        assert partition_metadata.read(aside[0]) == OLD and (aside[0] / f"{0:020d}.log").stat().st_size > 0
     replicas.shutdown()
+    restarted = manager(tmp_path)
+    assert [(log.topic, log.partition) for log in restarted.logs.all_logs()] == [("t", 0)]
+    assert restarted.logs.get_log("t", 0).topic_id == NEW
+    assert len([p for p in tmp_path.iterdir() if p.name.startswith("t-0.")]) == (0 if kept else 1)
+    restarted.shutdown()

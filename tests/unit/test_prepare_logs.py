@@ -275,10 +275,10 @@ def test_the_logs_made_for_an_overtaken_decision_take_the_committed_topic_id(
         assert partition_metadata.read(partition.log.directory) == winner_id
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("twice")) == \
         [f"twice-{index}" for index in range(6)]
-    assert "deleted now" not in caplog.text
+    assert "stray" not in caplog.text
     replicas.shutdown()
     restarted_keeps(tmp_path, replay(image, winner), "twice", 6)
-    assert "deleted now" not in caplog.text
+    assert "stray" not in caplog.text
 
 
 def test_create_logs_of_names_another_call_is_making_waits_for_them(tmp_path: Path, creator) -> None:
