@@ -227,6 +227,8 @@ class Broker:
                                                 self.listener_name, rack=self.static_config.broker_rack,
                                                 endpoints=self.registered_endpoints())
             await self._start_controller_listener()
+        if not self.controller_only:  # caught up with the metadata: a log no replica of it took is a stray
+            self.replicas.set_aside_strays()
         self._tasks.append(asyncio.ensure_future(self._checkpoint_periodically()))
         self._tasks.append(asyncio.ensure_future(expire_producers_periodically(self)))
         self.retention.start()

@@ -28,6 +28,7 @@ from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Executor
 from contextlib import asynccontextmanager
 from dataclasses import replace
+from pathlib import Path
 
 from klamm.broker.log_flush import LogFlusher
 from klamm.broker.replica_moves import ReplicaMoves
@@ -38,7 +39,7 @@ from klamm.config.topic import TopicConfig
 from klamm.controller.image import TOPIC_RESOURCE, MetadataImage, PartitionImage, TopicImage
 from klamm.controller.records import MetadataRecord
 from klamm.protocol.errors import ErrorCode, KafkaError
-from klamm.protocol.topics import TRANSACTION_STATE, is_internal
+from klamm.protocol.topics import METADATA_TOPIC, TRANSACTION_STATE, is_internal
 from klamm.storage.log import Log, LogConfig
 from klamm.storage.log_manager import LogManager
 
@@ -308,6 +309,28 @@ class ReplicaManager:
         log.warning("the log of %s-%d belongs to topic id %s, not to the topic's %s: a deleted topic's (a stray), "
                     "set aside as %s", topic, index, existing.topic_id, topic_id, aside)
         return None
+
+    def set_aside_strays(self) -> list[Path]:
+        """Once the image is caught up at startup: set aside each log found at startup whose partition the image
+        does not give this node (Kafka's stray replicas: its topic deleted, or made again under a new id, or the
+        partition moved to other brokers, while this one was down or before a crash made the deletion durable);
+        where they went. A log the image does give this node is left, hosted or not."""
+        aside: list[Path] = []
+        for log_ in self.logs.all_logs():
+            key = (log_.topic, log_.partition)
+            if key in self.partitions or key in self._leaving or log_.topic == METADATA_TOPIC or \
+                    not self.logs.found_at_start(*key):
+                continue
+            topic = self._cluster_topics.get(log_.topic)
+            meta = topic.partitions.get(log_.partition) if topic is not None else None
+            if meta is not None and self.node_id in meta.replicas and log_.topic_id in (None, topic.topic_id):
+                continue
+            where = self.logs.set_aside(*key)
+            if where is not None:
+                log.warning("the log of %s-%d (topic id %s) is no replica the metadata gives this broker: a stray, "
+                            "set aside as %s", key[0], key[1], log_.topic_id, where)
+                aside.append(where)
+        return aside
 
     def _partition(self, topic: str, index: int, topic_id: uuid.UUID, log_: Log, config: TopicConfig) -> Partition:
         # Coordinators append synchronously and cannot await an fsync: theirs run inline.

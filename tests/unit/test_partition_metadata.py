@@ -62,9 +62,9 @@ def manager(path: Path) -> ReplicaManager:
     return ReplicaManager(NODE, config, logs)
 
 
-def left_on_disk(path: Path, topic_id: uuid.UUID | None) -> None:
-    """A log of topic `t` with one record, as a broker that stopped left it."""
-    log = Log.open(path / "t-0", LogConfig())
+def left_on_disk(path: Path, topic_id: uuid.UUID | None, name: str = "t-0") -> None:
+    """A log (of t-0 unless `name`) with one record, as a broker that stopped left it."""
+    log = Log.open(path / name, LogConfig())
     buf = bytearray(build_batch([(b"k", b"old")]))
     log.append(buf, split_batches(buf), leader_epoch=0)
     if topic_id is not None:
@@ -103,3 +103,28 @@ def test_a_log_of_another_topic_id_is_set_aside_not_taken(tmp_path: Path, on_dis
     assert restarted.logs.get_log("t", 0).topic_id == NEW
     assert len([p for p in tmp_path.iterdir() if p.name.startswith("t-0.")]) == (0 if kept else 1)
     restarted.shutdown()
+
+
+def test_logs_the_caught_up_image_gives_no_replica_of_are_set_aside_at_startup(tmp_path: Path) -> None:
+    """Kafka's stray replicas: a topic deleted, or made again, or a partition moved away, while the broker was
+    down (or a crash before a deletion's rename): set aside once the image is caught up, never deleted."""
+    moved = uuid.UUID(int=3)
+    for name, topic_id in [("t-0", NEW), ("gone-0", OLD), ("old-0", None), ("moved-0", moved), ("t-1", OLD)]:
+        left_on_disk(tmp_path, topic_id, name)
+    left_on_disk(tmp_path, None, "__cluster_metadata-0")
+    replicas = manager(tmp_path)
+    elsewhere = [MetadataRecord("TopicRecord", {"name": "moved", "topic_id": moved}),
+                 MetadataRecord("PartitionRecord", {"partition_id": 0, "topic_id": moved, "replicas": [NODE + 1],
+                                                    "isr": [NODE + 1], "leader": NODE + 1, "leader_epoch": 0,
+                                                    "partition_epoch": 0})]
+    replicas.apply_image(replay(empty_image("c", 0), topic_t(NEW) + elsewhere))
+    aside = replicas.set_aside_strays()
+    assert sorted(path.name.split(".")[0] for path in aside) == ["gone-0", "moved-0", "old-0", "t-1"]
+    assert all(path.name.endswith("-stray") and (path / f"{0:020d}.log").stat().st_size > 0 for path in aside)
+    assert sorted((log.topic, log.partition) for log in replicas.logs.all_logs()) == [
+        ("__cluster_metadata", 0), ("t", 0)]
+    assert replicas.partitions[("t", 0)].log.log_end_offset == 1
+    assert replicas.set_aside_strays() == []
+    made = replicas.logs.create_log("later", 0)  # made since startup: never a stray
+    assert replicas.set_aside_strays() == [] and replicas.logs.get_log("later", 0) is made
+    replicas.shutdown()
