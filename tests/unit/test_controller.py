@@ -153,6 +153,10 @@ def test_a_decision_made_ahead_is_committed_as_made_while_the_image_is_the_same(
     assert result is decided.results[0]
     assert [v for _, v in log.batches[-1]] == decided.values
     assert controller.image.topics_by_name["ahead"].topic_id == decided.results[0].topic_id
+    replayed = reloaded(log)  # the image built ahead is the one every node builds from the log
+    assert controller.image.offset == replayed.offset == log.end_offset - 1
+    assert dict(controller.image.topics_by_id) == dict(replayed.topics_by_id)
+    assert dict(controller.image.topics_by_name) == dict(replayed.topics_by_name)
     stale = Decided(decided.image, *decide_create_topics(decided.image, [CreateTopicSpec("later", 2, 1)],
                                                          default_partitions=2, default_replication_factor=1))
     [again] = controller.create_topics([CreateTopicSpec("later", 2, 1)], default_partitions=2,
