@@ -132,7 +132,7 @@ class ReplicaManager:
                 wanted.add(key)
                 partition = self.partitions.get(key)
                 fetching = _fetching(partition)
-                if partition is None or partition.topic_id != topic.topic_id:
+                if partition is None or not _same_id(partition.topic_id, topic.topic_id):
                     if partition is not None:
                         self._remove(partition)
                     storage = storage or _log_config(topic.name, config)
@@ -253,6 +253,9 @@ class ReplicaManager:
                 partition.become_leader(meta.leader_epoch, node_id=self.node_id,
                                         partition_epoch=meta.partition_epoch, replicas=meta.replicas, isr=meta.isr,
                                         lag_max_ms=self.config.replica_lag_time_max_ms)
+            elif partition.leader.partition_epoch == meta.partition_epoch and \
+                    partition.leader.fenced_or_shutting_down == ineligible:
+                return  # the image changed nothing of it (one made ahead for these very records, logs_made_for)
             partition.on_partition_change(meta.partition_epoch, meta.replicas, meta.isr, ineligible)
         elif partition.leader is not None or partition.leader_id != meta.leader or \
                 partition.leader_epoch != meta.leader_epoch:
@@ -281,7 +284,7 @@ class ReplicaManager:
         self._settle((topic, index))
         existing = self._log_of(topic, index, topic_id)
         prepared = self._prepared.pop((topic, index), None)
-        if prepared is not None and prepared.topic_id == topic_id and prepared.log is existing:
+        if prepared is not None and _same_id(prepared.topic_id, topic_id) and prepared.log is existing:
             partition = prepared
         else:
             if prepared is not None:
@@ -289,7 +292,7 @@ class ReplicaManager:
             log_ = existing if existing is not None else self.logs.create_log(topic, index, storage)
             partition = self._partition(topic, index, topic_id, log_, config)
         partition.log.config = storage
-        if partition.log.topic_id != topic_id:  # a log from before partition.metadata, or made just now
+        if not _same_id(partition.log.topic_id, topic_id):  # a log from before partition.metadata, or made now
             partition.log.record_topic_id(topic_id)
         self.partitions[(topic, index)] = partition
         return partition
@@ -303,7 +306,8 @@ class ReplicaManager:
         another commit of the name overtook (two CreateTopics of one topic at once); empty and never served, it
         is the committed topic's."""
         existing = self.logs.get_log(topic, index)
-        if existing is None or existing.topic_id in (None, topic_id) or not self.logs.found_at_start(topic, index):
+        if existing is None or existing.topic_id is None or _same_id(existing.topic_id, topic_id) or \
+                not self.logs.found_at_start(topic, index):
             return existing
         aside = self.logs.set_aside(topic, index)
         log.warning("the log of %s-%d belongs to topic id %s, not to the topic's %s: a deleted topic's (a stray), "
@@ -427,6 +431,11 @@ def _changes(previous: Mapping[str, TopicImage], image: MetadataImage) -> tuple[
         return [t for name, t in topics.items() if previous.get(name) is not t], list(previous.keys() - topics.keys())
     changed = [topics[name] for name in names if name in topics and previous.get(name) is not topics[name]]
     return changed, [name for name in names if name in previous and name not in topics]
+
+
+def _same_id(one: uuid.UUID | None, other: uuid.UUID | None) -> bool:
+    # Mostly the very object (the image's records gave both): `is` spares UUID.__eq__, a Python call.
+    return one is other or one == other
 
 
 def _fetching(partition: Partition | None) -> tuple[Partition, int] | None:
