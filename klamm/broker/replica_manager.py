@@ -171,6 +171,7 @@ class ReplicaManager:
             yield
             return
         started = time.monotonic()
+        await asyncio.sleep(0)  # the loop's turn between finding the new logs and queueing them
         try:
             ids = {name: topic_id for topic_id, name in names.items()}
             await self.logs.create_logs(wanted, self.log_creator, ids)

@@ -192,6 +192,8 @@ class LocalControllerClient:
                      "default_replication_factor": config.default_replication_factor,
                      "validate_config": lambda configs: TopicConfig.validate(self._config.config, configs)}
         decided = self._decided(lambda image: decide_create_topics(image, specs, **arguments), validate_only)
+        if decided is not None:
+            await asyncio.sleep(0)  # the loop's turn between deciding and finding the logs to make
         async with self._prepared(decided):
             if decided is not None:
                 await decided.encode(ENCODE_SLICE_S)
@@ -217,6 +219,8 @@ class LocalControllerClient:
     async def create_partitions(self, specs: Sequence[CreatePartitionsSpec], *,
                                 validate_only: bool) -> list[CreatePartitionsResult]:
         decided = self._decided(lambda image: decide_create_partitions(image, specs), validate_only)
+        if decided is not None:
+            await asyncio.sleep(0)
         async with self._prepared(decided):
             if decided is not None:
                 await decided.encode(ENCODE_SLICE_S)

@@ -107,10 +107,9 @@ def place_replicas(brokers: Sequence[int], start_partition: int, count: int, rep
                          f"replication factor of {replication_factor} cannot be reached because only "
                          f"{len(brokers)} broker(s) are registered.")
     n = len(brokers)
-    return [
-        [brokers[(p + offset + i) % n] for i in range(replication_factor)]
-        for p in range(start_partition, start_partition + count)
-    ]
+    ring = list(brokers) * 2  # a slice of it is the broker at each start and the next ones (rf <= n)
+    return [ring[start:start + replication_factor]
+            for start in ((p + offset) % n for p in range(start_partition, start_partition + count))]
 
 
 def _check_manual_assignment(image: MetadataImage, replicas: Sequence[int], replication_factor: int | None) -> None:
@@ -294,7 +293,7 @@ def _placed_partitions(image: MetadataImage, spec: CreateTopicSpec, default_part
     replication_factor = default_replication_factor if spec.replication_factor == -1 else spec.replication_factor
     placed = place_replicas(image.live_brokers(), 0, num_partitions, replication_factor, placement_offset)
     replicas_by_partition = dict(enumerate(placed))
-    return replicas_by_partition, {p: list(r) for p, r in replicas_by_partition.items()}
+    return replicas_by_partition, replicas_by_partition  # every replica in the ISR (records copy the lists)
 
 
 # ---------------------------------------------------------------------------

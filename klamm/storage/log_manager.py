@@ -301,6 +301,8 @@ class LogManager:
     def _least_loaded_dir(self, pending: Mapping[Path, int] | None = None) -> Path:
         """The log dir holding the fewest logs, counting those `pending` there (the first of them in log.dirs
         order)."""
+        if len(self.log_dirs) == 1:
+            return self.log_dirs[0]
         return min(self.log_dirs, key=lambda d: len(self._logs_in.get(d, ())) + (pending or {}).get(d, 0))
 
     def _attach(self, key: tuple[str, int], log: Log, log_dir: Path) -> None:
