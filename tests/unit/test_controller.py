@@ -6,12 +6,14 @@ import asyncio
 import uuid
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from klamm.controller.controller import Controller, CreatePartitionsSpec, CreateTopicSpec, Decided
 from klamm.controller.image import BROKER_RESOURCE, MetadataImage, apply, apply_batch, empty_image
 from klamm.controller.metadata_log import InMemoryMetadataLog
 from klamm.controller.records import MetadataRecord, MetadataRecordError, decode_record, encode_record
-from klamm.controller.topics import decide_create_topics
+from klamm.controller.topics import decide_create_topics, place_replicas
 from klamm.protocol.errors import ErrorCode, KafkaError
 
 
@@ -132,6 +134,17 @@ def test_create_topic_assigns_round_robin_and_writes_one_batch() -> None:
         assert (partition.leader_epoch, partition.partition_epoch) == (0, 0)
         leaders.add(partition.leader)
     assert leaders == {1, 2, 3}  # round-robin spreads leadership
+
+
+@given(st.lists(st.integers(0, 1000), min_size=1, max_size=8, unique=True), st.integers(0, 100),
+       st.integers(0, 60), st.data())
+def test_replicas_are_placed_round_robin(brokers: list[int], start: int, count: int, data: st.DataObject) -> None:
+    """Partition p's replicas: the broker at (p + offset) mod n and the ones after it, wrapping round."""
+    rf = data.draw(st.integers(1, len(brokers)))
+    offset = data.draw(st.integers(0, 50))
+    n = len(brokers)
+    assert place_replicas(brokers, start, count, rf, offset) == [
+        [brokers[(p + offset + i) % n] for i in range(rf)] for p in range(start, start + count)]
 
 
 def test_a_decision_made_ahead_is_committed_as_made_while_the_image_is_the_same() -> None:
