@@ -35,6 +35,7 @@ import logging
 import os
 import shutil
 import threading
+import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Executor, ThreadPoolExecutor
@@ -57,6 +58,7 @@ DELETE_SUFFIX = "-delete"
 STRAY_SUFFIX = "-stray"  # Kafka's: a log set aside as no topic's, kept for the operator (never loaded nor deleted)
 FUTURE_SUFFIX = "-future"
 CLOSING_THREADS = 8  # logs closed at once at shutdown
+TAKE_SLICE_S = 0.0005  # how long create_logs attaches the logs it made at a time, a turn of the loop
 MOVED_MARKER = "klamm-moved-replica"  # in a moved log's directory until the old copy is detached
 
 logger = logging.getLogger(__name__)
@@ -234,7 +236,7 @@ class LogManager:
             log_dir = self._least_loaded_dir(pending)
             pending[log_dir] += 1
             self._creating[key] = (log_dir, batch)
-            batch.wanted.append((key, log_dir / f"{topic}-{partition}", config))
+            batch.wanted.append((key, log_dir, config))
         made = batch.future = asyncio.get_running_loop().run_in_executor(executor, batch.make, self._time_ms) \
             if batch.wanted else None
         # Shielded: a creation the caller stops waiting for still ends, and shutdown closes its logs.
@@ -244,12 +246,16 @@ class LogManager:
         if made is None:
             return
         await asyncio.shield(made)
+        stop = time.perf_counter() + TAKE_SLICE_S
         for key, _, _ in batch.wanted:
-            if self._creating.get(key, (None, None))[1] is batch:
+            if self._creating.get(key, (None, None))[1] is batch:  # not taken meanwhile by create_log
                 try:
                     self._take_created(key)
                 except Exception as exc:  # noqa: BLE001  # the name stays free: create_log tries again, and raises
                     logger.warning("could not create the log of %s-%d: %s", key[0], key[1], exc)
+            if time.perf_counter() >= stop:
+                await asyncio.sleep(0)
+                stop = time.perf_counter() + TAKE_SLICE_S
 
     def _take_created(self, key: tuple[str, int]) -> Log:
         """Attach the log create_logs made for `key` (waiting for it), or raise why it could not be made."""
@@ -455,15 +461,16 @@ class _Creation:
     def __init__(self, topic_ids: Mapping[str, uuid.UUID]) -> None:
         self.topic_ids = topic_ids
         self.future: asyncio.Future[None] | None = None  # the thread's work, once submitted
-        self.wanted: list[tuple[tuple[str, int], Path, LogConfig]] = []
+        self.wanted: list[tuple[tuple[str, int], Path, LogConfig]] = []  # (name, its log dir, config)
         self.made: dict[tuple[str, int], Log | Exception] = {}
         self.done = threading.Event()
 
     def make(self, time_ms: Callable[[], int]) -> None:
         try:
-            for key, directory, config in self.wanted:
-                try:
-                    made = self.made[key] = Log.open(directory, config, clean_shutdown=True, time_ms=time_ms)
+            for key, log_dir, config in self.wanted:
+                try:  # the path made here: a pathlib join costs the loop a few microseconds a log
+                    made = self.made[key] = Log.open(log_dir / f"{key[0]}-{key[1]}", config, clean_shutdown=True,
+                                                     time_ms=time_ms)
                     topic_id = self.topic_ids.get(key[0])
                     if topic_id is not None:
                         made.record_topic_id(topic_id)
