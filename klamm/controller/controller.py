@@ -73,6 +73,7 @@ from klamm.controller.topics import (
     decide_delete_topics,
 )
 from klamm.protocol.errors import ErrorCode, KafkaError
+from klamm.protocol.records import value_record
 
 __all__ = [
     "METADATA_VERSION",
@@ -116,6 +117,8 @@ class Decided:
     completed: list[MetadataRecord] = field(default_factory=list)
     # `image` with the completed records applied, once `encode` ran: the commit only sets its offset and builds
     builder: ImageBuilder | None = None
+    # each value as the record of a metadata batch (value_record), for the metadata log's append
+    value_records: list[bytes] = field(default_factory=list)
 
     async def encode(self, slice_s: float) -> None:
         """Encode the records and apply them to an image builder ahead of the commit, `slice_s` of the loop's
@@ -123,8 +126,10 @@ class Decided:
         spend)."""
         builder = ImageBuilder(self.image)
         stop = time.perf_counter() + slice_s
-        for record in self.records:
-            self.values.append(encode_record(record))
+        for delta, record in enumerate(self.records):
+            value = encode_record(record)
+            self.values.append(value)
+            self.value_records.append(value_record(delta, value))
             completed = complete_record(record)
             self.completed.append(completed)
             builder.apply(completed)
@@ -136,18 +141,20 @@ class Decided:
     def encoded(self) -> Encoded | None:
         if self.builder is None:
             return None
-        return Encoded(self.values, self.completed, self.builder)
+        return Encoded(self.values, self.completed, self.builder, b"".join(self.value_records))
 
 
 @dataclass(frozen=True)
 class Encoded:
     """Records made ready for a commit ahead of it (Decided.encode): their values for the metadata log, the
     records as decoding those gives them, and a builder holding them applied to the image they were decided
-    on (None: the commit applies them)."""
+    on (None: the commit applies them), and the values' records in a batch, joined (None: the log encodes
+    them)."""
 
     values: list[bytes]
     completed: Iterable[MetadataRecord]
     builder: ImageBuilder | None = None
+    batch_body: bytes | None = None
 
 
 class MetadataLogError(RuntimeError):
@@ -635,7 +642,9 @@ class Controller:
             encoded = Encoded([encode_record(record) for record in records], map(complete_record, records))
         values = encoded.values
         later = self._flush_later
-        last_offset = self.log.append(values, flush=False) if later else self.log.append(values)
+        # a later flush: the log is a FileMetadataLog (FlushedCommits), which takes the records encoded ahead
+        last_offset = self.log.append(values, flush=False, encoded=encoded.batch_body) if later \
+            else self.log.append(values)
         builder = encoded.builder
         if builder is None:
             builder = ImageBuilder(self._image)

@@ -180,6 +180,23 @@ def encode_record(
     return _zigzag_varint(len(body)) + body
 
 
+def value_record(offset_delta: int, value: bytes) -> bytes:
+    """One v2 record of no key and no headers at its batch's timestamp: what build_batch encodes for
+    NewRecord(None, value), for a batch encoded ahead a record at a time (batch_of_records)."""
+    return encode_record(offset_delta, 0, None, value, ())
+
+
+def batch_of_records(body: bytes, count: int, *, timestamp_ms: int | None = None) -> bytes:
+    """The batch build_batch makes of `count` NewRecord(None, value), from `body`: their value_records (offset
+    deltas 0 to count - 1) joined."""
+    if count < 1:
+        raise ValueError("a batch needs at least one record")
+    timestamp = _now_ms() if timestamp_ms is None else timestamp_ms
+    return assemble_batch(base_offset=0, partition_leader_epoch=-1, attributes=0, last_offset_delta=count - 1,
+                          base_timestamp=timestamp, max_timestamp=timestamp, producer_id=-1, producer_epoch=-1,
+                          base_sequence=-1, records_count=count, body=body)
+
+
 def assemble_batch(
     *,
     base_offset: int,

@@ -11,10 +11,11 @@ from hypothesis import strategies as st
 
 from klamm.controller.controller import Controller, CreatePartitionsSpec, CreateTopicSpec, Decided
 from klamm.controller.image import BROKER_RESOURCE, MetadataImage, apply, apply_batch, empty_image
-from klamm.controller.metadata_log import InMemoryMetadataLog
+from klamm.controller.metadata_log import FileMetadataLog, InMemoryMetadataLog
 from klamm.controller.records import MetadataRecord, MetadataRecordError, decode_record, encode_record
 from klamm.controller.topics import decide_create_topics, place_replicas
 from klamm.protocol.errors import ErrorCode, KafkaError
+from klamm.protocol.records import NewRecord, batch_of_records, build_batch, value_record
 
 
 def make_controller(brokers: int = 3, log: InMemoryMetadataLog | None = None) -> Controller:
@@ -618,3 +619,33 @@ def test_enabling_unclean_election_later_elects_the_leaderless_partition() -> No
     controller.elect_leaderless()  # the controller's periodic check (leader.imbalance.check.interval.seconds)
     partition = controller.image.topics_by_name["t"].partitions[0]
     assert (partition.leader, list(partition.isr)) == (2, [2])
+
+
+@given(st.lists(st.binary(max_size=300), min_size=1, max_size=40), st.integers(0, 2**41))
+def test_a_batch_of_records_encoded_ahead_is_build_batch_s(values: list[bytes], timestamp: int) -> None:
+    """What a metadata commit appends from records encoded ahead (Decided.encode) is the very batch
+    build_batch makes of the values."""
+    body = b"".join(value_record(delta, value) for delta, value in enumerate(values))
+    assert batch_of_records(body, len(values), timestamp_ms=timestamp) == build_batch(
+        [NewRecord(None, value) for value in values], timestamp_ms=timestamp)
+
+
+def test_a_decision_made_ahead_appends_the_batch_it_encoded(tmp_path) -> None:
+    """A single voter's commit flushed later (FlushedCommits) appends the batch Decided.encode made; every node
+    replays the records of it."""
+    log = FileMetadataLog.open(tmp_path)
+    controller = Controller(log, node_id=1, cluster_id="test-cluster-id-abcdef")
+    controller.load()
+    controller.register_broker(1, "host1", 9091)
+    spec = CreateTopicSpec("ahead", num_partitions=40, replication_factor=1)
+    results, records = decide_create_topics(controller.image, [spec], default_partitions=2,
+                                            default_replication_factor=1)
+    decided = Decided(controller.image, results, records)
+    asyncio.run(decided.encode(0.0))
+    with controller.commits_flushed_later():
+        controller.create_topics([spec], default_partitions=2, default_replication_factor=1, decided=decided)
+    assert [value for _, value in log.replay(log.end_offset - len(records))] == decided.values
+    log.log.flush()
+    log.close()
+    replayed = Controller(FileMetadataLog.open(tmp_path), node_id=1, cluster_id="test-cluster-id-abcdef").load()
+    assert replayed.topics_by_name["ahead"] == controller._image.topics_by_name["ahead"]
