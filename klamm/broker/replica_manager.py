@@ -137,11 +137,12 @@ class ReplicaManager:
                         self._remove(partition)
                     storage = storage or _log_config(topic.name, config)
                     partition = self._create(topic.name, index, topic.topic_id, config, storage)
-                if partition.config is not config:
+                reconfigured = partition.config is not config
+                if reconfigured:
                     storage = storage or _log_config(topic.name, config)
                     partition.config = config
                     partition.log.config = storage
-                self._apply_role(partition, meta, ineligible)
+                self._apply_role(partition, meta, ineligible, reconfigured)
                 if not fetching_changed and _fetching(partition) != fetching:
                     fetching_changed = True
         if full:
@@ -248,13 +249,16 @@ class ReplicaManager:
             wanted.append((name, data["partition_id"], configs[name]))
         return wanted
 
-    def _apply_role(self, partition: Partition, meta: PartitionImage, ineligible: set[int]) -> None:
+    def _apply_role(self, partition: Partition, meta: PartitionImage, ineligible: set[int],
+                    reconfigured: bool = False) -> None:
+        """`reconfigured`: the topic's config changed (min.insync.replicas: acks=all appends waiting are looked
+        at again)."""
         if meta.leader == self.node_id:
             if partition.leader is None or partition.leader_epoch != meta.leader_epoch:
                 partition.become_leader(meta.leader_epoch, node_id=self.node_id,
                                         partition_epoch=meta.partition_epoch, replicas=meta.replicas, isr=meta.isr,
                                         lag_max_ms=self.config.replica_lag_time_max_ms)
-            elif partition.leader.partition_epoch == meta.partition_epoch and \
+            elif not reconfigured and partition.leader.partition_epoch == meta.partition_epoch and \
                     partition.leader.fenced_or_shutting_down == ineligible:
                 return  # the image changed nothing of it (one made ahead for these very records, logs_made_for)
             partition.on_partition_change(meta.partition_epoch, meta.replicas, meta.isr, ineligible)
