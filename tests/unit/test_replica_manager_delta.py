@@ -129,9 +129,9 @@ def test_an_image_that_changes_one_topic_touches_only_its_partitions(tmp_path: P
     touched: list[tuple[str, int]] = []
     apply_role = ReplicaManager._apply_role
 
-    def counting(self, partition, meta, ineligible):  # type: ignore[no-untyped-def]
+    def counting(self, partition, meta, ineligible, *args):  # type: ignore[no-untyped-def]
         touched.append((partition.topic, partition.index))
-        apply_role(self, partition, meta, ineligible)
+        apply_role(self, partition, meta, ineligible, *args)
     monkeypatch.setattr(ReplicaManager, "_apply_role", counting)
 
     def topic(name: str, topic_id: int, leader: int = NODE) -> list[MetadataRecord]:
