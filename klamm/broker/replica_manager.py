@@ -332,7 +332,8 @@ class ReplicaManager:
                 continue
             topic = self._cluster_topics.get(log_.topic)
             meta = topic.partitions.get(log_.partition) if topic is not None else None
-            if meta is not None and self.node_id in meta.replicas and log_.topic_id in (None, topic.topic_id):
+            if meta is not None and self.node_id in meta.replicas and \
+                    (log_.topic_id is None or _same_id(log_.topic_id, topic.topic_id)):
                 continue
             where = self.logs.set_aside(*key)
             if where is not None:

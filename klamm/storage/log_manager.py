@@ -224,12 +224,11 @@ class LogManager:
         are waited for too (a create_log of them then does not wait on the loop)."""
         pending = {log_dir: 0 for log_dir in self.log_dirs}
         batch = _Creation(topic_ids or {})
-        others: list[_Creation] = []
+        others: set[_Creation] = set()  # other calls' batches making some of these names
         for topic, partition, config in wanted:
             key = (topic, partition)
             if key in self._creating:
-                if all(other is not self._creating[key][1] for other in others):
-                    others.append(self._creating[key][1])
+                others.add(self._creating[key][1])
                 continue
             if key in self._logs or key in self._deleted_unwritten:
                 continue
