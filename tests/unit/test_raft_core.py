@@ -93,6 +93,43 @@ def test_the_leader_reports_a_diverging_epoch() -> None:
     assert isinstance(response, FetchResponse) and response.diverging == OffsetAndEpoch(1, 2)
 
 
+def a_leader_of_three() -> tuple[RaftNode, int]:
+    """Node 1 elected by 2 and 3 (their votes answered by hand), and when."""
+    leader = node(1, {1, 2, 3})
+    now = 0
+    while leader.role is not Role.LEADER:
+        now += 1_000
+        leader.tick(now)
+        for envelope in leader.take_outbox():
+            if isinstance(envelope.body, VoteRequest):
+                answer = VoteResponse(ErrorCode.none, envelope.body.epoch, -1, True)
+                leader.handle(Envelope(envelope.destination, 1, envelope.correlation_id, answer), now)
+    leader.take_outbox()
+    return leader, now
+
+
+def test_a_fetch_by_a_replica_not_yet_told_the_high_watermark_is_answered_at_once() -> None:
+    leader, now = a_leader_of_three()
+    epoch = leader.epoch
+    leader.append([b"a"], now)
+    leader.tick(now + CONFIG.append_linger_ms)  # flushed
+    end = leader.log.end_offset
+    leader.handle(Envelope(3, 1, 1, FetchRequest(3, epoch, 0, 0, 500)), now)  # 3 takes the batches
+    before = leader.take_outbox()[0].body
+    assert isinstance(before, FetchResponse) and before.batches and before.high_watermark < end
+    leader.handle(Envelope(2, 1, 1, FetchRequest(2, epoch, end, epoch, 500)), now)  # 2 makes the majority
+    assert leader.take_outbox()[0].body.high_watermark == end  # type: ignore[union-attr]
+    # 3 holds everything, but the high watermark moved after its last answer: no waiting for new records.
+    leader.handle(Envelope(3, 1, 2, FetchRequest(3, epoch, end, epoch, 500)), now + 1)
+    (answer,) = leader.take_outbox()
+    assert isinstance(answer.body, FetchResponse) and answer.body.high_watermark == end and not answer.body.batches
+    # Told now, its next fetch waits for records (or the high watermark) as before.
+    leader.handle(Envelope(3, 1, 3, FetchRequest(3, epoch, end, epoch, 500)), now + 2)
+    assert leader.take_outbox() == []
+    leader.tick(now + 502)
+    assert leader.take_outbox()[0].body.high_watermark == end  # type: ignore[union-attr]
+
+
 def test_memory_log_epochs_truncation_and_cleaning() -> None:
     log = MemoryRaftLog()
     for base, epoch in ((0, 1), (2, 1), (4, 3), (6, 5)):

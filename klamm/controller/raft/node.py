@@ -266,6 +266,7 @@ class RaftNode:
         self._endorsed: set[int] = set()
         self._progress: dict[int, ReplicaProgress] = {}
         self._observers: dict[int, ReplicaProgress] = {}
+        self._told_high_watermark: dict[int, int] = {}  # the last high watermark a fetcher was answered with
         self._epoch_start_offset = -1
         self._leader_since_ms = 0
         self._successors: tuple[int, ...] = ()
@@ -565,14 +566,17 @@ class RaftNode:
                 if end.offset < self.log.start_offset:  # no epoch this old here: all of the fetcher's log goes
                     end = OffsetAndEpoch(0, self.log.start_offset)
                 return replace(base, diverging=end)
-        high_watermark = self.high_watermark
         self._record_fetch(request, now_ms)
         batches = self.log.read(request.fetch_offset, self.config.max_fetch_batches)
-        # Park an empty fetch, unless it moved the high watermark: the fetcher learns that at once.
+        # Park an empty fetch, unless its fetcher has not been told the high watermark yet (this fetch moved
+        # it, or another's did since this one's last answer): it learns that at once, as KIP-1166 has it, so
+        # every replica applies a commit one round trip after it, not one fetch wait.
+        told = self._told_high_watermark.get(request.replica_id, -1)
         if not batches and may_park and request.max_wait_ms > 0 and self.role is Role.LEADER \
-                and self.high_watermark == high_watermark:
+                and told >= self.high_watermark:
             self._parked.append(_Parked(now_ms + request.max_wait_ms, envelope, self.high_watermark))
             return None
+        self._told_high_watermark[request.replica_id] = self.high_watermark
         return replace(base, high_watermark=self.high_watermark, batches=tuple(batches))
 
     def _leader_only_error(self, epoch: int) -> ErrorCode | None:
