@@ -6,10 +6,13 @@ import asyncio
 import json
 import threading
 import time
+import uuid
 from typing import Any, Callable, Iterable
 
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+
+from tests.integration.conftest import RawClient
 
 from .records import Rec, norm_headers
 
@@ -41,14 +44,25 @@ def admin(bootstrap: str) -> AdminClient:
 def topic_ready(bootstrap: str, name: str, partitions: int, a: AdminClient | None = None) -> bool:
     """The topic has leaders, as every broker of `bootstrap` tells (in a cluster each learns it on its own)."""
     addresses = bootstrap.split(",")
-    clients = [a or admin(bootstrap)] if len(addresses) == 1 else [admin(address) for address in addresses]
-    for client in clients:
-        t = client.list_topics(topic=name, timeout=10).topics.get(name)
-        if t is None or t.error is not None or len(t.partitions) != partitions:
-            return False
-        if not all(p.leader >= 0 and p.error is None for p in t.partitions.values()):
-            return False
-    return True
+    if len(addresses) > 1:  # each node asked itself: a client sends its metadata requests to any broker it knows
+        return all(_node_has_leaders(address, name, partitions) for address in addresses)
+    t = (a or admin(bootstrap)).list_topics(topic=name, timeout=10).topics.get(name)
+    if t is None or t.error is not None or len(t.partitions) != partitions:
+        return False
+    return all(p.leader >= 0 and p.error is None for p in t.partitions.values())
+
+
+def _node_has_leaders(address: str, name: str, partitions: int) -> bool:
+    client = RawClient(int(address.rsplit(":", 1)[1]))
+    try:
+        response = client.request(3, 12, {"topics": [{"name": name, "topic_id": uuid.UUID(int=0)}],
+                                          "allow_auto_topic_creation": False,
+                                          "include_topic_authorized_operations": False})
+    finally:
+        client.close()
+    (t,) = response.topics
+    return t.error_code == 0 and len(t.partitions) == partitions \
+        and all(p.error_code == 0 and p.leader_id >= 0 for p in t.partitions)
 
 
 def create_topic(bootstrap: str, name: str, partitions: int = 1, config: dict | None = None) -> str:

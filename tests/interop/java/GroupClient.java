@@ -50,6 +50,7 @@ import org.apache.kafka.clients.consumer.ConsumerRecords;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.errors.RebalanceInProgressException;
 import org.apache.kafka.common.serialization.ByteArrayDeserializer;
 
 public final class GroupClient {
@@ -145,7 +146,15 @@ public final class GroupClient {
                         consumed.add(r.partition() + ":" + r.offset());
                         total.incrementAndGet();
                     }
-                    if (!records.isEmpty()) consumer.commitSync();
+                    if (!records.isEmpty()) {
+                        try {
+                            consumer.commitSync();
+                        } catch (RebalanceInProgressException e) {
+                            // A cooperative rebalance began after this poll: the next poll completes it, and the
+                            // records of partitions this member keeps are committed with the next ones (Kafka's
+                            // documented way; their redelivery elsewhere is counted once in `consumed`).
+                        }
+                    }
                     Set<Integer> mine = new TreeSet<>();
                     for (TopicPartition tp : consumer.assignment()) mine.add(tp.partition());
                     assignments.put(index, mine);
