@@ -1,13 +1,14 @@
-"""How long after a CreateTopics answers every node of a Raft quorum serves the new topic.
+"""How long after a CreateTopics answers every node of a cluster serves the new topic.
 
-Starts three combined nodes (process.roles=broker,controller, a quorum of three voters) as
-`klamm serve` processes with Kafka's default quorum timeouts, then, `--rounds` times, creates a topic
-through node 1 and asks each node's own Metadata (one connection per node, asked in turn until all
+Starts three `klamm serve` processes: with `--kind quorum` three combined nodes
+(process.roles=broker,controller, a Raft quorum of three voters, Kafka's default quorum timeouts); with
+`--kind cluster` node 1 broker and controller, nodes 2 and 3 brokers following its metadata log. Then,
+`--rounds` times, creates a topic of `--partitions` partitions through node 1 and asks each node's own Metadata (one connection per node, asked in turn until all
 three know the topic with a leader) how long after the CreateTopics answer it serves the topic. A
 quiet pause between rounds lets the followers' fetches park at the leader, as between a cluster's
 metadata changes.
 
-    PYTHONPATH=$PWD .venv/bin/python bench/quorum_metadata_lag.py [--rounds 40]
+    PYTHONPATH=$PWD .venv/bin/python bench/quorum_metadata_lag.py [--rounds 40] [--kind cluster] [--partitions 4]
 """
 
 from __future__ import annotations
@@ -36,10 +37,10 @@ def knows(client: RawClient, name: str) -> bool:
     return topic.error_code == 0 and all(p.leader_id >= 0 for p in topic.partitions) and bool(topic.partitions)
 
 
-def one_round(nodes: list[RawClient], name: str) -> list[float]:
+def one_round(nodes: list[RawClient], name: str, partitions: int) -> list[float]:
     """Seconds from the CreateTopics answer until each node serves the topic."""
     created = nodes[0].request(19, 7, {"timeout": 30_000, "validate_only": False, "topics": [{
-        "name": name, "num_partitions": 1, "replication_factor": 3, "assignments": [], "configs": []}]})
+        "name": name, "num_partitions": partitions, "replication_factor": 3, "assignments": [], "configs": []}]})
     answered = time.monotonic()
     assert created.topics[0].error_code == 0, created.topics[0]
     lags: list[float | None] = [None] * len(nodes)
@@ -57,22 +58,25 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=40)
     parser.add_argument("--pause", type=float, default=0.3, help="seconds between rounds")
+    parser.add_argument("--kind", choices=("quorum", "cluster"), default="quorum")
+    parser.add_argument("--partitions", type=int, default=1)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="klamm-quorum-lag-") as base:
         cluster = ClusterProcess(Path(base), {"default.replication.factor": 3, "min.insync.replicas": 2},
-                                 quorum=True).start()
+                                 quorum=args.kind == "quorum").start()
         try:
             nodes = [RawClient(node.port) for node in cluster.nodes]
             slowest = []
             for n in range(args.rounds):
                 time.sleep(args.pause)
-                slowest.append(max(one_round(nodes, f"lag-{n}-{uuid.uuid4().hex[:8]}")))
+                slowest.append(max(one_round(nodes, f"lag-{n}-{uuid.uuid4().hex[:8]}", args.partitions)))
             for client in nodes:
                 client.close()
         finally:
             cluster.stop()
     ms = sorted(s * 1000 for s in slowest)
-    print(f"quorum of 3 combined nodes, {len(ms)} CreateTopics: the last node serves the topic after the answer, "
+    print(f"{args.kind} of 3 nodes, {len(ms)} CreateTopics of {args.partitions} partitions: the last node serves "
+          f"the topic after the answer, "
           f"p50 {statistics.median(ms):.1f} ms, p90 {ms[int(len(ms) * 0.9) - 1]:.1f} ms, max {ms[-1]:.1f} ms; "
           f"{sum(m > 100 for m in ms)} over 100 ms")
 

@@ -91,6 +91,13 @@ def test_a_new_topic_s_partitions_are_made_before_its_image_and_apply_image_take
         leaderships.append((self.topic, self.index))
         become_leader(self, *args, **kwargs)
     monkeypatch.setattr(Partition, "become_leader", counting)
+    created: list[tuple[str, int]] = []
+    create = replica_manager_module.ReplicaManager._create
+
+    def creating(self, topic, index, *args):  # type: ignore[no-untyped-def]
+        created.append((topic, index))
+        return create(self, topic, index, *args)
+    monkeypatch.setattr(replica_manager_module.ReplicaManager, "_create", creating)
 
     async def commit() -> dict:
         async with replicas.logs_made_for(records, image):
@@ -101,6 +108,7 @@ def test_a_new_topic_s_partitions_are_made_before_its_image_and_apply_image_take
     prepared = asyncio.run(commit())
     assert sorted(prepared) == [("wide", index) for index in range(8)] and len(leaderships) == 8
     assert all(replicas.partitions[key] is partition for key, partition in prepared.items())
+    assert created == []  # taken as they are (_take_made_ahead), nothing of _create's to do
     assert all(p.leader is not None and p.leader_epoch == 0 for p in replicas.partitions.values())
     assert replicas._prepared == {}
 
