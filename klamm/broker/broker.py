@@ -200,6 +200,7 @@ class Broker:
             self.controller_client = LocalControllerClient(self.controller, self, self.quorum,
                                                            self.replicas.logs_made_for, flushed)
         apply_dynamic_broker_configs(self, self.controller.image)
+        self.replicas.served_image = lambda: self.controller.image
         self.replicas.apply_image(self.controller.image)
         self._listen(lambda _old, new: self.replicas.apply_image(new))
         self._listen(self.metrics.forget_deleted_topics)

@@ -146,11 +146,7 @@ class MetadataFollower:
                 continue
             before = self._fetch_offset
             if entry.records:
-                records = self._committed_records(bytearray(entry.records), entry.high_watermark)
-                around = self._prepare([record for _, record in records], self._image) \
-                    if records and self._prepare is not None else nullcontext()
-                async with around:
-                    self._apply(records)
+                await self._apply(self._committed_records(bytearray(entry.records), entry.high_watermark))
             if self._fetch_offset >= self.high_watermark:
                 self.caught_up.set()
             elif self._fetch_offset == before:
@@ -223,13 +219,19 @@ class MetadataFollower:
                     records.append((record.offset, decode_record(record.value)))
         return records
 
-    def _apply(self, records: list[tuple[int, MetadataRecord]]) -> None:
-        """Replay `records` into the image and tell the listeners."""
+    async def _apply(self, records: list[tuple[int, MetadataRecord]]) -> None:
+        """Replay `records` into the image, and tell the listeners once what they need is prepared (the logs of
+        new partitions made beside the loop). Clients are served the new image meanwhile, as Kafka's metadata
+        cache takes an image before its replica manager applies it: a partition not hosted yet answers
+        NOT_LEADER_OR_FOLLOWER, which clients retry."""
         if not records:
             return
-        old, self._image = self._image, apply_batch(self._image, records)
-        for listener in list(self._listeners):
-            listener(old, self._image)
+        old = self._image
+        new = self._image = apply_batch(old, records)
+        around = self._prepare([record for _, record in records], old) if self._prepare is not None else nullcontext()
+        async with around:
+            for listener in list(self._listeners):
+                listener(old, new)
 
 
 def _epoch_ms(value: datetime.datetime) -> int:

@@ -76,7 +76,9 @@ class ReplicaManager:
         # AlterReplicaLogDirs: replicas moving to another log dir
         self.moves = ReplicaMoves(logs, self.flusher, lambda topic, index: self.partitions.get((topic, index)),
                                   self._schedule_delete)
-        # Set by the broker: AlterPartition for a leader's proposal, and the replica fetchers' update.
+        # Set by the broker: the image clients are served (it can be ahead of the one applied here while the logs
+        # of new partitions are made), AlterPartition for a leader's proposal, and the replica fetchers' update.
+        self.served_image: Callable[[], MetadataImage] | None = None
         self.send_isr_proposal: Callable[[Partition, IsrProposal], None] | None = None
         self.followers_changed: Callable[[dict[tuple[str, int], Partition]], None] | None = None
         # Set by the broker: where logs_made_for makes new logs (None: apply_image makes them all)
@@ -103,7 +105,8 @@ class ReplicaManager:
         its metadata; one the cluster lacks is UNKNOWN_TOPIC_OR_PARTITION."""
         partition = self.partitions.get((topic, index))
         if partition is None:
-            image = self._cluster_topics.get(topic)
+            topics = self._cluster_topics if self.served_image is None else self.served_image().topics_by_name
+            image = topics.get(topic)
             exists = image is not None and index in image.partitions
             raise KafkaError(ErrorCode.not_leader_or_follower if exists else ErrorCode.unknown_topic_or_partition)
         return partition
