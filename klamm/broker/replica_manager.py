@@ -258,7 +258,7 @@ class ReplicaManager:
                          ineligible: set[int]) -> bool:
         """Host the partition made ahead for these very records (logs_made_for) as it is, when it is all that
         `_create` and `_apply_role` would make of it: its topic id, config and log the image's, leader of the
-        image's epochs. A CreateTopics of a thousand partitions is applied about a microsecond a partition."""
+        image's epochs (a third of apply_image's time for a new topic goes, BENCHMARKS.md)."""
         made = self._prepared.get(key)
         if made is None or made.config is not config or made.leader is None or meta.leader != self.node_id \
                 or made.leader_epoch != meta.leader_epoch or made.leader.partition_epoch != meta.partition_epoch \
