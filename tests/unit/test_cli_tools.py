@@ -316,3 +316,18 @@ def test_dump_log_shows_bytes_that_are_not_utf8_as_kafkas_tool_does():
     # Java's new String(bytes, UTF_8): an encoded surrogate is one U+FFFD (Python's "replace" gives three)
     assert _utf8(b"a\xed\xa0\x80b") == "a\ufffdb"
     assert _utf8(b"k\xed\xa0") == "k\ufffd"
+
+
+def test_tools_keep_librdkafka_notices_off_stderr_unless_asked(tmp_path):
+    from argparse import Namespace
+
+    from klamm.cli.tools.common import client_config
+
+    assert client_config(Namespace(bootstrap_server="b:9092"))["log_level"] == "4"
+    asked = tmp_path / "client.properties"
+    asked.write_text("log_level=6\n")
+    assert client_config(Namespace(bootstrap_server="b:9092", client_config_file=asked))["log_level"] == "6"
+    debugging = tmp_path / "debug.properties"
+    debugging.write_text("debug=broker\n")
+    assert "log_level" not in client_config(Namespace(bootstrap_server="b:9092", client_config_file=debugging))
+    assert "log_level" not in client_config(Namespace(bootstrap_server="b:9092"), overrides=[("debug", "all")])

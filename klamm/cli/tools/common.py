@@ -44,6 +44,10 @@ def client_config(args: argparse.Namespace, defaults: dict[str, str] | None = No
     if getattr(args, "client_config_file", None):
         conf.update(librdkafka_sasl(load_properties(args.client_config_file)))
     conf.update(dict(overrides or []))
+    if "debug" not in conf:
+        # librdkafka logs its notices (level 6, e.g. a purged background queue at exit) on stderr; Kafka's
+        # tools log warnings and errors only, and scripts read a tool's stderr.
+        conf.setdefault("log_level", "4")
     conf["bootstrap.servers"] = args.bootstrap_server
     return conf
 
