@@ -23,7 +23,7 @@ from klamm.config.topic import TopicConfig
 from klamm.controller.client_quotas import ip_hosts
 from klamm.controller.controller import Decided
 from klamm.controller.delegation_tokens import TokenResult, TokenSettings
-from klamm.controller.topics import decide_create_partitions, decide_create_topics
+from klamm.controller.topics import Steps, decide_create_partitions_steps, decide_create_topics_steps, in_slices
 from klamm.protocol.errors import ErrorCode
 
 T = TypeVar("T")
@@ -191,7 +191,8 @@ class LocalControllerClient:
         arguments = {"default_partitions": config.num_partitions,
                      "default_replication_factor": config.default_replication_factor,
                      "validate_config": lambda configs: TopicConfig.validate(self._config.config, configs)}
-        decided = self._decided(lambda image: decide_create_topics(image, specs, **arguments), validate_only)
+        decided = await self._decided(lambda image: decide_create_topics_steps(image, specs, **arguments),
+                                      validate_only)
         if decided is not None:
             await asyncio.sleep(0)  # the loop's turn between deciding and finding the logs to make
         async with self._prepared(decided):
@@ -203,14 +204,15 @@ class LocalControllerClient:
     async def delete_topics(self, topics: Sequence[str | uuid.UUID]) -> list[DeleteTopicResult]:
         return await self._write(lambda: self._controller.delete_topics(topics))
 
-    def _decided(self, decide: Callable[[MetadataImage], tuple[list[Any], list[MetadataRecord]]],
-                 validate_only: bool) -> Decided | None:
+    async def _decided(self, decide: Callable[[MetadataImage], Steps[tuple[list[Any], list[MetadataRecord]]]],
+                       validate_only: bool) -> Decided | None:
         """The controller's decision on the image now, made ahead of the commit for `prepare` (none for a
-        validation, or without `prepare`: the commit decides)."""
+        validation, or without `prepare`: the commit decides), ENCODE_SLICE_S of the loop a turn. The commit
+        decides again if another changed the image meanwhile."""
         if self._prepare is None or validate_only:
             return None
         image = self._controller.image
-        return Decided(image, *decide(image))
+        return Decided(image, *await in_slices(decide(image), ENCODE_SLICE_S))
 
     def _prepared(self, decided: Decided | None) -> AbstractAsyncContextManager[None]:
         """What to commit inside: `prepare` entered with the records decided ahead."""
@@ -218,7 +220,7 @@ class LocalControllerClient:
 
     async def create_partitions(self, specs: Sequence[CreatePartitionsSpec], *,
                                 validate_only: bool) -> list[CreatePartitionsResult]:
-        decided = self._decided(lambda image: decide_create_partitions(image, specs), validate_only)
+        decided = await self._decided(lambda image: decide_create_partitions_steps(image, specs), validate_only)
         if decided is not None:
             await asyncio.sleep(0)
         async with self._prepared(decided):

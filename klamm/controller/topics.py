@@ -4,15 +4,24 @@ These mirror Kafka's ReplicationControlManager (createTopics, deleteTopics,
 createPartitions): they validate against the image, never touch the log, and
 return the records to append atomically. The controller appends and replays.
 Error codes and messages follow Kafka's KRaft controller.
+
+The decisions that make a record per partition are also generators of steps
+(`decide_create_topics_steps`, `decide_create_partitions_steps`: a step every
+PARTITIONS_A_STEP partitions, the decision the generator's return value), so
+that a caller on the event loop can spread a topic of thousands of partitions
+over several turns (`in_slices`); the plain functions run every step at once.
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import time
 import uuid
 from collections import ChainMap
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from klamm.controller.configs import ConfigValidator, run_validator
 from klamm.controller.image import TOPIC_RESOURCE, MetadataImage
@@ -22,19 +31,51 @@ from klamm.protocol.topics import METADATA_TOPIC, has_collision_chars, unify_col
 
 __all__ = [
     "METADATA_TOPIC",
+    "Steps",
     "CreatePartitionsResult",
     "CreatePartitionsSpec",
     "CreateTopicSpec",
     "DeleteTopicResult",
     "TopicResult",
     "decide_create_partitions",
+    "decide_create_partitions_steps",
     "decide_create_topics",
+    "decide_create_topics_steps",
     "decide_delete_topics",
+    "in_slices",
     "place_replicas",
     "random_uuid",
+    "run_steps",
 ]
 
 ZERO_UUID = uuid.UUID(int=0)
+# Partition records a decision makes between two of its steps: about 0.1 ms.
+PARTITIONS_A_STEP = 64
+
+T = TypeVar("T")
+Steps = Generator[None, None, T]
+
+
+def run_steps(steps: Steps[T]) -> T:
+    """A decision's steps run to the end in one go; its value."""
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            return done.value
+
+
+async def in_slices(steps: Steps[T], slice_s: float) -> T:
+    """A decision's steps run `slice_s` of the loop's time a turn; its value."""
+    stop = time.perf_counter() + slice_s
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            return done.value
+        if time.perf_counter() >= stop:
+            await asyncio.sleep(0)
+            stop = time.perf_counter() + slice_s
 
 
 @dataclass(frozen=True)
@@ -170,6 +211,21 @@ def decide_create_topics(
     Topics earlier in the same request count as existing for later ones, so two
     colliding names in one request cannot both be created.
     """
+    return run_steps(decide_create_topics_steps(
+        image, specs, default_partitions=default_partitions, default_replication_factor=default_replication_factor,
+        validate_config=validate_config, new_topic_id=new_topic_id))
+
+
+def decide_create_topics_steps(
+    image: MetadataImage,
+    specs: Iterable[CreateTopicSpec],
+    *,
+    default_partitions: int,
+    default_replication_factor: int,
+    validate_config: ConfigValidator | None = None,
+    new_topic_id: Callable[[], uuid.UUID] = random_uuid,
+) -> Steps[tuple[list[TopicResult], list[MetadataRecord]]]:
+    """decide_create_topics in steps."""
     results: list[TopicResult] = []
     records: list[MetadataRecord] = []
     taken = ChainMap({}, image.collision_names)  # a name can collide only with one that has '.' or '_' too
@@ -177,7 +233,7 @@ def decide_create_topics(
     placement_offset = len(image.topics_by_id)
     for spec in specs:
         try:
-            result, topic_records = _create_topic(
+            result, topic_records = yield from _create_topic(
                 image, spec, taken, created, default_partitions, default_replication_factor,
                 validate_config, new_topic_id, placement_offset)
         except KafkaError as exc:
@@ -202,7 +258,7 @@ def _create_topic(
     validate_config: ConfigValidator | None,
     new_topic_id: Callable[[], uuid.UUID],
     placement_offset: int,
-) -> tuple[TopicResult, list[MetadataRecord]]:
+) -> Steps[tuple[TopicResult, list[MetadataRecord]]]:
     name = spec.name
     if name == METADATA_TOPIC:
         raise KafkaError(ErrorCode.invalid_request, f"Creation of internal topic {METADATA_TOPIC} is prohibited.")
@@ -224,6 +280,8 @@ def _create_topic(
     records = [MetadataRecord("TopicRecord", {"name": name, "topic_id": topic_id})]
     records.extend(_config_records(TOPIC_RESOURCE, name, configs))
     for partition in sorted(replicas_by_partition):
+        if partition % PARTITIONS_A_STEP == PARTITIONS_A_STEP - 1:
+            yield
         records.append(_partition_record(topic_id, partition, replicas_by_partition[partition], isrs[partition]))
     result = TopicResult(
         name=name,
@@ -331,11 +389,18 @@ def decide_delete_topics(
 def decide_create_partitions(
     image: MetadataImage, specs: Iterable[CreatePartitionsSpec]
 ) -> tuple[list[CreatePartitionsResult], list[MetadataRecord]]:
+    return run_steps(decide_create_partitions_steps(image, specs))
+
+
+def decide_create_partitions_steps(
+    image: MetadataImage, specs: Iterable[CreatePartitionsSpec]
+) -> Steps[tuple[list[CreatePartitionsResult], list[MetadataRecord]]]:
+    """decide_create_partitions in steps."""
     results: list[CreatePartitionsResult] = []
     records: list[MetadataRecord] = []
     for spec in specs:
         try:
-            records.extend(_create_partitions(image, spec))
+            records.extend((yield from _create_partitions(image, spec)))
         except KafkaError as exc:
             results.append(CreatePartitionsResult(spec.topic, exc.code, exc.message))
         else:
@@ -343,7 +408,7 @@ def decide_create_partitions(
     return results, records
 
 
-def _create_partitions(image: MetadataImage, spec: CreatePartitionsSpec) -> list[MetadataRecord]:
+def _create_partitions(image: MetadataImage, spec: CreatePartitionsSpec) -> Steps[list[MetadataRecord]]:
     topic = image.topics_by_name.get(spec.topic)
     if topic is None:
         raise KafkaError(ErrorCode.unknown_topic_or_partition, "This server does not host this topic-partition.")
@@ -374,6 +439,8 @@ def _create_partitions(image: MetadataImage, spec: CreatePartitionsSpec) -> list
         new_replicas = place_replicas(image.live_brokers(), current, additional, replication_factor)
     records = []
     for i, replicas in enumerate(new_replicas):
+        if i % PARTITIONS_A_STEP == PARTITIONS_A_STEP - 1:
+            yield
         isr = _live_isr(live, replicas)
         if not isr:
             raise KafkaError(ErrorCode.invalid_replication_factor,
