@@ -21,7 +21,7 @@ import uuid
 from collections import ChainMap
 from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from klamm.controller.configs import ConfigValidator, run_validator
 from klamm.controller.image import TOPIC_RESOURCE, MetadataImage
@@ -197,23 +197,10 @@ def _partition_record(topic_id: uuid.UUID, partition: int, replicas: Sequence[in
 # CreateTopics
 
 
-def decide_create_topics(
-    image: MetadataImage,
-    specs: Iterable[CreateTopicSpec],
-    *,
-    default_partitions: int,
-    default_replication_factor: int,
-    validate_config: ConfigValidator | None = None,
-    new_topic_id: Callable[[], uuid.UUID] = random_uuid,
-) -> tuple[list[TopicResult], list[MetadataRecord]]:
-    """Results in request order and the records creating the successful topics.
-
-    Topics earlier in the same request count as existing for later ones, so two
-    colliding names in one request cannot both be created.
-    """
-    return run_steps(decide_create_topics_steps(
-        image, specs, default_partitions=default_partitions, default_replication_factor=default_replication_factor,
-        validate_config=validate_config, new_topic_id=new_topic_id))
+def decide_create_topics(image: MetadataImage, specs: Iterable[CreateTopicSpec],
+                         **options: Any) -> tuple[list[TopicResult], list[MetadataRecord]]:
+    """decide_create_topics_steps run at once."""
+    return run_steps(decide_create_topics_steps(image, specs, **options))
 
 
 def decide_create_topics_steps(
@@ -225,7 +212,11 @@ def decide_create_topics_steps(
     validate_config: ConfigValidator | None = None,
     new_topic_id: Callable[[], uuid.UUID] = random_uuid,
 ) -> Steps[tuple[list[TopicResult], list[MetadataRecord]]]:
-    """decide_create_topics in steps."""
+    """Results in request order and the records creating the successful topics.
+
+    Topics earlier in the same request count as existing for later ones, so two
+    colliding names in one request cannot both be created.
+    """
     results: list[TopicResult] = []
     records: list[MetadataRecord] = []
     taken = ChainMap({}, image.collision_names)  # a name can collide only with one that has '.' or '_' too

@@ -54,7 +54,7 @@ def replicated_records(image, name: str, partitions: int):
 def started(path: Path, creator, image, updates: list[dict] | None = None):
     """A replica manager that has applied `image` (the first image applied walks everything, at once); what it
     tells the replica fetchers goes to `updates`."""
-    replicas, told = manager(path)
+    replicas, _ = manager(path)
     replicas.log_creator = creator
     replicas.apply_image(image)
     if updates is not None:
