@@ -1,12 +1,13 @@
 """How long the event loop stalls while a topic of many partitions is created, and deleted.
 
-    .venv/bin/python bench/create_topic_stall.py [--partitions 100,1000] [--rounds 2]
+    .venv/bin/python bench/create_topic_stall.py [--partitions 100,1000] [--rounds 2] [--no-gc]
 
 Each round starts `klamm serve` under bench/loop_stalls.py (threshold 1 ms), creates one topic of each size with
 confluent-kafka's AdminClient (one replica each, all on this node), then deletes them, and prints, per topic and
 operation: how long CreateTopics or DeleteTopics took, and the loop's stalls between the request and its answer
-(count, total and longest milliseconds, and where the longest spent most of its time). Run a
-before and an after by putting another tree first on PYTHONPATH (the broker runs from it).
+(count, total and longest milliseconds, and where the longest spent most of its time). `--no-gc` runs the
+broker with its garbage collector off, leaving the creation's own callbacks. Run a before and an after by
+putting another tree first on PYTHONPATH (the broker runs from it).
 """
 
 from __future__ import annotations
@@ -40,12 +41,18 @@ def wait_ready(log: Path, proc: subprocess.Popen) -> None:
         time.sleep(0.1)
 
 
-def one_round(sizes: list[int]) -> list[dict]:
+# `--no-gc`: the broker's collector off from its start, so that the stalls are the creation's own callbacks
+NO_GC = ["-c", "import gc, runpy, sys; gc.disable(); sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], "
+         "run_name='__main__')"]
+
+
+def one_round(sizes: list[int], no_gc: bool = False) -> list[dict]:
     work = Path(tempfile.mkdtemp(prefix="klamm-create-stall-"))
     port, stalls, log = free_port(), work / "stalls.json", work / "broker.log"
     env = {**os.environ, "LOOP_STALLS_WRITE_EVERY_S": "0.5"}
+    python = [sys.executable, *NO_GC] if no_gc else [sys.executable]
     with open(log, "wb") as out:
-        proc = subprocess.Popen([sys.executable, str(ROOT / "bench" / "loop_stalls.py"), "--threshold-ms", "1",
+        proc = subprocess.Popen([*python, str(ROOT / "bench" / "loop_stalls.py"), "--threshold-ms", "1",
                                  "--out", str(stalls), "serve", "--override",
                                  f"listeners=PLAINTEXT://127.0.0.1:{port}", "--override",
                                  f"log.dirs={work / 'data'}"], stdout=out, stderr=subprocess.STDOUT, env=env)
@@ -92,6 +99,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--partitions", default="100,1000")
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--no-gc", action="store_true", help="the broker's garbage collector off")
     args = parser.parse_args()
     sizes = [int(n) for n in args.partitions.split(",")]
     import klamm  # noqa: PLC0415  # which tree runs (PYTHONPATH)
@@ -100,7 +108,7 @@ def main() -> int:
           "| collections > 1 ms | their total ms | longest ms | longest stall's place |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for round_ in range(1, args.rounds + 1):
-        for row in one_round(sizes):
+        for row in one_round(sizes, args.no_gc):
             print(f"| {round_} | {row['op']} | {row['partitions']:,} | {row['answer_ms']:,} | {row['stalls']} | "
                   f"{row['stall_ms']:,} | {row['longest_ms']:,} | {row['gc']} | {row['gc_ms']:,} | "
                   f"{row['gc_longest_ms']:,} | {row['longest_at']} |", flush=True)
