@@ -74,11 +74,10 @@ class ReplicaManager:
         self._leaving: dict[tuple[str, int], Partition] = {}
         # made by logs_made_for before the records giving them are committed; taken by apply_image
         self._prepared: dict[tuple[str, int], Partition] = {}
-        # Inside logs_made_for (`_adopting`), apply_image leaves the partitions of a new topic made ahead there
-        # (`_made_ahead_topics`) to `_adopt`, which hosts them a slice per turn of the loop before logs_made_for
-        # ends: the topic, what is left of its partitions, and whether a follower among those taken changed
-        # what the replica fetchers see.
-        self._adopting = 0
+        # While logs_made_for's records are applied, apply_image leaves the partitions of a new topic made ahead
+        # there (`_made_ahead_topics`) to `_adopt`, which hosts them a slice per turn of the loop before
+        # logs_made_for ends: the topic, what is left of its partitions, and whether a follower among those
+        # taken changed what the replica fetchers see.
         self._made_ahead_topics: set[str] = set()
         self._deferred: deque[tuple[TopicImage, Iterator[tuple[int, PartitionImage]]]] = deque()
         self._deferred_fetching = False
@@ -143,7 +142,7 @@ class ReplicaManager:
         fetching_changed = full
         wanted: set[tuple[str, int]] = set()
         for topic in changed:
-            if self._adopting and not full and topic.name in self._made_ahead_topics and topic.name not in previous \
+            if not full and topic.name in self._made_ahead_topics and topic.name not in previous \
                     and not is_internal(topic.name):  # coordinators load theirs as their listeners see the image
                 self._deferred.append((topic, iter(topic.partitions.items())))  # taken by `_adopt`, in slices
                 continue
@@ -247,15 +246,13 @@ class ReplicaManager:
         try:
             await self._prepare_partitions(records, names, made)
             self._made_ahead_topics |= topics
-            self._adopting += 1
             try:
                 yield
             finally:
-                self._adopting -= 1
+                self._made_ahead_topics -= topics  # left to `_adopt` only while these records are applied
             await self._adopt()
         finally:
             self._adopt_slice(everything=True)  # an error or a cancellation part-way: what is left, now
-            self._made_ahead_topics -= topics
             for key in made:
                 unused = self._prepared.pop(key, None)
                 if unused is not None:  # not taken: its log goes below
