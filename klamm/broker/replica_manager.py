@@ -356,16 +356,23 @@ class ReplicaManager:
         return {key: p for key, p in self.partitions.items() if p.leader is None and p.leader_id is not None
                 and p.leader_id >= 0}
 
-    def check_isr(self) -> None:
-        """Kafka's isr-expiration task: every led partition proposes a shrink if its followers lag."""
-        for partition in list(self.partitions.values()):
-            partition.check_isr()
+    async def check_isr(self) -> None:
+        """Kafka's isr-expiration task: every led partition proposes a shrink if its followers lag. SLICE_S a
+        turn of the loop: a broker hosting thousands of partitions would otherwise hold the loop for
+        milliseconds. A partition removed or replaced since the pass began is left out."""
+        stop = time.perf_counter() + SLICE_S
+        for key, partition in list(self.partitions.items()):
+            if time.perf_counter() >= stop:
+                await asyncio.sleep(0)
+                stop = time.perf_counter() + SLICE_S
+            if self.partitions.get(key) is partition:
+                partition.check_isr()
 
     async def check_isr_periodically(self) -> None:
         interval = self.config.replica_lag_time_max_ms / 2 / 1000
         while True:
             await asyncio.sleep(interval)
-            self.check_isr()
+            await self.check_isr()
 
     def _create(self, topic: str, index: int, topic_id: uuid.UUID, config: TopicConfig,
                 storage: LogConfig) -> Partition:
