@@ -1,10 +1,10 @@
 """Background log compaction: `log.cleaner.threads` workers over the compacted partitions.
 
 Each worker loops: on the event loop it picks the dirtiest compacted log nobody
-else is cleaning (klamm.storage.cleaner.grab_filthiest) and snapshots it; the
-cleaning itself runs in the worker's cleaner process (klamm.storage.cleaner.Cleaner:
-out of the broker's interpreter lock), waited for by a thread of the cleaner
-executor; back on the loop the
+else is cleaning (Kafka's grabFilthiestCompactedLog, a slice of the partitions a
+turn of the loop) and snapshots it; the cleaning itself runs in the worker's
+cleaner process (klamm.storage.cleaner.Cleaner: out of the broker's interpreter
+lock), waited for by a thread of the cleaner executor; back on the loop the
 cleaned segments are swapped in, the replaced ones are deleted after
 file.delete.delay.ms (fetches may still be sending from them), and the
 cleaner-offset-checkpoint is updated. With nothing to clean a worker sleeps
@@ -47,8 +47,8 @@ from klamm.storage.cleaner import (
     LogToClean,
     SegmentChanged,
     commit_clean,
-    grab_filthiest,
     log_to_clean,
+    needs_cleaning,
     prepare_clean,
 )
 from klamm.storage.throttler import Throttler
@@ -57,6 +57,8 @@ log = logging.getLogger("klamm.cleaner")
 
 # Deaths of the cleaner process in a row while cleaning one partition before it is marked uncleanable.
 CRASHES_BEFORE_UNCLEANABLE = 2
+# The most a worker's look for the dirtiest log runs before letting other callbacks run.
+PICK_SLICE_S = 0.0005
 
 
 class LogCleaningFailed(Exception):
@@ -199,7 +201,7 @@ class LogCleanerService:
     async def clean_once(self, cleaner: Cleaner, now_ms: int | None = None) -> bool:
         """Clean the dirtiest log, if any is due; True if one was cleaned."""
         now = _now_ms() if now_ms is None else now_ms
-        ltc = self._grab_filthiest(now)
+        ltc = await self._grab_filthiest(now)
         if ltc is None:
             return False
         target = ltc.log
@@ -252,30 +254,55 @@ class LogCleanerService:
         self._crashes.pop(key, None)
         return result
 
-    def _grab_filthiest(self, now: int) -> LogToClean | None:
-        candidates = []
+    async def _grab_filthiest(self, now: int) -> LogToClean | None:
+        """Kafka's grabFilthiestCompactedLog, PICK_SLICE_S a turn of the loop: a compacted log costs several
+        microseconds to look at, a broker may host thousands. The logs may change between the slices, so the
+        one chosen is looked at again at the end, in the callback where the caller marks it in progress
+        (another worker may have taken it meanwhile)."""
+        due: list[LogToClean] = []
+        settings: dict[int, CompactionConfig] = {}  # one per topic config object: the partitions share them
+        stop = time.perf_counter() + PICK_SLICE_S
         for (topic, index), partition in list(self.broker.replicas.partitions.items()):
-            if topic == METADATA_TOPIC or not partition.config.compact or (topic, index) in self._in_progress:
+            if time.perf_counter() >= stop:
+                await asyncio.sleep(0)
+                stop = time.perf_counter() + PICK_SLICE_S
+            if not self._may_clean(topic, index, partition):
                 continue
-            if self.is_uncleanable(partition.log):
-                continue
-            try:
-                ltc = self._log_to_clean(partition, now)
-            except Exception as e:
-                raise LogCleaningFailed(partition.log, e) from e
+            config = settings.get(id(partition.config))
+            if config is None:
+                config = settings[id(partition.config)] = compaction_config(partition.config)
+            ltc = self._log_to_clean(partition, now, config)
             if ltc.reset_checkpoint:
                 self._checkpoint(partition.log, ltc.first_dirty_offset)
-            candidates.append(ltc)
-        return grab_filthiest(candidates)
+            if needs_cleaning(ltc):
+                due.append(ltc)
+        for ltc in sorted(due, key=lambda ltc: ltc.cleanable_ratio, reverse=True):
+            partition = self.broker.replicas.partitions.get((ltc.log.topic, ltc.log.partition))
+            if partition is None or partition.log is not ltc.log or not self._may_clean(ltc.log.topic,
+                                                                                      ltc.log.partition, partition):
+                continue
+            now_ltc = self._log_to_clean(partition, now)
+            if needs_cleaning(now_ltc):
+                return now_ltc
+        return None
 
-    def _log_to_clean(self, partition: Any, now: int) -> LogToClean:
+    def _may_clean(self, topic: str, index: int, partition: Any) -> bool:
+        return (topic != METADATA_TOPIC and partition.config.compact and (topic, index) not in self._in_progress
+                and not self.is_uncleanable(partition.log))
+
+    def _log_to_clean(self, partition: Any, now: int, config: CompactionConfig | None = None) -> LogToClean:
         assert self.checkpoints is not None
-        return log_to_clean(partition.log, compaction_config(partition.config),
-                            self.checkpoints.get(partition.log), now, partition.last_stable_offset)
+        try:
+            return log_to_clean(partition.log, config or compaction_config(partition.config),
+                                self.checkpoints.get(partition.log), now, partition.last_stable_offset)
+        except Exception as e:
+            raise LogCleaningFailed(partition.log, e) from e
 
     # -- uncleanable partitions (Kafka's LogCleanerManager) --
 
     def is_uncleanable(self, log_: Any) -> bool:
+        if not self._uncleanable:  # the usual case, and a log dir's path costs microseconds to hash
+            return False
         return (log_.topic, log_.partition) in self._uncleanable.get(log_.directory.parent, ())
 
     def _mark_uncleanable(self, failure: LogCleaningFailed) -> None:

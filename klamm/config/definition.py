@@ -215,14 +215,13 @@ class ConfigKey:
     support: Support = Support.APPLIED
     note: str = ""
     accepts: tuple[Any, ...] = ()
+    # The python attribute name, kept rather than derived: TopicConfig.value_of looks it up on every append.
+    attr: str = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.support is not Support.APPLIED and not self.note:
             raise ValueError(f"config {self.name} is {self.support.value} but gives no reason")
-
-    @property
-    def attr(self) -> str:
-        return python_name(self.name)
+        object.__setattr__(self, "attr", python_name(self.name))
 
     @property
     def sensitive(self) -> bool:

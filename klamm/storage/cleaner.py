@@ -132,6 +132,7 @@ __all__ = [
     "SegmentChanged",
     "commit_clean",
     "grab_filthiest",
+    "needs_cleaning",
     "log_to_clean",
     "prepare_clean",
     "recover_interrupted_swaps",
@@ -210,6 +211,9 @@ def log_to_clean(log: Log, config: CompactionConfig, checkpoint: int | None, now
     segments = log.segments
     first_dirty, reset = _first_dirty_offset(log, checkpoint)
     active = segments[-1]
+    if len(segments) == 1:  # the usual compacted log; what the walks below come to, without them
+        clean_bytes = active.size if active.base_offset < first_dirty else 0
+        return LogToClean(log, config, first_dirty, active.base_offset, clean_bytes, 0, False, reset)
     uncleanable = min(last_stable_offset, active.base_offset)
     if config.min_compaction_lag_ms > 0:
         # Records younger than the lag stay: stop at the first dirty segment holding one.
@@ -268,16 +272,15 @@ def _max_compaction_delay(segments: list[LogSegment], first_dirty: int, now_ms: 
     return max(clean_until - min(timestamps), 0)
 
 
+def needs_cleaning(ltc: LogToClean) -> bool:
+    """Kafka's rule: a dirty ratio strictly above min.cleanable.dirty.ratio, or max.compaction.lag.ms exceeded."""
+    return ltc.total_bytes > 0 and ((ltc.needs_compaction_now and ltc.cleanable_bytes > 0)
+                                    or ltc.cleanable_ratio > ltc.config.min_cleanable_ratio)
+
+
 def grab_filthiest(candidates: Iterable[LogToClean]) -> LogToClean | None:
-    """The log with the highest dirty ratio among those that need cleaning (Kafka's rule: ratio
-    strictly above min.cleanable.dirty.ratio, or max.compaction.lag.ms exceeded)."""
-    cleanable = [
-        ltc
-        for ltc in candidates
-        if ltc.total_bytes > 0
-        and ((ltc.needs_compaction_now and ltc.cleanable_bytes > 0) or ltc.cleanable_ratio > ltc.config.min_cleanable_ratio)
-    ]
-    return max(cleanable, key=lambda ltc: ltc.cleanable_ratio, default=None)
+    """The log with the highest dirty ratio among those that need cleaning."""
+    return max(filter(needs_cleaning, candidates), key=lambda ltc: ltc.cleanable_ratio, default=None)
 
 
 # -- the plan: what the cleaner process is sent (picklable), and what stays on the owner side ---------
@@ -1029,23 +1032,26 @@ class CleanerCheckpoints:
     """The cleaner-offset-checkpoint of each log dir, cached in memory (owner thread only)."""
 
     def __init__(self, log_dirs: Iterable[Path]) -> None:
-        self._offsets: dict[Path, dict[tuple[str, int], int]] = {}
+        # By the log dir's path as a string: a Path made by `.parent` hashes in microseconds, and the cleaner
+        # looks up every compacted log on each pass.
+        self._offsets: dict[str, dict[tuple[str, int], int]] = {}
         for log_dir in log_dirs:
             path = Path(log_dir) / CLEANER_OFFSET_CHECKPOINT
             try:
-                self._offsets[Path(log_dir)] = read_offset_checkpoint(path)
+                self._offsets[str(Path(log_dir))] = read_offset_checkpoint(path)
             except CorruptCheckpoint:
                 logger.warning("ignoring corrupt %s: compacted logs are cleaned from their start", path)
-                self._offsets[Path(log_dir)] = {}
+                self._offsets[str(Path(log_dir))] = {}
 
     def get(self, log: Log) -> int | None:
-        return self._offsets.get(log.directory.parent, {}).get((log.topic, log.partition))
+        log_dir = os.path.dirname(log.directory) or "."  # as str(Path(".")) spells a relative log dir "."
+        return self._offsets.get(log_dir, {}).get((log.topic, log.partition))
 
     def record(self, log: Log, offset: int, live: set[tuple[str, int]]) -> Callable[[], None]:
         """Record `offset` for `log`, dropping logs no longer `live`; the write of its dir's file, to run on
         any thread (writes of one dir must run in the order they were recorded)."""
         log_dir = log.directory.parent
-        offsets = {key: value for key, value in self._offsets.get(log_dir, {}).items() if key in live}
+        offsets = {key: value for key, value in self._offsets.get(str(log_dir), {}).items() if key in live}
         offsets[(log.topic, log.partition)] = offset
-        self._offsets[log_dir] = offsets
+        self._offsets[str(log_dir)] = offsets
         return partial(write_offset_checkpoint, log_dir / CLEANER_OFFSET_CHECKPOINT, dict(offsets))
