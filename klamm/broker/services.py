@@ -23,7 +23,8 @@ from klamm.config.topic import TopicConfig
 from klamm.controller.client_quotas import ip_hosts
 from klamm.controller.controller import Decided
 from klamm.controller.delegation_tokens import TokenResult, TokenSettings
-from klamm.controller.topics import Steps, decide_create_partitions_steps, decide_create_topics_steps, in_slices
+from klamm.controller.topics import decide_create_partitions_steps, decide_create_topics_steps
+from klamm.steps import Steps, in_slices
 from klamm.protocol.errors import ErrorCode
 
 T = TypeVar("T")

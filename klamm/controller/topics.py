@@ -14,20 +14,19 @@ over several turns (`in_slices`); the plain functions run every step at once.
 
 from __future__ import annotations
 
-import asyncio
 import base64
-import time
 import uuid
 from collections import ChainMap
-from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
 from klamm.controller.configs import ConfigValidator, run_validator
 from klamm.controller.image import TOPIC_RESOURCE, MetadataImage
 from klamm.controller.records import MetadataRecord
 from klamm.protocol.errors import ErrorCode, KafkaError
 from klamm.protocol.topics import METADATA_TOPIC, has_collision_chars, unify_collision_chars, validate_topic_name
+from klamm.steps import Steps, in_slices, run_steps
 
 __all__ = [
     "METADATA_TOPIC",
@@ -51,31 +50,6 @@ __all__ = [
 ZERO_UUID = uuid.UUID(int=0)
 # Partition records a decision makes between two of its steps: about 0.1 ms.
 PARTITIONS_A_STEP = 64
-
-T = TypeVar("T")
-Steps = Generator[None, None, T]
-
-
-def run_steps(steps: Steps[T]) -> T:
-    """A decision's steps run to the end in one go; its value."""
-    while True:
-        try:
-            next(steps)
-        except StopIteration as done:
-            return done.value
-
-
-async def in_slices(steps: Steps[T], slice_s: float) -> T:
-    """A decision's steps run `slice_s` of the loop's time a turn; its value."""
-    stop = time.perf_counter() + slice_s
-    while True:
-        try:
-            next(steps)
-        except StopIteration as done:
-            return done.value
-        if time.perf_counter() >= stop:
-            await asyncio.sleep(0)
-            stop = time.perf_counter() + slice_s
 
 
 @dataclass(frozen=True)
