@@ -39,7 +39,7 @@ import logging
 import struct
 from bisect import bisect_left
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, TypeVar
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
@@ -52,6 +52,7 @@ from klamm.protocol.api import api_name
 from klamm.steps import Steps, in_slices, run_steps
 
 log = logging.getLogger("klamm.metrics")
+C = TypeVar("C", bound=Collector)
 
 # records_count of a v2 batch header (see klamm.protocol.batch): read in place, records stay encoded
 _RECORDS_COUNT = struct.Struct(">i")
@@ -64,6 +65,7 @@ LOOP_LAG_INTERVAL_S = 0.1
 # A scrape writes its series a slice of the loop's time a turn (about 2 us a series), a step every SERIES_A_STEP.
 EXPOSITION_SLICE_S = 0.0005
 SERIES_A_STEP = 16
+IMAGE_PARTITIONS_A_STEP = 64  # the replication counts: about 0.5 us a partition of the image
 
 
 def display_api_name(api_key: int) -> str:
@@ -117,31 +119,37 @@ class BrokerMetrics:
 
     def __init__(self, broker: Any) -> None:
         self.registry = CollectorRegistry(auto_describe=False)
-        self._requests = Counter("klamm_requests", "Requests handled, by API and version.",
-                                 ["api", "version"], registry=self.registry)
-        self._duration = Histogram("klamm_request_duration_seconds",
-                                   "Time from a request's decoding to its response (fetch long polls included).",
-                                   ["api"], buckets=LATENCY_BUCKETS, registry=self.registry)
-        self._bytes_in = Counter("klamm_topic_bytes_in", "Record batch bytes produced to a topic.",
-                                 ["topic"], registry=self.registry)
-        self._messages_in = Counter("klamm_topic_messages_in", "Records appended to a topic.",
-                                    ["topic"], registry=self.registry)
-        self._bytes_out = Counter("klamm_topic_bytes_out", "Record batch bytes fetched from a topic.",
-                                  ["topic"], registry=self.registry)
-        self._isr_shrinks = Counter("klamm_isr_shrinks", "ISR shrinks of partitions this broker leads.",
-                                    registry=self.registry)
-        self._isr_expands = Counter("klamm_isr_expands", "ISR expansions of partitions this broker leads.",
-                                    registry=self.registry)
-        self._loop_lag = Histogram("klamm_event_loop_lag_seconds",
-                                   "How late the event loop ran a timer: how long everything on it waited.",
-                                   buckets=LOOP_LAG_BUCKETS, registry=self.registry)
+        self._collectors: list[Any] = []  # as registered: a scrape writes each in a step of its own
+        register = self._register
+        self._requests = register(Counter("klamm_requests", "Requests handled, by API and version.",
+                                          ["api", "version"], registry=None))
+        self._duration = register(Histogram("klamm_request_duration_seconds",
+                                            "Time from a request's decoding to its response (fetch long polls "
+                                            "included).", ["api"], buckets=LATENCY_BUCKETS, registry=None))
+        self._bytes_in = register(Counter("klamm_topic_bytes_in", "Record batch bytes produced to a topic.",
+                                          ["topic"], registry=None))
+        self._messages_in = register(Counter("klamm_topic_messages_in", "Records appended to a topic.",
+                                             ["topic"], registry=None))
+        self._bytes_out = register(Counter("klamm_topic_bytes_out", "Record batch bytes fetched from a topic.",
+                                           ["topic"], registry=None))
+        self._isr_shrinks = register(Counter("klamm_isr_shrinks", "ISR shrinks of partitions this broker leads.",
+                                             registry=None))
+        self._isr_expands = register(Counter("klamm_isr_expands", "ISR expansions of partitions this broker leads.",
+                                             registry=None))
+        self._loop_lag = register(Histogram("klamm_event_loop_lag_seconds",
+                                            "How late the event loop ran a timer: how long everything on it waited.",
+                                            buckets=LOOP_LAG_BUCKETS, registry=None))
         self._node_id = getattr(broker, "node_id", None)
         self._request_series: dict[tuple[int, int], tuple[Any, Any]] = {}
         self._in_series: dict[str, tuple[Any, Any]] = {}
         self._out_series: dict[str, Any] = {}
         self.parked_fetches = 0  # fetches waiting in wait_for_append (Kafka's fetch purgatory)
-        self._state = BrokerStateCollector(broker, self)
-        self.registry.register(self._state)
+        self._state = self._register(BrokerStateCollector(broker, self))
+
+    def _register(self, collector: C) -> C:
+        self.registry.register(collector)
+        self._collectors.append(collector)
+        return collector
 
     async def watch_loop_lag(self, interval_s: float = LOOP_LAG_INTERVAL_S) -> None:
         """Runs until cancelled: each tick's delay past its due time is one observation."""
@@ -220,10 +228,14 @@ class BrokerMetrics:
         return await in_slices(self._exposition(), EXPOSITION_SLICE_S)
 
     def _exposition(self) -> Steps[bytes]:
-        head = generate_latest(self.registry)  # the families of a few series each
-        yield
-        families = yield from self._state.series()
-        return head + "".join(family.text() for family in families).encode()
+        chunks = []
+        for collector in self._collectors:  # the families of a few series each
+            chunks.append(generate_latest(collector))
+            yield
+        for family in (yield from self._state.series()):
+            chunks.append(family.text().encode())
+            yield
+        return b"".join(chunks)
 
 
 class BrokerStateCollector(Collector):
@@ -244,7 +256,6 @@ class BrokerStateCollector(Collector):
         yield purgatory
         yield from self._groups()
         yield from self._cleaner()
-        yield from self._replication()
 
     def _network(self) -> Iterator[Any]:
         processors = getattr(self.broker, "_processors", [])
@@ -269,10 +280,12 @@ class BrokerStateCollector(Collector):
 
     def series(self) -> Steps[list[SeriesGauge]]:
         """The families with a series per partition, follower or group partition, a step every SERIES_A_STEP
-        series. A partition gone between two steps is left out."""
+        series, and those counted over every partition of the image. A partition gone between two steps is left
+        out."""
         families = yield from self._partition_series()
         families.append((yield from self._follower_lag()))
         families += yield from self._group_series()
+        families += yield from self._replication()
         return families
 
     def _partition_series(self) -> Steps[list[SeriesGauge]]:
@@ -294,14 +307,18 @@ class BrokerStateCollector(Collector):
             size.add(values, partition.log.size_in_bytes())
         return [start, end, high, size]
 
-    def _replication(self) -> Iterator[Any]:
-        """What the image says of the partitions this broker leads, and, on the active controller, of all."""
+    def _replication(self) -> Steps[list[SeriesGauge]]:
+        """What the image says of the partitions this broker leads, and, on the active controller, of all: a
+        walk of every partition of the image, a step every IMAGE_PARTITIONS_A_STEP."""
         image = _image(self.broker)
         node_id = getattr(self.broker, "node_id", None)
         hosted = self._hosted()
-        leaders = under_replicated = under_min_isr = at_min_isr = offline = 0
-        for topic in image.topics_by_name.values() if image is not None else ():
+        leaders = under_replicated = under_min_isr = at_min_isr = offline = walked = 0
+        for topic in list(image.topics_by_name.values()) if image is not None else ():
             for index, partition in topic.partitions.items():
+                walked += 1
+                if walked % IMAGE_PARTITIONS_A_STEP == 0:
+                    yield
                 offline += partition.leader < 0
                 if partition.leader != node_id:
                     continue
@@ -313,21 +330,20 @@ class BrokerStateCollector(Collector):
                 at_min_isr += len(partition.isr) == min_isr
         controller = _is_active_controller(self.broker)
         brokers = list(image.brokers.values()) if image is not None and controller else []
-        yield GaugeMetricFamily("klamm_leader_partitions", "Partitions this broker leads.", value=leaders)
-        yield GaugeMetricFamily("klamm_under_replicated_partitions",
-                                "Partitions led here whose ISR is smaller than their replica set.", value=under_replicated)
-        yield GaugeMetricFamily("klamm_under_min_isr_partitions",
-                                "Partitions led here whose ISR is smaller than min.insync.replicas.", value=under_min_isr)
-        yield GaugeMetricFamily("klamm_at_min_isr_partitions",
-                                "Partitions led here whose ISR is exactly min.insync.replicas.", value=at_min_isr)
-        yield GaugeMetricFamily("klamm_active_controller", "1 on the active controller, else 0.", value=int(controller))
-        yield GaugeMetricFamily("klamm_offline_partitions",
-                                "Partitions without a leader (reported by the active controller).",
-                                value=offline if controller else 0)
-        yield GaugeMetricFamily("klamm_active_brokers", "Registered unfenced brokers (active controller).",
-                                value=sum(not b.fenced for b in brokers))
-        yield GaugeMetricFamily("klamm_fenced_brokers", "Registered fenced brokers (active controller).",
-                                value=sum(b.fenced for b in brokers))
+        return [_single("klamm_leader_partitions", "Partitions this broker leads.", leaders),
+                _single("klamm_under_replicated_partitions",
+                        "Partitions led here whose ISR is smaller than their replica set.", under_replicated),
+                _single("klamm_under_min_isr_partitions",
+                        "Partitions led here whose ISR is smaller than min.insync.replicas.", under_min_isr),
+                _single("klamm_at_min_isr_partitions",
+                        "Partitions led here whose ISR is exactly min.insync.replicas.", at_min_isr),
+                _single("klamm_active_controller", "1 on the active controller, else 0.", int(controller)),
+                _single("klamm_offline_partitions", "Partitions without a leader (reported by the active controller).",
+                        offline if controller else 0),
+                _single("klamm_active_brokers", "Registered unfenced brokers (active controller).",
+                        sum(not b.fenced for b in brokers)),
+                _single("klamm_fenced_brokers", "Registered fenced brokers (active controller).",
+                        sum(b.fenced for b in brokers))]
 
     def _groups(self) -> Iterator[Any]:
         yield GaugeMetricFamily("klamm_consumer_groups", "Consumer groups known to the coordinator.",
@@ -402,6 +418,12 @@ class BrokerStateCollector(Collector):
                 behind = partition.log_end_offset - end if end >= 0 else partition.log_end_offset
                 lag.add((partition.topic, str(partition.index), str(replica)), max(0, behind))
         return lag
+
+
+def _single(name: str, documentation: str, value: float) -> SeriesGauge:
+    gauge = SeriesGauge(name, documentation, ())
+    gauge.add((), value)
+    return gauge
 
 
 def _image(broker: Any) -> Any:

@@ -32,7 +32,8 @@ def number(value: float) -> str:
 
 
 class SeriesGauge:
-    """A gauge family: HELP and TYPE once, then one line per series, in the order added."""
+    """A gauge family: HELP and TYPE once, then one line per series, in the order added (without labels: one
+    series, the family's name alone)."""
 
     def __init__(self, name: str, documentation: str, labels: Sequence[str]) -> None:
         self.name = name
@@ -40,7 +41,8 @@ class SeriesGauge:
         self.lines = [f"# HELP {name} {help_text}\n", f"# TYPE {name} gauge\n"]
         order = sorted(range(len(labels)), key=lambda i: labels[i])
         self._order = order
-        self._template = name + "{" + ",".join(f'{labels[i]}="%s"' for i in order) + "} %s\n"
+        names = ",".join(f'{labels[i]}="%s"' for i in order)
+        self._template = f"{name}{{{names}}} %s\n" if labels else f"{name} %s\n"
 
     def add(self, values: Sequence[str], value: float) -> None:
         """One series: its label values in the order of the family's labels."""
