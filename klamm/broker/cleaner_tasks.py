@@ -262,11 +262,13 @@ class LogCleanerService:
         due: list[LogToClean] = []
         settings: dict[int, CompactionConfig] = {}  # one per topic config object: the partitions share them
         stop = time.perf_counter() + PICK_SLICE_S
-        for (topic, index), partition in list(self.broker.replicas.partitions.items()):
+        hosted = self.broker.replicas.partitions
+        for topic, index in list(hosted):  # the keys alone: no tuple made per partition
             if time.perf_counter() >= stop:
                 await asyncio.sleep(0)
                 stop = time.perf_counter() + PICK_SLICE_S
-            if not self._may_clean(topic, index, partition):
+            partition = hosted.get((topic, index))
+            if partition is None or not self._may_clean(topic, index, partition):
                 continue
             config = settings.get(id(partition.config))
             if config is None:

@@ -3,7 +3,7 @@
 Every led partition is asked whether its followers lag (Kafka's isr-expiration task, every
 replica.lag.time.max.ms / 2). In one callback that was about 2 us a partition, 3.8 ms at 2,000 partitions: a
 stall of the event loop every 15 s. These tests pin down that the pass hands the loop back between slices,
-still checks every partition, and leaves out one removed or replaced while it ran.
+still checks every partition, and leaves out one removed while it ran.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.exposition import generate_latest
 
 from klamm.broker import metrics as metrics_module
-from klamm.broker.metrics import BrokerMetrics
+from klamm.broker.metrics import BrokerMetrics, MetricsServer
 from klamm.broker.metrics_series import SeriesGauge
 from klamm.coordinator.records import CommittedOffset
 
@@ -81,7 +81,7 @@ def test_a_scrape_in_slices_hands_the_loop_back_and_answers_what_one_go_does(one
         watcher = asyncio.create_task(watch())
         await asyncio.sleep(0)
         try:
-            return await metrics.exposition_in_slices()
+            return b"".join(await metrics.exposition_in_slices())
         finally:
             watcher.cancel()
 
@@ -103,7 +103,28 @@ def test_a_partition_gone_between_two_steps_is_left_out(one_step_a_slice) -> Non
         await asyncio.sleep(0)
         await asyncio.sleep(0)
         del hosted[("t1", 99)]
-        return await answer
+        return b"".join(await answer)
 
     text = asyncio.run(scrape()).decode()
     assert 'partition="98",topic="t0"' in text and 'partition="99"' not in text
+
+
+def test_the_endpoint_sends_the_pieces_as_one_body_of_the_length_it_announces() -> None:
+    metrics = BrokerMetrics(broker_of(2000))
+
+    async def fetch() -> tuple[bytes, bytes]:
+        server = MetricsServer(metrics, "127.0.0.1", 0)
+        await server.start()
+        try:
+            reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+            writer.write(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            answer = await reader.read()
+            writer.close()
+            return answer.split(b"\r\n\r\n", 1)  # type: ignore[return-value]
+        finally:
+            await server.stop()
+
+    head, body = asyncio.run(fetch())
+    assert body == metrics.exposition()
+    assert f"Content-Length: {len(body)}\r\n".encode() in head + b"\r\n"
+    assert len(body) > 500_000  # several pieces, and more than a socket buffer takes at once

@@ -33,12 +33,13 @@ def test_the_pass_yields_every_step_and_counts_what_it_removed() -> None:
     assert all(p.guards == [NOW - EXPIRATION] for p in hosted.values())
 
 
-def test_a_partition_gone_between_two_steps_is_left_out() -> None:
+def test_a_partition_gone_between_two_steps_is_left_out_and_one_replaced_taken_as_it_is() -> None:
     seen: list[str] = []
     hosted = {("t", n): partition(seen, f"t-{n}") for n in range(2 * PARTITIONS_A_STEP)}
     steps = expire_producers(hosted, NOW, EXPIRATION)
     next(steps)
     del hosted[("t", 2 * PARTITIONS_A_STEP - 1)]
-    hosted[("t", PARTITIONS_A_STEP)] = partition([], "recreated")  # another partition object under the name
-    assert run_steps(steps) == 2 * (2 * PARTITIONS_A_STEP - 2)
+    hosted[("t", PARTITIONS_A_STEP)] = partition(seen, "recreated")  # another partition object under the name
+    assert run_steps(steps) == 2 * (2 * PARTITIONS_A_STEP - 1)
     assert "t-%d" % (2 * PARTITIONS_A_STEP - 1) not in seen and "t-%d" % PARTITIONS_A_STEP not in seen
+    assert "recreated" in seen
