@@ -1,5 +1,6 @@
 """What the broker's periodic passes over its partitions cost the event loop: a Prometheus scrape, the
-producer-id expiration, the periodic ISR check and the log cleaner's pick of the dirtiest log.
+producer-id expiration, the periodic ISR check, the log cleaner's pick of the dirtiest log and the snapshot of
+the recovery-point and log-start-offset checkpoints.
 
     .venv/bin/python bench/periodic_passes.py [--partitions 3000] [--compacted] [--rounds 5]
 
@@ -60,8 +61,11 @@ def passes(b: Any) -> dict[str, Callable[[], Any]]:
     else:
         def expiration() -> Any:
             return expire(list(br.replicas.partitions.values()), now, 86_400_000)
+    def checkpoints() -> Any:  # what logs.checkpoint() takes on the loop; the writing is the writer thread's
+        return [br.logs._snapshot(log_dir) for log_dir in br.logs.log_dirs]
+
     return {"metrics scrape": scrape, "producer-id expiration": expiration, "ISR check": br.replicas.check_isr,
-            "cleaner's pick": lambda: br.log_cleaner._grab_filthiest(now)}
+            "cleaner's pick": lambda: br.log_cleaner._grab_filthiest(now), "offset checkpoints": checkpoints}
 
 
 async def main() -> None:
