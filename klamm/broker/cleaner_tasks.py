@@ -35,6 +35,7 @@ from typing import Any
 
 from klamm.config.topic import TopicConfig
 from klamm.protocol.topics import METADATA_TOPIC
+from klamm.steps import each_value, in_slices
 from klamm.storage.checkpoint import fsync_dir
 from klamm.storage.cleaner import (
     PROCESS_CONTEXT,
@@ -57,8 +58,10 @@ log = logging.getLogger("klamm.cleaner")
 
 # Deaths of the cleaner process in a row while cleaning one partition before it is marked uncleanable.
 CRASHES_BEFORE_UNCLEANABLE = 2
-# The most a worker's look for the dirtiest log runs before letting other callbacks run.
+# The most a worker's look for the dirtiest log runs before letting other callbacks run, and the partitions it
+# looks at a step (several microseconds each if compacted, under one if not).
 PICK_SLICE_S = 0.0005
+PICK_PARTITIONS_A_STEP = 16
 
 
 class LogCleaningFailed(Exception):
@@ -261,15 +264,10 @@ class LogCleanerService:
         (another worker may have taken it meanwhile)."""
         due: list[LogToClean] = []
         settings: dict[int, CompactionConfig] = {}  # one per topic config object: the partitions share them
-        stop = time.perf_counter() + PICK_SLICE_S
-        hosted = self.broker.replicas.partitions
-        for topic, index in list(hosted):  # the keys alone: no tuple made per partition
-            if time.perf_counter() >= stop:
-                await asyncio.sleep(0)
-                stop = time.perf_counter() + PICK_SLICE_S
-            partition = hosted.get((topic, index))
-            if partition is None or not self._may_clean(topic, index, partition):
-                continue
+
+        def look_at(partition: Any) -> None:
+            if not self._may_clean(partition.topic, partition.index, partition):
+                return
             config = settings.get(id(partition.config))
             if config is None:
                 config = settings[id(partition.config)] = compaction_config(partition.config)
@@ -278,6 +276,8 @@ class LogCleanerService:
                 self._checkpoint(partition.log, ltc.first_dirty_offset)
             if needs_cleaning(ltc):
                 due.append(ltc)
+
+        await in_slices(each_value(self.broker.replicas.partitions, PICK_PARTITIONS_A_STEP, look_at), PICK_SLICE_S)
         for ltc in sorted(due, key=lambda ltc: ltc.cleanable_ratio, reverse=True):
             partition = self.broker.replicas.partitions.get((ltc.log.topic, ltc.log.partition))
             if partition is None or partition.log is not ltc.log or not self._may_clean(ltc.log.topic,

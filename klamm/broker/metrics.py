@@ -49,7 +49,7 @@ from prometheus_client.registry import Collector
 from klamm.broker.metrics_series import SeriesGauge
 from klamm.controller.controller import Controller
 from klamm.protocol.api import api_name
-from klamm.steps import Steps, in_slices, run_steps
+from klamm.steps import Steps, each_value, in_slices, run_steps
 
 log = logging.getLogger("klamm.metrics")
 C = TypeVar("C", bound=Collector)
@@ -294,18 +294,15 @@ class BrokerStateCollector(Collector):
         end = SeriesGauge("klamm_partition_log_end_offset", "Offset the next record will get.", labels)
         high = SeriesGauge("klamm_partition_high_watermark", "Last committed offset + 1.", labels)
         size = SeriesGauge("klamm_partition_size_bytes", "Bytes of the partition's log segments.", labels)
-        hosted = self._hosted()
-        for n, key in enumerate(list(hosted)):  # the keys alone: no tuple made per partition
-            if n % SERIES_A_STEP == SERIES_A_STEP - 1:
-                yield
-            partition = hosted.get(key)
-            if partition is None:
-                continue
+
+        def add(partition: Any) -> None:
             values = (partition.topic, str(partition.index))
             start.add(values, partition.log_start_offset)
             end.add(values, partition.log_end_offset)
             high.add(values, partition.high_watermark)
             size.add(values, partition.log.size_in_bytes())
+
+        yield from each_value(self._hosted(), SERIES_A_STEP, add)
         return [start, end, high, size]
 
     def _replication(self) -> Steps[list[SeriesGauge]]:
@@ -405,20 +402,19 @@ class BrokerStateCollector(Collector):
         """Per follower of a partition led here: records it lacks (leader log end - its fetch offset)."""
         lag = SeriesGauge("klamm_follower_lag_records", "Records a follower lacks, as its last fetch showed the leader.",
                           ["topic", "partition", "replica"])
-        hosted = self._hosted()
-        for n, key in enumerate(list(hosted)):
-            if n % SERIES_A_STEP == SERIES_A_STEP - 1:
-                yield
-            partition = hosted.get(key)
+
+        def add(partition: Any) -> None:
             state = getattr(partition, "leader", None)
             if state is None or not hasattr(state, "follower_log_end_offset"):
-                continue
+                return
             for replica in state.replicas:
                 if replica == state.local_id:
                     continue
                 end = state.follower_log_end_offset(replica)
                 behind = partition.log_end_offset - end if end >= 0 else partition.log_end_offset
                 lag.add((partition.topic, str(partition.index), str(replica)), max(0, behind))
+
+        yield from each_value(self._hosted(), SERIES_A_STEP, add)
         return lag
 
 

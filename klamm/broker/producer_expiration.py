@@ -15,7 +15,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from klamm.steps import Steps, in_slices
+from klamm.steps import Steps, each_value, in_slices
 
 log = logging.getLogger("klamm.producer_expiration")
 
@@ -29,14 +29,13 @@ def expire_producers(hosted: Mapping[tuple[str, int], Any], now_ms: int, expirat
     """One pass over the `hosted` partitions, in steps; the number of producer entries removed. A partition gone
     between two steps is left out, one replaced is taken as it is."""
     removed = 0
-    for n, key in enumerate(list(hosted)):  # the keys alone: no tuple made per partition
-        if n % PARTITIONS_A_STEP == PARTITIONS_A_STEP - 1:
-            yield
-        partition = hosted.get(key)
-        if partition is None:
-            continue
+
+    def expire(partition: Any) -> None:
+        nonlocal removed
         removed += partition.log.producer_state.remove_expired_producers(now_ms, expiration_ms)
         partition.expire_verification_guards(now_ms - expiration_ms)
+
+    yield from each_value(hosted, PARTITIONS_A_STEP, expire)
     return removed
 
 

@@ -62,6 +62,7 @@ def broker_with_logs(tmp_path: Path):
 @pytest.fixture
 def one_partition_a_slice(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(cleaner_tasks, "PICK_SLICE_S", 0.0)
+    monkeypatch.setattr(cleaner_tasks, "PICK_PARTITIONS_A_STEP", 1)
 
 
 def in_one_go(broker, service) -> object:

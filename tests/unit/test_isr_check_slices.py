@@ -27,6 +27,7 @@ def checked(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int]]:
     """The partitions whose check_isr ran, in order; one partition a slice."""
     calls: list[tuple[str, int]] = []
     monkeypatch.setattr(replica_manager_module, "SLICE_S", 0.0)
+    monkeypatch.setattr(replica_manager_module, "PARTITIONS_A_STEP", 1)
     monkeypatch.setattr(Partition, "check_isr", lambda self: calls.append((self.topic, self.index)))
     return calls
 
