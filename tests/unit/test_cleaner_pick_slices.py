@@ -17,6 +17,7 @@ from types import SimpleNamespace
 
 import pytest
 from test_cleaner import NOW, append, k
+from test_steps import counting_turns
 
 from klamm.broker import cleaner_tasks
 from klamm.broker.cleaner_tasks import LogCleanerService, compaction_config
@@ -75,24 +76,8 @@ def in_one_go(broker, service) -> object:
 def test_the_pick_hands_the_loop_back_and_chooses_what_one_go_would(tmp_path: Path, one_partition_a_slice) -> None:
     broker, service = broker_with_logs(tmp_path)
     expected = in_one_go(broker, service)
-    turns = 0
-
-    async def watch() -> None:
-        nonlocal turns
-        while True:
-            turns += 1
-            await asyncio.sleep(0)
-
-    async def run():
-        watcher = asyncio.create_task(watch())
-        await asyncio.sleep(0)
-        try:
-            return await service._grab_filthiest(NOW)
-        finally:
-            watcher.cancel()
-
     try:
-        chosen = asyncio.run(run())
+        chosen, turns = asyncio.run(counting_turns(service._grab_filthiest(NOW)))
         assert expected is not None and chosen is not None
         assert chosen.log is expected.log and chosen.cleanable_bytes == expected.cleanable_bytes
         assert turns >= len(broker.replicas.partitions) - 1

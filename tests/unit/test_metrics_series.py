@@ -14,6 +14,7 @@ from types import SimpleNamespace
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from test_steps import counting_turns
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.exposition import generate_latest
 
@@ -69,23 +70,8 @@ def one_step_a_slice(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_a_scrape_in_slices_hands_the_loop_back_and_answers_what_one_go_does(one_step_a_slice) -> None:
     broker = broker_of(500)
     metrics = BrokerMetrics(broker)
-    turns = 0
-
-    async def watch() -> None:
-        nonlocal turns
-        while True:
-            turns += 1
-            await asyncio.sleep(0)
-
-    async def scrape() -> bytes:
-        watcher = asyncio.create_task(watch())
-        await asyncio.sleep(0)
-        try:
-            return b"".join(await metrics.exposition_in_slices())
-        finally:
-            watcher.cancel()
-
-    sliced = asyncio.run(scrape())
+    pieces, turns = asyncio.run(counting_turns(metrics.exposition_in_slices()))
+    sliced = b"".join(pieces)
     assert sliced == metrics.exposition()
     assert turns >= 500 // metrics_module.SERIES_A_STEP
     text = sliced.decode()

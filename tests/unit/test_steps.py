@@ -4,8 +4,32 @@ number of values a step."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable
+from typing import TypeVar
 
 from klamm.steps import Steps, each_value, in_slices, run_steps
+
+T = TypeVar("T")
+
+
+async def counting_turns(work: Awaitable[T]) -> tuple[T, int]:
+    """`work`'s value, and how many turns of the loop another task had while it ran: work done in one callback
+    gives it one at most."""
+    turns = 0
+
+    async def watch() -> None:
+        nonlocal turns
+        while True:
+            turns += 1
+            await asyncio.sleep(0)
+
+    watcher = asyncio.create_task(watch())
+    await asyncio.sleep(0)
+    turns = 0
+    try:
+        return await work, turns
+    finally:
+        watcher.cancel()
 
 
 def counted(steps: int) -> Steps[int]:
@@ -19,24 +43,8 @@ def test_run_steps_runs_every_step_and_gives_the_value() -> None:
 
 
 def test_in_slices_hands_the_loop_back_between_slices() -> None:
-    turns = 0
-
-    async def watch() -> None:
-        nonlocal turns
-        while True:
-            turns += 1
-            await asyncio.sleep(0)
-
-    async def run() -> int:
-        watcher = asyncio.create_task(watch())
-        await asyncio.sleep(0)
-        try:
-            return await in_slices(counted(10), 0.0)
-        finally:
-            watcher.cancel()
-
-    assert asyncio.run(run()) == 10
-    assert turns >= 10
+    value, turns = asyncio.run(counting_turns(in_slices(counted(10), 0.0)))
+    assert value == 10 and turns >= 10
 
 
 def test_each_value_walks_the_keys_it_began_with_as_they_are_when_reached() -> None:
