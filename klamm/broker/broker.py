@@ -470,7 +470,7 @@ class Broker:
         while True:
             await asyncio.sleep(interval)
             assert self.logs is not None
-            self.logs.checkpoint()
+            await self.logs.checkpoint_in_slices()
             if isinstance(self.controller, Controller):
                 self.controller.maybe_snapshot()  # the time trigger, when no commit comes to check it
                 self.controller.clean()
