@@ -61,8 +61,9 @@ def passes(b: Any) -> dict[str, Callable[[], Any]]:
     else:
         def expiration() -> Any:
             return expire(list(br.replicas.partitions.values()), now, 86_400_000)
-    def checkpoints() -> Any:  # what logs.checkpoint() takes on the loop; the writing is the writer thread's
-        return [br.logs._snapshot(log_dir) for log_dir in br.logs.log_dirs]
+    def checkpoints() -> Any:  # what the periodic checkpoint takes on the loop; the writing is the writer thread's
+        in_slices = getattr(br.logs, "checkpoint_in_slices", None)
+        return in_slices() if in_slices is not None else br.logs.checkpoint()
 
     return {"metrics scrape": scrape, "producer-id expiration": expiration, "ISR check": br.replicas.check_isr,
             "cleaner's pick": lambda: br.log_cleaner._grab_filthiest(now), "offset checkpoints": checkpoints}
