@@ -32,6 +32,7 @@ from klamm.broker.fetch_session import FetchSessionCache
 from klamm.broker.handlers import Api, registry
 from klamm.broker.handlers.configs import apply_dynamic_broker_configs
 from klamm.broker.cleaner_tasks import LogCleanerService
+from klamm.broker.metadata_entries import TopicEntries
 from klamm.broker.log_tasks import DelayedDeletes, LogRetention
 from klamm.broker.producer_expiration import expire_producers_periodically
 from klamm.broker.metrics import BrokerMetrics, MetricsServer
@@ -152,6 +153,7 @@ class Broker:
         self._stopped = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self.fetch_sessions = FetchSessionCache(config.max_incremental_fetch_session_cache_slots)
+        self.metadata_entries = TopicEntries()  # Metadata responses' topic entries, kept encoded
         self.authorizer = authorizer_for(config, lambda: self.controller.image)  # ACLs of the image of the moment
         self.quotas = ClientQuotas(lambda: self.controller.image, config.quota_window_num,
                                    config.quota_window_size_seconds * 1000)

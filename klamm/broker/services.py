@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from klamm.broker.authorizer import AllowAll
     from klamm.broker.cleaner_tasks import LogCleanerService
     from klamm.broker.fetch_session import FetchSessionCache
+    from klamm.broker.metadata_entries import TopicEntries
     from klamm.broker.metrics import BrokerMetrics
     from klamm.broker.replica_manager import ReplicaManager
     from klamm.config.broker import BrokerConfig
@@ -139,6 +140,7 @@ class BrokerServices(Protocol):
     transactions: TransactionCoordinatorRuntime
     metrics: BrokerMetrics
     fetch_sessions: FetchSessionCache
+    metadata_entries: TopicEntries
     authorizer: AllowAll  # ALLOW_ALL without authorizer.class.name
     log_cleaner: LogCleanerService
 

@@ -195,6 +195,9 @@ def entity_encoder(entity_type: type) -> Write:
     tagged.sort(key=lambda entry: entry[0])
 
     def write(out: bytearray, regions: Regions, data: Any) -> None:
+        if data.__class__ is Encoded:
+            out.extend(data)
+            return
         if isinstance(data, Mapping):
             get = data.get
         else:  # a kio entity: same field names
@@ -221,10 +224,23 @@ def entity_encoder(entity_type: type) -> Write:
 _ABSENT = object()
 
 
+class Encoded(bytes):
+    """A struct already written in the layout of the version being encoded (a piece of a response kept from an
+    earlier one): the encoder copies it as it is."""
+
+
 def encode(entity_type: type, data: Mapping[str, Any]) -> tuple[bytearray, Regions]:
     """The message's bytes and the file regions to splice into them."""
     out = bytearray()
     regions: Regions = []
     entity_encoder(entity_type)(out, regions, data)
     return out, regions
+
+
+def encode_struct(entity_type: type, data: Mapping[str, Any]) -> Encoded:
+    """One struct of a message (no file regions), to be written later as it is."""
+    out, regions = encode(entity_type, data)
+    if regions:
+        raise ValueError("a struct with file regions cannot be kept encoded")
+    return Encoded(out)
 

@@ -23,10 +23,13 @@ import uuid
 from typing import Any
 
 from klamm.broker.handlers import Api
+from klamm.broker.metadata_entries import BrokerView
 from klamm.broker.services import BrokerServices
 from klamm.controller.acls import CLUSTER_NAME, ResourceType
+from klamm.controller.image import TopicImage
 from klamm.controller.topics import CreateTopicSpec
 from klamm.protocol.acl import CLUSTER_OPERATIONS, NOT_INCLUDED, TOPIC_OPERATIONS, AclOperation
+from klamm.protocol.encoder import Encoded
 from klamm.protocol.errors import ErrorCode, KafkaError
 from klamm.protocol.topics import is_internal, validate_topic_name
 
@@ -40,26 +43,33 @@ async def handle(broker: BrokerServices, request: Any) -> dict[str, Any]:
     if request.api_version == 0 and not requested:
         requested = None
     authorizer = broker.authorizer
+    include_operations = getattr(body, "include_topic_authorized_operations", False)  # v8+
+    # Without an authorizer every client sees a topic alike: its entry is kept encoded (metadata_entries).
+    view = None if authorizer.enabled else _view(image, request.listener, include_operations)
     if requested is None:
         described = image.topics_by_name.values()
         if authorizer.enabled:  # listing every topic hides those the principal may not describe
             allowed = authorizer.allowed_names(request, AclOperation.DESCRIBE, ResourceType.TOPIC, image.topics_by_name)
             described = [t for t in described if t.name in allowed]
-        topics = [_describe(broker, t.name, image) for t in described]
-        shown = topics
+        topics: list[Any] = [_topic(broker, t, request.api_version, view) for t in described]
+        shown = topics if view is None else []  # an entry kept encoded has its operations written
     else:
         allow_create = getattr(body, "allow_auto_topic_creation", True) and broker.config.auto_create_topics_enable
         if authorizer.enabled:
             topics, shown = await _lookup_authorized(broker, request, requested, allow_create)
         else:
-            topics = [await _lookup(broker, entry, allow_create) for entry in requested]
-            shown = [t for t in topics if t["name"] is not None]  # not for an unknown topic id
+            topics = [await _lookup(broker, entry, allow_create, request.api_version, view) for entry in requested]
+            shown = [t for t in topics if not isinstance(t, Encoded) and t["name"] is not None]  # not an unknown id
     image = broker.controller.image
-    if request.listener:
-        _hide_leaders_off_listener(topics, image, request.listener)
-    if getattr(body, "include_topic_authorized_operations", False):  # v8+
+    if view is None and request.listener:  # an entry kept encoded shows the listener's leaders already
+        unreachable = _unreachable(image, request.listener)
+        for topic in topics:
+            _hide_off_listener(topic, unreachable)
+    if include_operations:
         for topic in shown:
             topic["topic_authorized_operations"] = topic_operations(broker, request, topic["name"])
+    if view is not None:
+        broker.metadata_entries.forget_stale(image.topics_by_name)
     include_cluster = getattr(body, "include_cluster_authorized_operations", False)  # v8-10
     brokers = broker.broker_endpoints(request.listener)  # in the terms of the client's listener
     return {
@@ -69,6 +79,25 @@ async def handle(broker: BrokerServices, request: Any) -> dict[str, Any]:
         "topics": topics,
         "cluster_authorized_operations": cluster_operations(broker, request) if include_cluster else NOT_INCLUDED,
     }
+
+
+def _view(image: Any, listener: str, include_operations: bool) -> BrokerView:
+    return BrokerView(frozenset(image.brokers), _unreachable(image, listener) if listener else frozenset(),
+                      TOPIC_OPERATIONS if include_operations else NOT_INCLUDED)
+
+
+def _topic(broker: BrokerServices, topic: TopicImage, version: int, view: BrokerView | None) -> Any:
+    """A topic's entry: kept encoded for `view`, or (with an authorizer) a dict for the handler to finish."""
+    if view is None:
+        return _describe(topic, set(broker.controller.image.brokers))
+    return broker.metadata_entries.entry(topic, version, view, _describe_in_view)
+
+
+def _describe_in_view(topic: TopicImage, view: BrokerView) -> dict[str, Any]:
+    entry = _describe(topic, view.live)
+    _hide_off_listener(entry, view.unreachable)
+    entry["topic_authorized_operations"] = view.authorized_operations
+    return entry
 
 
 def _operations(field: int) -> tuple[AclOperation, ...]:
@@ -123,7 +152,7 @@ async def _lookup_authorized(broker: BrokerServices, request: Any, requested: An
             topics.append({"error_code": ErrorCode.topic_authorization_failed, "name": name, "topic_id": _ZERO_ID,
                            "is_internal": is_internal(name)})
         else:
-            topic = await _lookup(broker, entry, allow_create)
+            topic = await _lookup(broker, entry, allow_create, request.api_version, None)
             topics.append(topic)
             if topic["name"] is not None:
                 shown.append(topic)
@@ -145,20 +174,24 @@ def controller_for_clients(broker: BrokerServices, brokers: list[dict[str, Any]]
     return controller_id if any(b["node_id"] == controller_id for b in brokers) else broker.node_id
 
 
-def _hide_leaders_off_listener(topics: list[dict[str, Any]], image: Any, listener: str) -> None:
+def _unreachable(image: Any, listener: str) -> frozenset[int]:
+    """The registered brokers without an endpoint on `listener`."""
+    return frozenset(node_id for node_id, b in image.brokers.items() if b.endpoint(listener) is None)
+
+
+def _hide_off_listener(topic: dict[str, Any], unreachable: frozenset[int]) -> None:
     """Kafka's metadata cache: a partition whose leader has no endpoint on the client's listener is answered
     LISTENER_NOT_FOUND, without a leader the client could not reach anyway."""
-    unreachable = {node_id for node_id, b in image.brokers.items() if b.endpoint(listener) is None}
     if not unreachable:  # every broker has the listener: nothing to look at per partition
         return
-    for topic in topics:
-        for partition in topic.get("partitions", ()):
-            if partition["leader_id"] in unreachable:
-                partition["leader_id"] = -1
-                partition["error_code"] = ErrorCode.listener_not_found
+    for partition in topic.get("partitions", ()):
+        if partition["leader_id"] in unreachable:
+            partition["leader_id"] = -1
+            partition["error_code"] = ErrorCode.listener_not_found
 
 
-async def _lookup(broker: BrokerServices, entry: Any, allow_create: bool) -> dict[str, Any]:
+async def _lookup(broker: BrokerServices, entry: Any, allow_create: bool, version: int,
+                  view: BrokerView | None) -> Any:
     image = broker.controller.image
     name = entry.name
     topic_id = getattr(entry, "topic_id", None)
@@ -180,7 +213,7 @@ async def _lookup(broker: BrokerServices, entry: Any, allow_create: bool) -> dic
             retriable = exc.code in (ErrorCode.not_controller, ErrorCode.request_timed_out)
             return {"error_code": ErrorCode.leader_not_available if retriable else exc.code, "name": name}
         return {"error_code": ErrorCode.leader_not_available, "name": name}  # created: the client asks again
-    return _describe(broker, name, broker.controller.image)
+    return _topic(broker, broker.controller.image.topics_by_name[name], version, view)
 
 
 async def _auto_create(broker: BrokerServices, name: str) -> None:
@@ -190,11 +223,7 @@ async def _auto_create(broker: BrokerServices, name: str) -> None:
         raise KafkaError(result.error, result.message)
 
 
-def _describe(broker: BrokerServices, name: str, image: Any) -> dict[str, Any]:
-    topic = image.topics_by_name.get(name)
-    if topic is None:
-        return {"error_code": ErrorCode.unknown_topic_or_partition, "name": name}
-    live = set(image.brokers)
+def _describe(topic: TopicImage, live: set[int] | frozenset[int]) -> dict[str, Any]:
     partitions = []
     for index in sorted(topic.partitions):
         partition = _partition(topic.partitions[index], index, live)
@@ -202,15 +231,15 @@ def _describe(broker: BrokerServices, name: str, image: Any) -> dict[str, Any]:
         partitions.append(partition)
     return {
         "error_code": ErrorCode.none,
-        "name": name,
+        "name": topic.name,
         "topic_id": topic.topic_id,
-        "is_internal": is_internal(name),
+        "is_internal": is_internal(topic.name),
         "partitions": partitions,
         "topic_authorized_operations": NOT_INCLUDED,
     }
 
 
-def _partition(p: Any, index: int, live: set[int]) -> dict[str, Any]:
+def _partition(p: Any, index: int, live: set[int] | frozenset[int]) -> dict[str, Any]:
     return {
         "partition_index": index,
         "leader_id": p.leader if p.leader in live else -1,
