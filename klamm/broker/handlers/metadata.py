@@ -15,6 +15,9 @@ others, a named one answers TOPIC_AUTHORIZATION_FAILED; creating one also needs
 CREATE on the cluster or on the topic. Authorized operations (v8+), when asked
 for, are the principal's own (all of them without an authorizer, as in Kafka).
 DescribeTopicPartitions follows the same rules.
+
+Without an authorizer, a topic's entry is kept encoded from one Metadata request to the next, until its image
+or the client's view of the brokers changes (klamm.broker.metadata_entries).
 """
 
 from __future__ import annotations
