@@ -1,10 +1,11 @@
 """What the broker's periodic passes over its partitions cost the event loop: a Prometheus scrape, the
-producer-id expiration, the periodic ISR check, the log cleaner's pick of the dirtiest log and the snapshot of
-the recovery-point and log-start-offset checkpoints.
+producer-id expiration, the periodic ISR check, the log cleaner's pick of the dirtiest log, the snapshot of
+the recovery-point and log-start-offset checkpoints, and a retention pass that deletes nothing.
 
     .venv/bin/python bench/periodic_passes.py [--partitions 3000] [--compacted] [--rounds 5]
 
-Starts an embedded broker (klamm.testing.broker, metrics on), creates the partitions in topics of 100 with
+Starts an embedded broker (klamm.testing.broker, metrics on, `klamm serve`'s interpreter switch interval: a
+background thread's hold on the interpreter lock delays the loop's steps by as much), creates the partitions in topics of 100 with
 confluent-kafka's AdminClient, then runs each pass as the broker's own task would, `--rounds` times, timing
 every step the loop runs of it: the pass's total and its longest step, which is how long the loop was held.
 A pass that is one plain call (a tree from before the slices) is timed as one step. Run a before and an after
@@ -17,6 +18,7 @@ import argparse
 import asyncio
 import inspect
 import statistics
+import sys
 import time
 from collections.abc import Callable
 from typing import Any
@@ -66,7 +68,8 @@ def passes(b: Any) -> dict[str, Callable[[], Any]]:
         return in_slices() if in_slices is not None else br.logs.checkpoint()
 
     return {"metrics scrape": scrape, "producer-id expiration": expiration, "ISR check": br.replicas.check_isr,
-            "cleaner's pick": lambda: br.log_cleaner._grab_filthiest(now), "offset checkpoints": checkpoints}
+            "cleaner's pick": lambda: br.log_cleaner._grab_filthiest(now), "offset checkpoints": checkpoints,
+            "retention pass": br.retention.run_pass}
 
 
 async def main() -> None:
@@ -76,6 +79,11 @@ async def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
     config = {"cleanup.policy": "compact"} if args.compacted else {}
+    try:
+        from klamm.cli.main import SWITCH_INTERVAL_S
+        sys.setswitchinterval(SWITCH_INTERVAL_S)
+    except ImportError:  # a tree from before it
+        pass
     async with broker(metrics_port=0) as b:
         admin = AdminClient({"bootstrap.servers": b.bootstrap_servers})
         for n in range(args.partitions // 100):

@@ -11,8 +11,8 @@ Their descriptors close when the last response leasing them is sent
 Each retention pass decides on the event loop (cheap: segment metadata only) and
 detaches the deletable segments, giving the loop back every millisecond; the log
 start offsets that moved are
-checkpointed right after the pass (snapshotted on the loop, written by the
-LogManager's checkpoint thread).
+checkpointed right after the pass (their snapshot read a slice of the loop at a
+time, written by the LogManager's checkpoint thread).
 """
 
 from __future__ import annotations
@@ -140,7 +140,8 @@ class LogRetention:
         """One retention pass over every hosted partition at once; returns the number of segments deleted."""
         now = _now_ms() if now_ms is None else now_ms
         deleted = sum(self._retain(partition, now) for partition in list(self.broker.replicas.partitions.values()))
-        self._checkpoint(deleted)
+        if deleted:
+            self.broker.logs.checkpoint()
         return deleted
 
     async def run_pass(self, now_ms: int | None = None) -> int:
@@ -158,7 +159,8 @@ class LogRetention:
                 if partitions.get((partition.topic, partition.index)) is not partition:
                     continue
             deleted += self._retain(partition, now)
-        self._checkpoint(deleted)
+        if deleted:  # the log start offsets it moved, read a slice of the loop at a time as the periodic ones
+            await self.broker.logs.checkpoint_in_slices()
         return deleted
 
     def _retain(self, partition: Any, now: int) -> int:
@@ -172,10 +174,6 @@ class LogRetention:
                      partition.topic, partition.index, partition.log.log_start_offset)
             self.broker.delayed_deletes.segments(removed, config.file_delete_delay_ms)
         return len(removed)
-
-    def _checkpoint(self, deleted: int) -> None:
-        if deleted:
-            self.broker.logs.checkpoint()
 
     async def stop(self) -> None:
         """Cancel the pass (segments it detached are the broker's DelayedDeletes' to remove)."""

@@ -31,11 +31,15 @@ class _Broker:
         self.replicas = SimpleNamespace(partitions={(p.topic, p.index): p for p in partitions})
         self.deleted: list[object] = []
         self.checkpoints = 0
+        self.sliced_checkpoints = 0  # the pass on the loop takes the checkpoints' snapshot in slices
         self.delayed_deletes = SimpleNamespace(segments=lambda segments, _delay: self.deleted.extend(segments))
-        self.logs = SimpleNamespace(checkpoint=self._checkpoint)
+        self.logs = SimpleNamespace(checkpoint=self._checkpoint, checkpoint_in_slices=self._checkpoint_in_slices)
 
     def _checkpoint(self) -> None:
         self.checkpoints += 1
+
+    async def _checkpoint_in_slices(self) -> None:
+        self.sliced_checkpoints += 1
 
     def close(self, partitions: list[SimpleNamespace]) -> None:
         delete_segments(self.deleted)  # type: ignore[arg-type]
@@ -70,7 +74,8 @@ def test_a_pass_lets_other_callbacks_run_between_partitions(tmp_path, monkeypatc
 
     deleted, ticks = asyncio.run(run())
     assert ticks >= 29  # the ticker ran between the partitions, not after the pass
-    assert deleted == 29 and len(broker.deleted) == 29 and broker.checkpoints == 1
+    assert deleted == 29 and len(broker.deleted) == 29
+    assert (broker.sliced_checkpoints, broker.checkpoints) == (1, 0)
     assert len(removed_mid_pass.log.segments) == 3  # skipped: no longer hosted when its turn came
     assert all(len(p.log.segments) == 2 for p in partitions if p is not removed_mid_pass)
     broker.close(partitions)
