@@ -7,7 +7,9 @@ Handle._run), and creates `--topics` topics one after the other with confluent-k
 collector off meanwhile (its pauses are bench/gc_partitions.py's subject). For a task's step it prints where the
 task's coroutine chain stood before the step and where it stopped after it (file:line of the three innermost
 frames), so a long step is named by the code between those two points; a step that ended its task shows
-nothing after the arrow. Run a before and an after by putting another tree first on PYTHONPATH.
+nothing after the arrow. The interpreter's switch interval is `klamm serve`'s: a thread making logs holds the
+lock for up to that long while the loop waits. Run a before and an after by putting another tree first on
+PYTHONPATH.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
+import sys
 import time
 from asyncio import events
 from typing import Any
@@ -28,11 +31,14 @@ def where(coro: Any) -> str:
     """The innermost three frames of a coroutine chain, as file:line function."""
     frames = []
     while coro is not None:
-        frame = getattr(coro, "cr_frame", None) or getattr(coro, "gi_frame", None)
+        frame = getattr(coro, "cr_frame", None) or getattr(coro, "gi_frame", None) or getattr(coro, "ag_frame", None)
         if frame is None:
             break
         frames.append(f"{frame.f_code.co_filename.rsplit('/', 1)[-1]}:{frame.f_lineno} {frame.f_code.co_name}")
-        coro = getattr(coro, "cr_await", None) or getattr(coro, "gi_yieldfrom", None)
+        if frame.f_code.co_name in ("__aenter__", "__aexit__") and hasattr(frame.f_locals.get("self"), "gen"):
+            coro = frame.f_locals["self"].gen  # an asynccontextmanager's generator: its awaitable hides it
+            continue
+        coro = getattr(coro, "cr_await", None) or getattr(coro, "gi_yieldfrom", None) or getattr(coro, "ag_await", None)
     return " > ".join(frames[-3:])
 
 
@@ -63,6 +69,8 @@ class CallbackTimer:
 
 
 def main() -> None:
+    from klamm.cli.main import SWITCH_INTERVAL_S
+    sys.setswitchinterval(SWITCH_INTERVAL_S)
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--topics", type=int, default=2)
     parser.add_argument("--partitions", type=int, default=1000)

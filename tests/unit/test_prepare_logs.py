@@ -171,6 +171,69 @@ def test_logs_made_for_records_never_applied_are_removed(tmp_path: Path, creator
     assert replicas._prepared == {} and replicas.flusher._watchers == {}  # their partitions dropped too
 
 
+def test_a_large_topic_s_logs_are_found_and_dropped_a_slice_of_the_loop_at_a_time(
+        tmp_path: Path, creator, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(replica_manager_module, "SLICE_S", 0.0)  # the loop's turn after every step
+    replicas, _ = manager(tmp_path)
+    replicas.log_creator = creator
+    image = replay(empty_image("c", 0), [r for r in broker_records() if r.data["broker_id"] == NODE])
+    records = create_records(image, "lost", 200)
+    turns = 0
+    seen: dict[str, int] = {}
+    creating = replicas.logs.create_logs
+
+    async def create_logs(*args, **kwargs) -> None:
+        seen["queued"] = turns
+        await creating(*args, **kwargs)
+    monkeypatch.setattr(replicas.logs, "create_logs", create_logs)
+
+    async def not_committed() -> None:
+        nonlocal turns
+
+        async def watch() -> None:
+            nonlocal turns
+            while True:
+                turns += 1
+                await asyncio.sleep(0)
+        watcher = asyncio.create_task(watch())
+        await asyncio.sleep(0)
+        turns = 0
+        async with replicas.logs_made_for(records, image):
+            seen["applied"] = turns  # the commit failed: nothing applied
+        seen["ended"] = turns
+        watcher.cancel()
+    asyncio.run(not_committed())
+    steps = 200 // replica_manager_module.PARTITIONS_A_STEP
+    assert seen["queued"] >= steps  # finding the logs to make: not one callback
+    assert seen["ended"] - seen["applied"] >= 2 * steps  # dropping the partitions and logs no image took
+    assert replicas.logs.all_logs() == [] and not list(tmp_path.glob("lost-*")) and replicas._prepared == {}
+
+
+def test_a_cancellation_while_unused_logs_are_dropped_still_drops_them_all(
+        tmp_path: Path, creator, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(replica_manager_module, "SLICE_S", 0.0)
+    replicas, _ = manager(tmp_path)
+    replicas.log_creator = creator
+    image = replay(empty_image("c", 0), [r for r in broker_records() if r.data["broker_id"] == NODE])
+    left = asyncio.Event()
+
+    async def not_committed() -> None:
+        async with replicas.logs_made_for(create_records(image, "lost", 200), image):
+            left.set()
+
+    async def cancelled_part_way() -> None:
+        task = asyncio.create_task(not_committed())
+        await left.wait()
+        for _ in range(3):  # a few slices of the clean-up
+            await asyncio.sleep(0)
+        assert replicas._prepared  # not done yet
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    asyncio.run(cancelled_part_way())
+    assert replicas.logs.all_logs() == [] and not list(tmp_path.glob("lost-*")) and replicas._prepared == {}
+
+
 def test_create_log_of_a_name_being_made_waits_for_that_log(tmp_path: Path, creator) -> None:
     logs = LogManager([tmp_path / "a", tmp_path / "b"], LogConfig())
     logs.startup()
