@@ -156,6 +156,11 @@ _LEFTOVER = re.compile(r"^(\d{20})\.log(\.cleaned|\.swap|\.deleted)?$")
 # parent's main script is imported again there (not `python -m` modules): a program that
 # embeds a Broker must keep its start-up under `if __name__ == "__main__":`.
 PROCESS_CONTEXT = multiprocessing.get_context("spawn")
+# The cleaner process's CPU priority (nice). Where the cores are busy (clients on the broker's machine, a
+# compacted topic taking tens of thousands of records a second) a process of the broker's priority took a
+# whole core beside the event loop's thread, which waited on a run queue for it at every wake-up: the loop and
+# the clients come first, and a cleaning takes the CPU left (compaction is best-effort, as Kafka's is).
+CLEANER_NICE = 19
 
 
 class CleaningAborted(Exception):
@@ -547,6 +552,7 @@ class Cleaner:
 def _process_main(conn: Connection, offset_map: OffsetMap, throttler: Throttler, stop: ctypes.c_byte) -> None:
     """The cleaner process: answer each CleanJob with a CleanOutcome or the exception it raised."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the broker decides when its cleaner stops
+    _lower_priority()
     work = _Cleaning(offset_map, throttler.with_sleep(partial(_sleep_unless, stop)), lambda: bool(stop.value))
     while True:
         try:
@@ -566,6 +572,14 @@ def _process_main(conn: Connection, offset_map: OffsetMap, throttler: Throttler,
             conn.send(RuntimeError(f"log cleaning failed: {reply!r}"))
         except OSError:
             return
+
+
+def _lower_priority() -> None:
+    """CLEANER_NICE for this process (its one thread: later ones inherit it), where the OS allows it."""
+    try:
+        os.setpriority(os.PRIO_PROCESS, 0, CLEANER_NICE)
+    except (OSError, AttributeError) as exc:  # AttributeError: no setpriority on this platform
+        logger.debug("the cleaner process keeps the broker's CPU priority: %s", exc)
 
 
 def _sleep_unless(stop: ctypes.c_byte, seconds: float) -> None:

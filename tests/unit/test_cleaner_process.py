@@ -188,6 +188,20 @@ def test_a_segment_removed_by_retention_while_the_process_cleans(tmp_path, clean
     log.close()
 
 
+# -- the process's CPU priority -------------------------------------------------------------------------------
+
+
+@pytest.mark.skipif(not hasattr(os, "getpriority"), reason="no getpriority on this platform")
+def test_the_process_cleans_at_the_lowest_cpu_priority(tmp_path, cleaners):
+    log = big_log(tmp_path / "topic-0")
+    cleaner = Cleaner(1 << 20)
+    cleaners.append(cleaner)
+    assert commit(log, cleaner.clean(plan_of(log)))
+    assert os.getpriority(os.PRIO_PROCESS, cleaner.pid) == cleaner_module.CLEANER_NICE == 19
+    assert os.getpriority(os.PRIO_PROCESS, 0) < 19  # the broker's own priority is left alone
+    log.close()
+
+
 # -- a killed process ------------------------------------------------------------------------------------
 
 
