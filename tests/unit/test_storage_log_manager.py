@@ -29,7 +29,7 @@ def test_offset_checkpoint_format_and_round_trip(tmp_path):
     path = tmp_path / "recovery-point-offset-checkpoint"
     offsets = {("orders", 1): 42, ("orders", 0): 7, ("__cluster_metadata", 0): 100}
     write_offset_checkpoint(path, offsets)
-    assert path.read_text() == "0\n3\n__cluster_metadata 0 100\norders 0 7\norders 1 42\n"
+    assert path.read_text() == "0\n3\norders 1 42\norders 0 7\n__cluster_metadata 0 100\n"  # the mapping's order
     assert read_offset_checkpoint(path) == offsets
     assert not (tmp_path / "recovery-point-offset-checkpoint.tmp").exists()
 
