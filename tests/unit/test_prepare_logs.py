@@ -25,6 +25,7 @@ from klamm.storage import partition_metadata
 from klamm.storage.log import Log, LogConfig
 from klamm.storage.log_manager import LogManager
 from tests.unit.test_replica_manager_delta import NODE, Changes, broker_records, manager, replay, state
+from tests.unit.test_steps import Turns
 
 
 @pytest.fixture
@@ -178,30 +179,20 @@ def test_a_large_topic_s_logs_are_found_and_dropped_a_slice_of_the_loop_at_a_tim
     replicas.log_creator = creator
     image = replay(empty_image("c", 0), [r for r in broker_records() if r.data["broker_id"] == NODE])
     records = create_records(image, "lost", 200)
-    turns = 0
+    turns = Turns()
     seen: dict[str, int] = {}
     creating = replicas.logs.create_logs
 
     async def create_logs(*args, **kwargs) -> None:
-        seen["queued"] = turns
+        seen["queued"] = turns.count
         await creating(*args, **kwargs)
     monkeypatch.setattr(replicas.logs, "create_logs", create_logs)
 
     async def not_committed() -> None:
-        nonlocal turns
-
-        async def watch() -> None:
-            nonlocal turns
-            while True:
-                turns += 1
-                await asyncio.sleep(0)
-        watcher = asyncio.create_task(watch())
-        await asyncio.sleep(0)
-        turns = 0
-        async with replicas.logs_made_for(records, image):
-            seen["applied"] = turns  # the commit failed: nothing applied
-        seen["ended"] = turns
-        watcher.cancel()
+        async with turns:
+            async with replicas.logs_made_for(records, image):
+                seen["applied"] = turns.count  # the commit failed: nothing applied
+            seen["ended"] = turns.count
     asyncio.run(not_committed())
     steps = 200 // replica_manager_module.PARTITIONS_A_STEP
     assert seen["queued"] >= steps  # finding the logs to make: not one callback

@@ -12,24 +12,35 @@ from klamm.steps import Steps, each_value, in_slices, run_steps
 T = TypeVar("T")
 
 
-async def counting_turns(work: Awaitable[T]) -> tuple[T, int]:
-    """`work`'s value, and how many turns of the loop another task had while it ran: work done in one callback
-    gives it one at most."""
-    turns = 0
+class Turns:
+    """While entered, `count` is how many turns of the loop another task has had: work done in one callback gives
+    it one at most."""
 
-    async def watch() -> None:
-        nonlocal turns
+    def __init__(self) -> None:
+        self.count = 0
+        self._watcher: asyncio.Task[None] | None = None
+
+    async def _watch(self) -> None:
         while True:
-            turns += 1
+            self.count += 1
             await asyncio.sleep(0)
 
-    watcher = asyncio.create_task(watch())
-    await asyncio.sleep(0)
-    turns = 0
-    try:
-        return await work, turns
-    finally:
-        watcher.cancel()
+    async def __aenter__(self) -> Turns:
+        self._watcher = asyncio.create_task(self._watch())
+        await asyncio.sleep(0)
+        self.count = 0
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self._watcher is not None
+        self._watcher.cancel()
+
+
+async def counting_turns(work: Awaitable[T]) -> tuple[T, int]:
+    """`work`'s value, and how many turns of the loop another task had while it ran (`Turns`)."""
+    async with Turns() as turns:
+        value = await work
+        return value, turns.count
 
 
 def counted(steps: int) -> Steps[int]:
