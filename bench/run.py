@@ -744,9 +744,12 @@ def run_one(b: Broker, w: Workload, client: str, java_cmd, runid: str, seed_topi
         loader = start_load(b, w, topic, timeout, logdir, tag) if w.load else None
         if loader is not None:
             time.sleep(LOAD_LEAD_S)
+        cpu, started = cpu_seconds(b.pids()), time.monotonic()
         try:
             res = run_client(client, java_cmd, "latency", latency_args(b, w, topic), timeout, logdir, tag, b)
         finally:
+            # the broker's share of a core while the client ran (the JSON only): what the load costs it
+            res["broker_cpu_share"] = round((cpu_seconds(b.pids()) - cpu) / (time.monotonic() - started), 3)
             if loader is not None:
                 res["load"] = stop_load(loader, tag, logdir)
         if loader is not None and not res["load"].get("ok"):

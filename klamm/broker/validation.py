@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from klamm.config.topic import TopicConfig
 from klamm.protocol.batch import ATTR_TIMESTAMP_TYPE, BatchHeader
 from klamm.protocol.errors import ErrorCode, KafkaError
-from klamm.protocol.records import Record, decode_batch, record_keys, record_timestamps
+from klamm.protocol.records import Record, decode_batch, keyed_timestamp_span, record_keys, record_timestamps
 
 NO_TIMESTAMP = -1
 # A compressed batch may inflate to max.message.bytes, never less than Kafka's default: clients size their
@@ -73,6 +73,10 @@ def validate_records(buf: bytes | bytearray | memoryview, header: BatchHeader, r
     Raises KafkaError with Kafka's message and per-record errors (Produce v8+ record_errors).
     """
     producer_log_append_time = bool(header.attributes & ATTR_TIMESTAMP_TYPE)
+    if rules.compacted and not producer_log_append_time:
+        max_timestamp = _keyed_batch_within_rules(buf, header, rules, now_ms)
+        if max_timestamp is not None:
+            return max_timestamp
     records: list[tuple[int, int, bool, Record | None]]
     if producer_log_append_time:  # rare; its error message describes each record
         records = [(r.offset, r.timestamp, r.key is not None, r)
@@ -100,6 +104,19 @@ def validate_records(buf: bytes | bytearray | memoryview, header: BatchHeader, r
     if errors:
         raise _rejected(errors, invalid_timestamp)
     return max_timestamp
+
+
+def _keyed_batch_within_rules(buf: bytes | bytearray | memoryview, header: BatchHeader, rules: RecordRules,
+                              now_ms: int) -> int | None:
+    """The max record timestamp of a compacted topic's batch that passes every check, found without a list
+    of its records; None when some record fails one, so the full walk can name it."""
+    span = keyed_timestamp_span(buf, header, rules.max_inflated)
+    if span is None:
+        return None
+    oldest, newest = header.base_timestamp + span[0], header.base_timestamp + span[1]
+    if not rules.log_append_time and (now_ms - oldest > rules.before_max_ms or newest - now_ms > rules.after_max_ms):
+        return None  # some record is out of bounds, unless it is one without a timestamp (-1)
+    return max(newest, NO_TIMESTAMP)
 
 
 def _timestamp_error(rules: RecordRules, producer_log_append_time: bool, offset: int, timestamp: int,

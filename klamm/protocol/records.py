@@ -557,6 +557,92 @@ def record_keys(buf: bytes | bytearray | memoryview, header: BatchHeader,
     return result
 
 
+def keyed_timestamp_span(buf: bytes | bytearray | memoryview, header: BatchHeader,
+                         limit: int | None = None) -> tuple[int, int] | None:
+    """(least, greatest) timestamp delta of a batch whose every record is well formed and has a key, or
+    None when one is not: `record_keys` then says which and how.
+
+    The produce-time check of a compacted topic, on the event loop for each batch: the walk of
+    record_keys, structure checks included, with the one- and two-byte varints (nearly all of them)
+    read in line and nothing copied or kept, at about a third of its cost.
+    """
+    data = _records_section(buf, header, limit)
+    size = len(data)
+    read = _read_varint
+    position = 0
+    low = high = None
+    try:
+        for _ in range(header.records_count):
+            byte = data[position]
+            if byte < 0x80:
+                length = (byte >> 1) ^ -(byte & 1)
+                position += 1
+            elif data[position + 1] < 0x80:
+                unsigned = (byte & 0x7F) | (data[position + 1] << 7)
+                length = (unsigned >> 1) ^ -(unsigned & 1)
+                position += 2
+            else:
+                length, position = read(data, position, _VARINT_MAX_BYTES)
+            end = position + length
+            if length <= 0 or end > size:
+                return None
+            byte = data[position + 1]  # past the attributes
+            if byte < 0x80:
+                delta = (byte >> 1) ^ -(byte & 1)
+                position += 2
+            else:
+                delta, position = read(data, position + 1, _VARLONG_MAX_BYTES)
+            if low is None or high is None:
+                low = high = delta
+            elif delta < low:
+                low = delta
+            elif delta > high:
+                high = delta
+            if data[position] < 0x80:  # the offset delta, not needed
+                position += 1
+            elif data[position + 1] < 0x80:
+                position += 2
+            else:
+                position = read(data, position, _VARINT_MAX_BYTES)[1]
+            byte = data[position]
+            if byte < 0x80:
+                if byte & 1:
+                    return None  # no key (-1), or a negative length
+                position += 1 + (byte >> 1)
+            else:
+                key_length, position = read(data, position, _VARINT_MAX_BYTES)
+                if key_length < 0:
+                    return None
+                position += key_length
+            byte = data[position]
+            if byte < 0x80:
+                position += 1 + (0 if byte & 1 else byte >> 1)
+            elif data[position + 1] < 0x80:
+                position += 2 + (0 if byte & 1 else ((byte & 0x7F) | (data[position + 1] << 7)) >> 1)
+            else:
+                value_length, position = read(data, position, _VARINT_MAX_BYTES)
+                position += max(value_length, 0)
+            if data[position] == 0:  # no headers
+                position += 1
+            else:
+                header_count, position = read(data, position, _VARINT_MAX_BYTES)
+                if header_count < 0:
+                    return None
+                for _ in range(header_count):
+                    header_key_length, position = read(data, position, _VARINT_MAX_BYTES)
+                    if header_key_length < 0 or position + header_key_length > end:
+                        return None
+                    header_value_length, position = read(data, position + header_key_length, _VARINT_MAX_BYTES)
+                    position += max(header_value_length, 0)
+            if position != end:
+                return None
+    except (IndexError, ValueError):
+        return None
+    if low is None or high is None or position != size:
+        return None
+    return low, high
+
+
 def recompress_batch(
     buf: bytes | bytearray | memoryview, header: BatchHeader, codec: int, level: int | None = None,
     limit: int | None = None

@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from klamm.broker.partition import Partition
+from klamm.broker.validation import RecordRules, validate_records
 from klamm.config.broker import BrokerConfig
 from klamm.config.topic import TopicConfig
 from klamm.protocol.batch import ATTR_TIMESTAMP_TYPE, crc_ok, read_batch_header, split_batches
@@ -26,6 +27,7 @@ from klamm.protocol.records import (
     build_batch,
     decode_batch,
     encode_record,
+    keyed_timestamp_span,
     record_keys,
 )
 from klamm.storage.log import Log, LogConfig
@@ -236,3 +238,68 @@ def test_key_scan_matches_decode_batch_and_refuses_what_it_refuses(records, flip
     except KafkaError:
         scanned = None
     assert scanned == decoded
+
+
+def _span_expected(data: bytearray, header, scanned) -> tuple[int, int] | None:
+    """What keyed_timestamp_span must say, from record_keys' answer (None: it refused the batch)."""
+    if scanned is None or any(key is None for _, _, key in scanned):
+        return None
+    deltas = [timestamp - header.base_timestamp for _, timestamp, _ in scanned]
+    return min(deltas), max(deltas)
+
+
+@settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow])
+@given(records=_records, flips=st.lists(st.tuples(st.integers(0, 10_000), st.integers(1, 255)), max_size=3))
+def test_keyed_timestamp_span_agrees_with_the_key_scan(records, flips):
+    data = bytearray(build_batch(records, timestamp_ms=NOW))
+    for position, xor in flips:
+        data[61 + position % max(len(data) - 61, 1)] ^= xor
+    header = read_batch_header(data)
+    if header.attributes & ATTR_TIMESTAMP_TYPE:
+        return  # a producer's LogAppendTime batch is refused before any scan
+    try:
+        scanned = record_keys(data, header)
+    except KafkaError:
+        scanned = None
+    assert keyed_timestamp_span(data, header) == _span_expected(data, header, scanned)
+
+
+_wide_key = st.binary(max_size=3) | st.sampled_from([b"v" * 200, b"w" * 20_000])
+_wide = st.none() | _wide_key
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(records=st.lists(st.builds(NewRecord, key=_wide_key, value=_wide,
+                                  headers=st.lists(st.tuples(st.text(max_size=3), _wide), max_size=2),
+                                  timestamp=st.none() | st.integers(NOW - 10**7, NOW + 10**7)),
+                        min_size=60, max_size=150),
+       codec=st.sampled_from([Compression.NONE, Compression.LZ4]))
+def test_keyed_timestamp_span_reads_wide_varints(records, codec):
+    # offset deltas past 63, lengths of two and three bytes, timestamp deltas of several
+    data = bytearray(build_batch(records, compression=codec, timestamp_ms=NOW))
+    header = read_batch_header(data)
+    assert keyed_timestamp_span(data, header) == _span_expected(data, header, record_keys(data, header))
+
+
+@settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow])
+@given(keys=st.lists(st.sampled_from([None, b"k", b"key" * 50]), min_size=1, max_size=20),
+       offsets=st.lists(st.integers(-3 * HOUR_MS, 3 * HOUR_MS) | st.just(None), min_size=20, max_size=20),
+       before=st.sampled_from([HOUR_MS, LONG_MAX]), after=st.sampled_from([HOUR_MS, LONG_MAX]),
+       log_append_time=st.booleans())
+def test_compacted_validation_answers_as_each_record_is_checked(keys, offsets, before, after, log_append_time):
+    # the batch is checked whole first; what it answers must be what checking each record answers
+    timestamps = [-1 if offset is None else NOW + offset for offset in offsets[:len(keys)]]
+    data = bytearray(build_batch([NewRecord(key, b"v", timestamp=ts) for key, ts in zip(keys, timestamps)],
+                                 timestamp_ms=NOW))
+    header = read_batch_header(data)
+    rules = RecordRules("t-0", True, log_append_time, before, after)
+    keyless = [i for i, key in enumerate(keys) if key is None]
+    out_of_bounds = [i for i, ts in enumerate(timestamps) if keys[i] is not None and not log_append_time
+                     and ts != -1 and (NOW - ts > before or ts - NOW > after)]
+    if keyless or out_of_bounds:
+        with pytest.raises(KafkaError) as error:
+            validate_records(data, header, rules, NOW)
+        assert [i for i, _ in error.value.record_errors] == sorted(keyless + out_of_bounds)
+        assert error.value.code == (ErrorCode.invalid_timestamp if out_of_bounds else ErrorCode.invalid_record)
+    else:
+        assert validate_records(data, header, rules, NOW) == max([-1, *timestamps])
