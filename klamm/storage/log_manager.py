@@ -59,7 +59,7 @@ DELETE_SUFFIX = "-delete"
 STRAY_SUFFIX = "-stray"  # Kafka's: a log set aside as no topic's, kept for the operator (never loaded nor deleted)
 FUTURE_SUFFIX = "-future"
 CLOSING_THREADS = 8  # logs closed at once at shutdown
-TAKE_SLICE_S = 0.0005  # how long create_logs attaches the logs it made at a time, a turn of the loop
+TAKE_SLICE_S = 0.0005  # how long create_logs queues names, or attaches the logs made, at a time: a turn of the loop
 CHECKPOINT_SLICE_S = 0.0005  # how long checkpoint_in_slices reads logs' offsets at a time, a turn of the loop
 LOGS_A_STEP = 64  # the logs whose offsets it reads a step (under 1 us each)
 MOVED_MARKER = "klamm-moved-replica"  # in a moved log's directory until the old copy is detached
@@ -227,11 +227,23 @@ class LogManager:
         calls: a topic of a thousand partitions held the loop for a second), each with the id `topic_ids` gives
         its topic in its partition.metadata. Until one is made, create_log of its name waits for it. A name
         deleted since the checkpoints were last written is left to create_log. Names another call is making
-        are waited for too (a create_log of them then does not wait on the loop)."""
+        are waited for too (a create_log of them then does not wait on the loop). The names are handed to the
+        thread, and the logs made attached, a slice of the loop at a time."""
         pending = {log_dir: 0 for log_dir in self.log_dirs}
+        loop = asyncio.get_running_loop()
+        batches: list[_Creation] = []  # one a turn of the loop, each handed to the thread before the loop goes on
         batch = _Creation(topic_ids or {})
         others: set[_Creation] = set()  # other calls' batches making some of these names
+        stop = time.perf_counter() + TAKE_SLICE_S
         for topic, partition, config in wanted:
+            if time.perf_counter() >= stop:
+                # Every name queued so far is in a batch the thread has: a create_log of one, run while this
+                # call waits, then waits for that thread, never for this call.
+                if batch.wanted:
+                    batches.append(batch.submit(loop, executor, self._time_ms))
+                    batch = _Creation(topic_ids or {})
+                await asyncio.sleep(0)
+                stop = time.perf_counter() + TAKE_SLICE_S
             key = (topic, partition)
             if key in self._creating:
                 others.add(self._creating[key][1])
@@ -242,25 +254,26 @@ class LogManager:
             pending[log_dir] += 1
             self._creating[key] = (log_dir, batch)
             batch.wanted.append((key, log_dir, config))
-        made = batch.future = asyncio.get_running_loop().run_in_executor(executor, batch.make, self._time_ms) \
-            if batch.wanted else None
+        if batch.wanted:
+            batches.append(batch.submit(loop, executor, self._time_ms))
         # Shielded: a creation the caller stops waiting for still ends, and shutdown closes its logs.
-        for other in others:
+        for other in others - set(batches):
             if other.future is not None:
                 await asyncio.shield(other.future)
-        if made is None:
-            return
-        await asyncio.shield(made)
+        for made in batches:
+            assert made.future is not None
+            await asyncio.shield(made.future)
         stop = time.perf_counter() + TAKE_SLICE_S
-        for key, _, _ in batch.wanted:
-            if self._creating.get(key, (None, None))[1] is batch:  # not taken meanwhile by create_log
-                try:
-                    self._take_created(key)
-                except Exception as exc:  # noqa: BLE001  # the name stays free: create_log tries again, and raises
-                    logger.warning("could not create the log of %s-%d: %s", key[0], key[1], exc)
-            if time.perf_counter() >= stop:
-                await asyncio.sleep(0)
-                stop = time.perf_counter() + TAKE_SLICE_S
+        for made in batches:
+            for key, _, _ in made.wanted:
+                if self._creating.get(key, (None, None))[1] is made:  # not taken meanwhile by create_log
+                    try:
+                        self._take_created(key)
+                    except Exception as exc:  # noqa: BLE001  # the name stays free: create_log tries again, and raises
+                        logger.warning("could not create the log of %s-%d: %s", key[0], key[1], exc)
+                if time.perf_counter() >= stop:
+                    await asyncio.sleep(0)
+                    stop = time.perf_counter() + TAKE_SLICE_S
 
     def _take_created(self, key: tuple[str, int]) -> Log:
         """Attach the log create_logs made for `key` (waiting for it), or raise why it could not be made."""
@@ -493,6 +506,10 @@ class _Creation:
         self.wanted: list[tuple[tuple[str, int], Path, LogConfig]] = []  # (name, its log dir, config)
         self.made: dict[tuple[str, int], Log | Exception] = {}
         self.done = threading.Event()
+
+    def submit(self, loop: asyncio.AbstractEventLoop, executor: Executor, time_ms: Callable[[], int]) -> _Creation:
+        self.future = loop.run_in_executor(executor, self.make, time_ms)
+        return self
 
     def make(self, time_ms: Callable[[], int]) -> None:
         try:

@@ -23,6 +23,7 @@ from klamm.controller.records import MetadataRecord
 from klamm.controller.topics import CreateTopicSpec, decide_create_topics
 from klamm.storage import partition_metadata
 from klamm.storage.log import Log, LogConfig
+from klamm.storage import log_manager as log_manager_module
 from klamm.storage.log_manager import LogManager
 from tests.unit.test_replica_manager_delta import NODE, Changes, broker_records, manager, replay, state
 from tests.unit.test_steps import Turns
@@ -363,3 +364,53 @@ def test_create_logs_of_names_another_call_is_making_waits_for_them(tmp_path: Pa
     assert asyncio.run(race())
     assert sorted(log.partition for log in logs.all_logs()) == list(range(4))
     logs.shutdown()
+
+
+def test_create_logs_hands_its_names_to_the_thread_a_slice_of_the_loop_at_a_time(
+        tmp_path: Path, creator, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Queueing 2,000 names was one callback of 3-13 ms. Each slice's names go to the thread before the loop goes
+    on, so a create_log of one of them, run meanwhile, waits for the thread and never for create_logs."""
+    monkeypatch.setattr(log_manager_module, "TAKE_SLICE_S", 0.0)  # the loop's turn after every name
+    logs = LogManager([tmp_path], LogConfig())
+    logs.startup()
+    taken: list[Log] = []
+
+    async def race() -> int:
+        async with Turns() as turns:
+            making = asyncio.ensure_future(logs.create_logs([("t", i, LogConfig()) for i in range(6)], creator))
+            while ("t", 2) not in logs._creating:
+                await asyncio.sleep(0)
+            queued_by = turns.count
+            taken.append(logs.create_log("t", 2))  # queued, maybe not made yet: waits for the thread
+            await making
+            assert queued_by >= 2  # the names before it were queued over turns of the loop
+            return turns.count
+    assert asyncio.run(race()) >= 6
+    assert sorted(log.partition for log in logs.all_logs()) == list(range(6))
+    assert logs.get_log("t", 2) is taken[0] and logs._creating == {}
+    logs.shutdown()
+
+
+def test_a_creation_cancelled_while_queueing_leaves_no_name_waiting_forever(
+        tmp_path: Path, creator, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(log_manager_module, "TAKE_SLICE_S", 0.0)
+    logs = LogManager([tmp_path], LogConfig())
+    logs.startup()
+
+    async def cancelled() -> None:
+        making = asyncio.ensure_future(logs.create_logs([("t", i, LogConfig()) for i in range(6)], creator))
+        while ("t", 2) not in logs._creating:
+            await asyncio.sleep(0)
+        making.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await making
+    asyncio.run(cancelled())
+    queued = sorted(logs._creating)
+    assert queued and all(batch.future is not None for _, batch in logs._creating.values())
+    assert logs.create_log(*queued[-1]).partition == queued[-1][1]  # made by the thread, taken here
+    assert logs.create_log("t", 5).partition == 5  # never queued: made here
+    logs.shutdown()  # closes what the thread made that no one took
+    reopened = LogManager([tmp_path], LogConfig())
+    reopened.startup()
+    assert {log.partition for log in reopened.all_logs()} >= {p for _, p in queued} | {5}
+    reopened.shutdown()
