@@ -32,22 +32,26 @@ PartitionKey = tuple[Any, int]  # (topic name, or topic id from Fetch v13, parti
 class CachedPartition:
     """What the session knows of one partition: the client's position and what it was last told.
 
-    Carries the same attribute names as a request's partition entry, so the
-    fetch path reads either alike.
+    Carries the same attribute names as a request's partition entry (a follower's last fetched epoch and
+    log start offset too), so the fetch path reads either alike.
     """
 
     partition: int
     fetch_offset: int
     partition_max_bytes: int
     current_leader_epoch: int = -1
-    high_watermark: int = -1
-    last_stable_offset: int = -1
-    log_start_offset: int = -1
+    last_fetched_epoch: int = -1
+    log_start_offset: int = -1  # a follower's own
+    told_high_watermark: int = -1
+    told_last_stable_offset: int = -1
+    told_log_start_offset: int = -1
 
     def update_from(self, requested: Any) -> None:
         self.fetch_offset = requested.fetch_offset
         self.partition_max_bytes = requested.partition_max_bytes
         self.current_leader_epoch = getattr(requested, "current_leader_epoch", -1)
+        self.last_fetched_epoch = getattr(requested, "last_fetched_epoch", -1)
+        self.log_start_offset = getattr(requested, "log_start_offset", -1)
 
     def changed(self, response: dict[str, Any]) -> bool:
         """Whether an incremental response must carry this partition; remembers what it carries."""
@@ -55,10 +59,10 @@ class CachedPartition:
         # a preferred read replica or a diverging epoch is news however little else changed (Kafka's
         # CachedPartition.maybeUpdateResponseData)
         must_send = bool(response["records"]) or response["error_code"] != 0 or news != (
-            self.high_watermark, self.last_stable_offset, self.log_start_offset) or \
+            self.told_high_watermark, self.told_last_stable_offset, self.told_log_start_offset) or \
             response["preferred_read_replica"] >= 0 or "diverging_epoch" in response
         if must_send:
-            self.high_watermark, self.last_stable_offset, self.log_start_offset = news
+            self.told_high_watermark, self.told_last_stable_offset, self.told_log_start_offset = news
         return must_send
 
 

@@ -419,6 +419,29 @@ def _long_poll_answered(cluster: EmbeddedCluster) -> None:
     assert answer.error_code == ErrorCode.none and split_batches(bytearray(answer.records))[0].base_offset == 3
 
 
+def test_followers_fetch_in_incremental_sessions_and_survive_losing_them(cluster: EmbeddedCluster) -> None:
+    create(cluster, "r", **{"min.insync.replicas": "3"})
+    create(cluster, "quiet")
+    assert len(produce(cluster, "r", 20)) == 20
+    leader = cluster.brokers[cluster.partition("r").leader]
+    followers = [n for n in cluster.brokers if cluster.brokers[n] is not leader]
+
+    def sessions() -> list[Any]:  # read on the broker's loop, as its handlers change them there
+        return cluster.call(_on_loop(lambda: list(leader.fetch_sessions._sessions.values())))
+    # one session a follower, holding every partition that follower fetches from this leader
+    eventually(lambda: len(sessions()) == 2 and all(("r", 0) in s.partitions for s in sessions()))
+    epochs = [s.epoch for s in sessions()]
+    assert len(produce(cluster, "r", 20, prefix="w")) == 20  # min.insync.replicas=3: both followers fetch it
+    assert all(s.epoch > e for s, e in zip(sessions(), epochs))  # incremental fetches, one after another
+    for session in sessions():  # the leader forgets them (evicted, say): the followers start over in full
+        cluster.call(_on_loop(lambda: leader.fetch_sessions.remove(session.session_id)))
+    assert len(produce(cluster, "r", 20, prefix="x")) == 20
+    eventually(lambda: all(replica(cluster, n, "r").log_end_offset == 60 for n in followers))
+    eventually(lambda: len(sessions()) == 2)
+    copies = {n: batches(cluster, n, "r") for n in cluster.brokers}
+    assert all(copy == copies[cluster.partition("r").leader] for copy in copies.values())
+
+
 def test_a_stopping_broker_hands_over_its_leaderships_first(cluster: EmbeddedCluster) -> None:
     create(cluster, "r", **{"min.insync.replicas": "2"})
     assert len(produce(cluster, "r", 50)) == 50
