@@ -442,6 +442,39 @@ def test_followers_fetch_in_incremental_sessions_and_survive_losing_them(cluster
     assert all(copy == copies[cluster.partition("r").leader] for copy in copies.values())
 
 
+def test_a_caught_up_follower_reads_nothing_and_a_divergent_one_is_told(cluster: EmbeddedCluster) -> None:
+    """The leader skips the read and the divergence check of a follower at its log end whose last epoch is the
+    leader's latest (most partitions of a follower's fetch session, on every fetch); one at the log end with
+    an older last epoch is checked, and told where its epoch ended."""
+    create(cluster, "r")
+    assert len(produce(cluster, "r", 5)) == 5
+    first_leader = cluster.partition("r").leader
+    cluster.call(cluster.kill_broker(first_leader))  # fenced: another replica leads, at a new epoch
+    assert len(produce(cluster, "r", 2, prefix="w")) == 2
+    partition = cluster.partition("r")
+    cache = replica(cluster, partition.leader, "r").log.leader_epoch_cache
+    old_epoch, new_epoch = cache.entries[0].epoch, cache.latest_epoch
+    assert old_epoch < new_epoch and replica(cluster, partition.leader, "r").log_end_offset == 7
+    follower = next(n for n in partition.isr if n != partition.leader)
+    leader = RawClient(cluster.brokers[partition.leader].port)
+
+    def answer(offset: int, last_fetched_epoch: int) -> Any:
+        response = leader.request(FETCH, 12, {
+            "replica_id": follower, "max_wait": 0, "min_bytes": 0, "max_bytes": 1 << 20, "isolation_level": 0,
+            "session_id": 0, "session_epoch": -1, "forgotten_topics_data": [], "rack_id": "",
+            "topics": [{"topic": "r", "partitions": [{
+                "partition": 0, "fetch_offset": offset, "partition_max_bytes": 1 << 20, "log_start_offset": 0,
+                "current_leader_epoch": partition.leader_epoch, "last_fetched_epoch": last_fetched_epoch}]}]})
+        return response.responses[0].partitions[0]
+    caught_up = answer(7, new_epoch)
+    assert caught_up.error_code == ErrorCode.none and not caught_up.records and caught_up.diverging_epoch.epoch == -1
+    diverged = answer(7, old_epoch)  # at the log end, but its last batch of the epoch that ended at 5
+    assert not diverged.records
+    assert (diverged.diverging_epoch.epoch, diverged.diverging_epoch.end_offset) == (old_epoch, 5)
+    behind = answer(5, old_epoch)
+    assert split_batches(bytearray(behind.records))[0].base_offset == 5 and behind.diverging_epoch.epoch == -1
+
+
 def test_a_stopping_broker_hands_over_its_leaderships_first(cluster: EmbeddedCluster) -> None:
     create(cluster, "r", **{"min.insync.replicas": "2"})
     assert len(produce(cluster, "r", 50)) == 50
