@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import cProfile
 import io
 import pstats
 import struct
 import tempfile
 import time
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from kio.schema.request_header.v2.header import RequestHeader
@@ -44,7 +46,10 @@ def frame(api_key: int, version: int, body: dict[str, Any]) -> bytes:
     return struct.pack(">i", len(payload)) + payload
 
 
-async def run(fetches: int, profile: bool) -> None:
+@contextlib.asynccontextmanager
+async def in_process_broker(partitions: int) -> AsyncIterator[Callable[[bytes], Awaitable[Any]]]:
+    """A one-node broker holding topic "t" of `partitions` partitions, and its `exchange`: one framed request
+    through `ServerConnection` and `Broker.handle`, the response encoded; the handler's answer returned."""
     with tempfile.TemporaryDirectory() as data:
         broker = Broker(BrokerConfig.from_properties({"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": data}))
         await broker.start()
@@ -55,40 +60,51 @@ async def run(fetches: int, profile: bool) -> None:
             async def exchange(request_frame: bytes) -> Any:
                 connection.receive_data(request_frame)
                 request = connection.next_request()
-                parts = connection.encode_response(request, await broker.handle(request, peer))
-                release_regions(parts)
+                response = await broker.handle(request, peer)
+                release_regions(connection.encode_response(request, response))
+                return response
 
-            await exchange(frame(19, 5, {"topics": [{"name": "t", "num_partitions": 1, "replication_factor": 1,
-                                                      "assignments": [], "configs": []}],
+            await exchange(frame(19, 5, {"topics": [{"name": "t", "num_partitions": partitions,
+                                                      "replication_factor": 1, "assignments": [], "configs": []}],
                                          "timeout_ms": 5000, "validate_only": False}))
-            produce = frame(0, 11, {"acks": 1, "timeout": 1000, "topic_data": [{"name": "t", "partition_data": [
-                {"index": 0, "records": build_batch([(None, b"x" * 1000)] * 1000)}]}]})
-            for _ in range(3):
-                await exchange(produce)
-            fetch = frame(1, 12, {"replica_id": 2, "max_wait": 0, "min_bytes": 1, "max_bytes": 10 << 20,
-                                  "isolation_level": 0, "session_id": 0, "session_epoch": -1,
-                                  "topics": [{"topic": "t", "partitions": [{
-                                      "partition": 0, "current_leader_epoch": -1, "fetch_offset": 1000,
-                                      "last_fetched_epoch": -1, "log_start_offset": 0,
-                                      "partition_max_bytes": 1 << 20}]}],
-                                  "forgotten_topics_data": [], "rack_id": ""})
-
-            async def loop() -> float:
-                started = time.perf_counter()
-                for _ in range(fetches):
-                    await exchange(fetch)
-                return (time.perf_counter() - started) / fetches * 1e6
-
-            await loop()  # warm up
-            print(f"{await loop():.1f} us per follower fetch of a 1 MB batch")
-            if profile:
-                profiler = cProfile.Profile()
-                profiler.enable()
-                await loop()
-                profiler.disable()
-                pstats.Stats(profiler).sort_stats("tottime").print_stats(15)
+            yield exchange
         finally:
             await broker.stop()
+
+
+async def run(fetches: int, profile: bool) -> None:
+    async with in_process_broker(1) as exchange:
+        produce = frame(0, 11, {"acks": 1, "timeout": 1000, "topic_data": [{"name": "t", "partition_data": [
+            {"index": 0, "records": build_batch([(None, b"x" * 1000)] * 1000)}]}]})
+        for _ in range(3):
+            await exchange(produce)
+        fetch = frame(1, 12, {"replica_id": 2, "max_wait": 0, "min_bytes": 1, "max_bytes": 10 << 20,
+                              "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+                              "topics": [{"topic": "t", "partitions": [{
+                                  "partition": 0, "current_leader_epoch": -1, "fetch_offset": 1000,
+                                  "last_fetched_epoch": -1, "log_start_offset": 0,
+                                  "partition_max_bytes": 1 << 20}]}],
+                              "forgotten_topics_data": [], "rack_id": ""})
+        await timed(lambda: exchange(fetch), fetches, profile, "follower fetch of a 1 MB batch")
+
+
+async def timed(step: Callable[[], Awaitable[Any]], count: int, profile: bool, what: str) -> None:
+    """`step` `count` times to warm up, then `count` times timed (printed as microseconds per `what`), and
+    with `profile` `count` times more under cProfile."""
+    async def loop() -> float:
+        started = time.perf_counter()
+        for _ in range(count):
+            await step()
+        return (time.perf_counter() - started) / count * 1e6
+
+    await loop()
+    print(f"{await loop():.1f} us per {what}")
+    if profile:
+        profiler = cProfile.Profile()
+        profiler.enable()
+        await loop()
+        profiler.disable()
+        pstats.Stats(profiler).sort_stats("tottime").print_stats(15)
 
 
 def main() -> None:

@@ -15,20 +15,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import cProfile
-import pstats
-import tempfile
-import time
 from collections.abc import Iterator
-from typing import Any
 
-from follower_fetch_cost import frame  # bench/: the framing of a request
+from follower_fetch_cost import frame, in_process_broker, timed  # bench/
 
-from klamm.broker.broker import Broker
-from klamm.config.broker import BrokerConfig
-from klamm.protocol.connection import ServerConnection
 from klamm.protocol.records import build_batch
-from klamm.protocol.sendplan import release_regions
 
 
 def fetch_frame(partitions: int, session_id: int, epoch: int) -> bytes:
@@ -41,51 +32,20 @@ def fetch_frame(partitions: int, session_id: int, epoch: int) -> bytes:
 
 
 async def run(partitions: int, fetches: int, sessionless: bool, profile: bool) -> None:
-    with tempfile.TemporaryDirectory() as data:
-        broker = Broker(BrokerConfig.from_properties({"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": data}))
-        await broker.start()
-        try:
-            connection = ServerConnection(1 << 27, broker.supported_versions())
-            peer = type("Peer", (), {"peer": "bench"})()
-
-            async def exchange(request_frame: bytes) -> Any:
-                connection.receive_data(request_frame)
-                request = connection.next_request()
-                response = await broker.handle(request, peer)
-                release_regions(connection.encode_response(request, response))
-                return response
-
-            await exchange(frame(19, 5, {"topics": [{"name": "t", "num_partitions": partitions,
-                                                      "replication_factor": 1, "assignments": [], "configs": []}],
-                                         "timeout_ms": 5000, "validate_only": False}))
-            for index in range(partitions):
-                await exchange(frame(0, 11, {"acks": 1, "timeout": 1000, "topic_data": [{"name": "t", "partition_data": [
-                    {"index": index, "records": build_batch([(None, b"x" * 10)])}]}]}))
-            if sessionless:
-                full = fetch_frame(partitions, 0, -1)
-                frames: Iterator[bytes] = iter(lambda: full, None)
-            else:
-                session_id = (await exchange(fetch_frame(partitions, 0, 0)))["session_id"]
-                # made before the clock starts: one per exchange of the three loops below
-                frames = iter([fetch_frame(partitions, session_id, epoch) for epoch in range(1, 3 * fetches + 1)])
-
-            async def loop() -> float:
-                started = time.perf_counter()
-                for _ in range(fetches):
-                    await exchange(next(frames))
-                return (time.perf_counter() - started) / fetches * 1e6
-
-            await loop()  # warm up
-            kind = "sessionless" if sessionless else "incremental"
-            print(f"{await loop():.1f} us per {kind} follower fetch of {partitions} caught-up partitions")
-            if profile:
-                profiler = cProfile.Profile()
-                profiler.enable()
-                await loop()
-                profiler.disable()
-                pstats.Stats(profiler).sort_stats("tottime").print_stats(15)
-        finally:
-            await broker.stop()
+    async with in_process_broker(partitions) as exchange:
+        for index in range(partitions):
+            await exchange(frame(0, 11, {"acks": 1, "timeout": 1000, "topic_data": [{"name": "t", "partition_data": [
+                {"index": index, "records": build_batch([(None, b"x" * 10)])}]}]}))
+        if sessionless:
+            full = fetch_frame(partitions, 0, -1)
+            frames: Iterator[bytes] = iter(lambda: full, None)
+        else:
+            session_id = (await exchange(fetch_frame(partitions, 0, 0)))["session_id"]
+            # made before the clock starts: one per exchange of the three loops of `timed`
+            frames = iter([fetch_frame(partitions, session_id, epoch) for epoch in range(1, 3 * fetches + 1)])
+        kind = "sessionless" if sessionless else "incremental"
+        await timed(lambda: exchange(next(frames)), fetches, profile,
+                    f"{kind} follower fetch of {partitions} caught-up partitions")
 
 
 def main() -> None:
