@@ -34,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -270,9 +271,8 @@ class ReplicaFetcher:
         return {"replica_id": self.settings.node_id, "max_wait": self.settings.max_wait_ms,
                 "min_bytes": self.settings.min_bytes, "max_bytes": self.settings.max_bytes, "isolation_level": 0,
                 "session_id": self._session.session_id, "session_epoch": self._session.epoch,
-                "topics": _by_topic(sent), "forgotten_topics_data": [
-                    {"topic": topic, "partitions": indexes} for topic, indexes in _indexes_by_topic(forgotten).items()],
-                "rack_id": ""}
+                "topics": _by_topic(sent.items()),
+                "forgotten_topics_data": _by_topic((key, key[1]) for key in forgotten), "rack_id": ""}
 
     def _handle(self, sent: dict[tuple[str, int], Partition], response: dict[str, Any]) -> None:
         """Apply a Fetch response decoded by `BrokerConnection.request_views` (records are memoryviews)."""
@@ -320,15 +320,10 @@ class ReplicaFetcher:
         self._delayed[key] = time.monotonic() + self.settings.backoff_ms / 1000
 
 
-def _by_topic(entries: dict[PartitionKey, dict[str, Any]]) -> list[dict[str, Any]]:
-    topics: dict[str, list[dict[str, Any]]] = {}
-    for (topic, _), entry in entries.items():
-        topics.setdefault(topic, []).append(entry)
-    return [{"topic": name, "partitions": parts} for name, parts in topics.items()]
-
-
-def _indexes_by_topic(keys: list[PartitionKey]) -> dict[str, list[int]]:
-    topics: dict[str, list[int]] = {}
-    for topic, index in keys:
-        topics.setdefault(topic, []).append(index)
-    return topics
+def _by_topic(items: Iterable[tuple[PartitionKey, Any]]) -> list[dict[str, Any]]:
+    """Per-partition items of a Fetch request (entries, or the indexes of forgotten partitions) grouped under
+    their topic, topics in first-seen order."""
+    topics: dict[str, list[Any]] = {}
+    for (topic, _), item in items:
+        topics.setdefault(topic, []).append(item)
+    return [{"topic": name, "partitions": grouped} for name, grouped in topics.items()]
