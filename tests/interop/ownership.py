@@ -23,7 +23,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
 
 
 class Load:
@@ -63,6 +64,20 @@ class Load:
         self.halt()
         assert self.producer.flush(60) == 0 and not self.errors, self.errors[:5]
         return list(self.delivered)
+
+
+def start_at_zero(bootstrap: str, group: str, topic: str, partitions: int) -> None:
+    """Commit offset 0 of every partition for `group` (still without members), so that its members start from a
+    committed offset rather than by auto.offset.reset. librdkafka 2.16 resolves a reset with ListOffsets; a
+    rebalance pausing the partition meanwhile makes that answer outdated, and an outdated answer arms a retry
+    timer (rd_kafka_toppar_handle_Offset) that nothing disarms when the newer answer starts the fetch: it fires
+    later, asks for the earliest offset again and moves the fetch position back to it, so the member consumes
+    the records since then a second time (seen with a ListOffsets answered in 0.4 s on a loaded machine)."""
+    client = AdminClient({"bootstrap.servers": bootstrap})
+    offsets = [TopicPartition(topic, p, 0) for p in range(partitions)]
+    for future in client.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(group, offsets)],
+                                                      request_timeout=15).values():
+        future.result(30)
 
 
 # A revoke callback's commit refused because the group's generation moved on under the member (stale_generation_ok

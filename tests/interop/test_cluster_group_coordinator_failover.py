@@ -37,7 +37,7 @@ from tests.conftest import (
 from tests.integration.conftest import RawClient
 
 from .helpers import admin, create_topic
-from .ownership import Ledger, Load, Member, all_consumed, committed, poll_until, shared
+from .ownership import Ledger, Load, Member, all_consumed, committed, poll_until, shared, start_at_zero
 
 pytestmark = [pytest.mark.timeout(180)]
 
@@ -111,6 +111,7 @@ class Scene:
     def __init__(self, cluster: ClusterProcess, topic: str, protocol: str) -> None:
         self.cluster, self.topic, self.protocol = cluster, topic, protocol
         create_topic(cluster.bootstrap, topic, PARTITIONS)
+        start_at_zero(cluster.bootstrap, GROUP, topic, PARTITIONS)
         self.ledger = Ledger(PARTITIONS)
         self.load = Load(cluster.bootstrap, topic, PARTITIONS)
         self.members: list[Member] = []

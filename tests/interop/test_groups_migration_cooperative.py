@@ -38,6 +38,7 @@ from .ownership import (
     committed,
     poll_until,
     shared,
+    start_at_zero,
 )
 
 pytestmark = [pytest.mark.timeout(180)]
@@ -118,6 +119,7 @@ def run_roll(bootstrap: str, group: str, topic: str, first: str, then: str,
     """Roll three `first` members to `then` ones under load; every member that took part. With `java` (a
     classpath), the classic members are Java clients (CooperativeStickyAssignor)."""
     create_topic(bootstrap, topic, PARTITIONS)
+    start_at_zero(bootstrap, group, topic, PARTITIONS)
     # a downgrade hands a classic member that has not rejoined for the latest group epoch ILLEGAL_GENERATION
     # (the classic group's generation is the group epoch, as Kafka's): it loses its partitions, uncommitted
     ledger = Ledger(PARTITIONS, stale_generation_ok=expect_types[-1] == "CLASSIC")
@@ -201,6 +203,7 @@ def test_downgrade_while_classic_members_hold_revoked_partitions(migration_broke
     loses its partitions. So their records since their last commit may be consumed again; nothing else may."""
     bs, group = migration_broker.bootstrap, f"pending-{topic}"
     create_topic(bs, topic, PARTITIONS)
+    start_at_zero(bs, group, topic, PARTITIONS)
     ledger = Ledger(PARTITIONS, stale_generation_ok=True)
     load = Load(bs, topic, PARTITIONS)
     members = [Member(bs, group, topic, ledger, "consumer")]
