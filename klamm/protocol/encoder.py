@@ -165,10 +165,15 @@ def _field_writer(field: Any, flexible: bool) -> Write:
     return _array(scalar, flexible) if kind.is_array else scalar
 
 
+# Types that are no Mapping: the common values skip the ABC's isinstance check, a call of its own per value.
+_NOT_MAPPINGS = frozenset({int, str, bool, float, bytes, type(None), list, tuple})
+
+
 def _is_default(value: Any, field: Any, implicit: Any) -> bool:
     """kio's rule for leaving a tagged field out: it holds its default."""
     default = field.default if field.default is not MISSING else implicit
-    if isinstance(value, Mapping):
+    cls = value.__class__
+    if cls is dict or (cls not in _NOT_MAPPINGS and isinstance(value, Mapping)):
         from klamm.protocol.build import build
 
         kind = classify_field(field)
@@ -195,10 +200,11 @@ def entity_encoder(entity_type: type) -> Write:
     tagged.sort(key=lambda entry: entry[0])
 
     def write(out: bytearray, regions: Regions, data: Any) -> None:
-        if data.__class__ is Encoded:
+        cls = data.__class__
+        if cls is Encoded:
             out.extend(data)
             return
-        if isinstance(data, Mapping):
+        if cls is dict or isinstance(data, Mapping):  # dict first: the ABC's check is a call of its own
             get = data.get
         else:  # a kio entity: same field names
             def get(name: str, default: Any) -> Any:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import io
 import os
+from types import MappingProxyType
 from typing import Any
 
 import pytest
@@ -42,6 +43,15 @@ def as_dict(entity: Any) -> Any:
     return entity
 
 
+def as_mappings(data: Any) -> Any:
+    """The nested dicts of `as_dict` as read-only Mappings that are no dicts (the encoder's other path)."""
+    if isinstance(data, dict):
+        return MappingProxyType({name: as_mappings(value) for name, value in data.items()})
+    if isinstance(data, list):
+        return [as_mappings(item) for item in data]
+    return data
+
+
 @pytest.mark.parametrize(("key", "version"), SERVED, ids=[f"{k}v{v}" for k, v in SERVED])
 def test_same_bytes_as_kio(key: int, version: int) -> None:
     types = message_types(key, version)
@@ -50,7 +60,7 @@ def test_same_bytes_as_kio(key: int, version: int) -> None:
     @given(response=st.from_type(types.response))
     def check(response: Any) -> None:
         expected = kio_bytes(response)
-        for data in (response, as_dict(response)):
+        for data in (response, as_dict(response), as_mappings(as_dict(response))):
             out, regions = encode(types.response, data)
             assert regions == []
             assert bytes(out) == expected
