@@ -46,6 +46,7 @@ from __future__ import annotations
 import os
 import struct
 import threading
+from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -73,6 +74,9 @@ TIME_INDEX_SUFFIX = ".timeindex"
 INT32_MAX = 2**31 - 1
 _READ_CHUNK = 1 << 20  # recovery / gathering reads
 _WALK_CHUNK = 16 << 10  # short walks from an index entry to a batch
+# At most this many of the newest batches are kept for find_batch, whatever index.interval.bytes is.
+_TAIL_BATCHES = 512
+_NO_POSITIONS: list[int] = []  # never appended to: a segment with no newest batches shares it
 _HEADER_WINDOW = 64 << 10  # header reads of a fetch's batches (see _whole_batches)
 _LAST_OFFSET_DELTA = struct.Struct(">i")
 _LAST_OFFSET_DELTA_AT = 23
@@ -240,6 +244,12 @@ class LogSegment:
         self.offset_of_max_timestamp = -1  # last offset of the batch holding max_timestamp
         self.first_batch_timestamp: int | None = None  # Kafka's rollingBasedTimestamp
         self._bytes_since_index = 0
+        # The batches appended since the offset index's last entry, or since this object's first append: the
+        # newest, which tailing fetches ask for, found without a walk from that entry (see find_batch).
+        # None while there are none (no list per sealed segment for the collector to track).
+        self._tail_from = 0  # base offset of the first of them
+        self._tail_last: list[int] | None = None  # last offset of each
+        self._tail_positions = _NO_POSITIONS  # file position of each
         self._closed = False
 
     @property
@@ -366,6 +376,11 @@ class LogSegment:
         self.first_batch_timestamp = None
         self._bytes_since_index = 0
         self.next_offset = self.base_offset
+        self._forget_tail()
+
+    def _forget_tail(self) -> None:
+        self._tail_last = None
+        self._tail_positions = _NO_POSITIONS
 
     # -- appending -----------------------------------------------------------------
 
@@ -376,22 +391,32 @@ class LogSegment:
         if written != len(buf):
             raise OSError(f"short write to {self.log_path}: {written} of {len(buf)} bytes")
         for header in headers:
-            self._index_batch(header, start + header.position)
+            position = start + header.position
+            tail_last = self._tail_last
+            if self._index_batch(header, position) or not tail_last or len(tail_last) >= _TAIL_BATCHES:
+                self._tail_from = header.base_offset
+                self._tail_last, self._tail_positions = [header.last_offset], [position]
+            else:
+                tail_last.append(header.last_offset)
+                self._tail_positions.append(position)
         self.size = start + len(buf)
         self.next_offset = headers[-1].next_offset
 
-    def _index_batch(self, header: BatchHeader, position: int) -> None:
-        """Account one batch at file `position` in the max timestamp and the sparse indexes."""
+    def _index_batch(self, header: BatchHeader, position: int) -> bool:
+        """Account one batch at file `position` in the max timestamp and the sparse indexes; whether it got an
+        offset index entry."""
         if self.first_batch_timestamp is None:
             self.first_batch_timestamp = header.max_timestamp
         if header.max_timestamp > self.max_timestamp:
             self.max_timestamp = header.max_timestamp
             self.offset_of_max_timestamp = header.last_offset
-        if self._bytes_since_index > self.index_interval_bytes:
+        indexed = self._bytes_since_index > self.index_interval_bytes
+        if indexed:
             self.offset_index.append(header.last_offset, position)
             self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
             self._bytes_since_index = 0
         self._bytes_since_index += header.size
+        return indexed
 
     def time_waited_for_roll(self, now_ms: int, incoming_max_timestamp: int) -> int:
         """Kafka's rule: age measured by record timestamps when known, else by wall clock."""
@@ -410,7 +435,11 @@ class LogSegment:
         return header
 
     def find_batch(self, offset: int) -> BatchHeader | None:
-        """The first batch whose last offset >= `offset`, found from the offset index; None if none."""
+        """The first batch whose last offset >= `offset`, found among the newest batches or from the offset index
+        (a walk from its entry); None if none."""
+        if self._tail_last and offset >= self._tail_from:  # among the newest batches: no walk
+            index = bisect_left(self._tail_last, offset)
+            return self._header_at(self._tail_positions[index]) if index < len(self._tail_last) else None
         _, position = self.offset_index.lookup(offset)
         for header in scan_batches(self.fd, position, self.size, chunk=_WALK_CHUNK):
             if header.last_offset >= offset:
@@ -524,6 +553,7 @@ class LogSegment:
         self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
         self.offset_index.close()
         self.time_index.close()
+        self._forget_tail()  # appends are over: only the active segment's tail saves walks worth its memory
 
     def flush(self) -> None:
         """fsync the .log file and its indexes (safe in a worker thread: it changes nothing).
