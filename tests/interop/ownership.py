@@ -24,7 +24,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient
+
+from .helpers import admin
 
 
 class Load:
@@ -73,7 +74,7 @@ def start_at_zero(bootstrap: str, group: str, topic: str, partitions: int) -> No
     timer (rd_kafka_toppar_handle_Offset) that nothing disarms when the newer answer starts the fetch: it fires
     later, asks for the earliest offset again and moves the fetch position back to it, so the member consumes
     the records since then a second time (seen with a ListOffsets answered in 0.4 s on a loaded machine)."""
-    client = AdminClient({"bootstrap.servers": bootstrap})
+    client = admin(bootstrap)
     offsets = [TopicPartition(topic, p, 0) for p in range(partitions)]
     for future in client.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(group, offsets)],
                                                       request_timeout=15).values():

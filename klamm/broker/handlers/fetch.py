@@ -72,15 +72,6 @@ _ZERO_ID = uuid.UUID(int=0)
 Wanted = tuple[Any, Any, Any, ErrorCode]
 
 
-class _NothingRead:
-    """A caught-up follower's read: no bytes, and no segment looked up for them (only the length is read)."""
-
-    length = 0
-
-
-_NOTHING_READ = _NothingRead()
-
-
 async def handle(broker: BrokerServices, request: Any) -> dict[str, Any]:
     body = request.body
     by_id = request.api_version >= 13
@@ -284,18 +275,13 @@ def _read_all(wanted: list[Wanted], max_bytes: int, read_committed: bool, replic
         limit = min(position.partition_max_bytes, max_bytes - total)
         try:
             if replica_id >= 0:
-                if _caught_up(partition, position):
-                    partition.check_leader()
-                    read = _NOTHING_READ
-                else:
-                    diverging = _diverging(partition, position)
-                    if diverging is not None:
-                        errors = True  # answered at once: the follower truncates before it fetches again
-                        entries.append((item, {**_error(position.partition, ErrorCode.none, partition),
-                                               "diverging_epoch": {"epoch": diverging[0],
-                                                                   "end_offset": diverging[1]}}))
-                        continue
-                    read = partition.read_for_follower(position.fetch_offset, max(limit, 0), min_one=total == 0)
+                diverging = _diverging(partition, position)
+                if diverging is not None:
+                    errors = True  # answered at once: the follower truncates before it fetches again
+                    entries.append((item, {**_error(position.partition, ErrorCode.none, partition),
+                                           "diverging_epoch": {"epoch": diverging[0], "end_offset": diverging[1]}}))
+                    continue
+                read = partition.read_for_follower(position.fetch_offset, max(limit, 0), min_one=total == 0)
                 partition.on_follower_fetch(replica_id, position.fetch_offset,
                                             getattr(position, "log_start_offset", -1))
             else:
@@ -323,15 +309,6 @@ def _read_all(wanted: list[Wanted], max_bytes: int, read_committed: bool, replic
             "records": read if read.length else b"",  # a ReadResult, leased as a FileRegion once final
         }))
     return entries, total, errors
-
-
-def _caught_up(partition: Any, position: Any) -> bool:
-    """A follower at this leader's log end, its last batch of the leader's latest epoch: its read is empty and
-    its log cannot diverge (`_diverging` answers None), so neither is made. Most partitions of a follower's
-    fetch session are so on every fetch."""
-    log = partition.log
-    return position.fetch_offset == log.log_end_offset and \
-        getattr(position, "last_fetched_epoch", -1) == log.leader_epoch_cache.latest_epoch
 
 
 def _diverging(partition: Any, position: Any) -> tuple[int, int] | None:
