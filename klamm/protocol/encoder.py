@@ -185,46 +185,137 @@ def _is_default(value: Any, field: Any, implicit: Any) -> bool:
     return bool(value == default)
 
 
+# Fixed-size Kafka types: their struct format, and the expression that makes a value packable.
+_FIXED = {
+    "int8": ("b", "{v}"), "int16": ("h", "{v}"), "int32": ("i", "{v}"), "int64": ("q", "{v}"),
+    "uint8": ("B", "{v}"), "uint16": ("H", "{v}"), "uint32": ("I", "{v}"), "uint64": ("Q", "{v}"),
+    "float64": ("d", "{v}"), "error_code": ("h", "{v}"), "bool": ("?", "{v}"),
+    "uuid": ("16s", "(_ZERO_UUID if {v} is None else {v}.bytes)"), "timedelta_i32": ("i", "_ms({v})"),
+    "timedelta_i64": ("q", "(-1 if {v} is None else _ms({v}))"),
+    "datetime_i64": ("q", "(-1 if {v} is None else _ms({v}))"),
+}
+
+
 @cache
 def entity_encoder(entity_type: type) -> Write:
-    """Writer of one kio message or nested struct, from a dict (missing keys take defaults)."""
+    """Writer of one kio message or nested struct, from a dict (missing keys take defaults).
+
+    Its source is made once per type: a run of fixed-size fields is one struct pack, strings and arrays are
+    written in line, nested structs call their own writers. A writer built of one closure per field cost
+    about twice as much a response (bench/encode_cost.py).
+    """
     flexible = bool(entity_type.__flexible__)  # type: ignore[attr-defined]
-    plain: list[tuple[str, Write, Any, bool]] = []
+    namespace: dict[str, Any] = {"Encoded": Encoded, "Mapping": Mapping, "FileRegion": FileRegion,
+                                 "_ZERO_UUID": _ZERO_UUID, "_ms": _ms, "_SMALL": _SMALL_UVARINTS,
+                                 "uvarint": uvarint, "_I32P": _I32.pack, "NULL_ARRAY": b"\xff\xff\xff\xff",
+                                 "_attributes": _attributes, "_write_tagged": _write_tagged}
+    body: list[str] = []
+    run: list[tuple[str, str]] = []  # the fixed-size fields read but not yet packed: (format, expression)
     tagged: list[tuple[int, str, Write, Any, Any]] = []
-    for field in fields(entity_type):
+
+    def pack_run() -> None:
+        if run:
+            name = f"S{len(namespace)}"
+            namespace[name] = struct.Struct(">" + "".join(fmt for fmt, _ in run)).pack
+            body.append(f"out += {name}({', '.join(expression for _, expression in run)})")
+            run.clear()
+
+    for index, field in enumerate(fields(entity_type)):
         tag = get_field_tag(field)
-        if tag is None:
-            plain.append((field.name, _field_writer(field, flexible), _default(field), is_optional(field)))
-        else:
+        if tag is not None:
             tagged.append((tag, field.name, _field_writer(field, flexible), field, get_tagged_field_default(field)))
-    tagged.sort(key=lambda entry: entry[0])
+            continue
+        value = f"v{index}"
+        namespace[f"D{index}"] = _default(field)
+        if is_optional(field):
+            body.append(f"{value} = get({field.name!r}, D{index})")
+        else:
+            body.append(f"{value} = get({field.name!r})")
+            body.append(f"if {value} is None: {value} = D{index}")
+        kind = classify_field(field)
+        kafka_type = None if isinstance(kind, (EntityField, EntityTupleField)) else get_schema_field_type(field)
+        if kafka_type in _FIXED and not kind.is_array:
+            fmt, expression = _FIXED[kafka_type]
+            run.append((fmt, expression.format(v=value)))
+            continue
+        pack_run()
+        if kafka_type in ("string", "bytes", "records") and flexible and not kind.is_array:
+            body.extend(_compact_lines(value, kafka_type != "string"))
+        elif isinstance(kind, EntityTupleField) or kind.is_array:
+            namespace[f"W{index}"] = (entity_encoder(kind.type_) if isinstance(kind, EntityTupleField)
+                                      else _scalar(kafka_type, flexible))
+            body.extend(_array_lines(value, f"W{index}", flexible))
+        else:
+            namespace[f"W{index}"] = _field_writer(field, flexible)
+            body.append(f"W{index}(out, regions, {value})")
+    pack_run()
+    if flexible:
+        if tagged:
+            tagged.sort(key=lambda entry: entry[0])
+            namespace["TAGGED"] = tuple(tagged)
+            body.append("_write_tagged(out, regions, get, TAGGED)")
+        else:
+            body.append("out.append(0)")
+    source = "\n".join([
+        "def write(out, regions, data):",
+        "    cls = data.__class__",
+        "    if cls is Encoded:",
+        "        out += data",
+        "        return",
+        "    get = data.get if cls is dict or isinstance(data, Mapping) else _attributes(data)",
+        *("    " + line for line in body)])
+    exec(compile(source, f"<encoder of {entity_type.__qualname__}>", "exec"), namespace)  # noqa: S102
+    return namespace["write"]  # type: ignore[no-any-return]
 
-    def write(out: bytearray, regions: Regions, data: Any) -> None:
-        cls = data.__class__
-        if cls is Encoded:
-            out.extend(data)
-            return
-        if cls is dict or isinstance(data, Mapping):  # dict first: the ABC's check is a call of its own
-            get = data.get
-        else:  # a kio entity: same field names
-            def get(name: str, default: Any) -> Any:
-                return getattr(data, name, default)
-        for name, writer, default, nullable in plain:
-            value = get(name, default)
-            writer(out, regions, default if value is None and not nullable else value)
-        if not flexible:
-            return
-        present = [(tag, writer, value) for tag, name, writer, field, implicit in tagged
-                   if (value := get(name, _ABSENT)) is not _ABSENT and not _is_default(value, field, implicit)]
-        out.extend(_uv(len(present)))
-        for tag, writer, value in present:
-            body = bytearray()
-            writer(body, regions, value)  # tagged fields never hold file regions
-            out.extend(_uv(tag))
-            out.extend(_uv(len(body)))
-            out.extend(body)
 
-    return write
+def _compact_lines(value: str, payload: bool) -> list[str]:
+    """A compact string or bytes field in line: null, or its length + 1 as a varint and the bytes (or a hole
+    for a file region, which only a bytes or records field holds)."""
+    lines = [f"if {value} is None: out.append(0)",
+             "else:",
+             f"    if {value}.__class__ is str: {value} = {value}.encode()",
+             f"    n = len({value}) + 1",
+             "    out += _SMALL[n] if n < 128 else uvarint(n)"]
+    if payload:
+        lines += [f"    if {value}.__class__ is FileRegion: regions.append((len(out), {value}))",
+                  f"    else: out += {value}"]
+    else:
+        lines.append(f"    out += {value}")
+    return lines
+
+
+def _array_lines(value: str, element: str, flexible: bool) -> list[str]:
+    """An array in line: null, or its length (+ 1 as a varint when flexible) and each element."""
+    if flexible:
+        lines = [f"if {value} is None: out.append(0)",
+                 "else:",
+                 f"    n = len({value}) + 1",
+                 "    out += _SMALL[n] if n < 128 else uvarint(n)"]
+    else:
+        lines = [f"if {value} is None: out += NULL_ARRAY",
+                 "else:",
+                 f"    out += _I32P(len({value}))"]
+    return [*lines, f"    for x in {value}: {element}(out, regions, x)"]
+
+
+def _attributes(data: Any) -> Callable[..., Any]:
+    """`get` for a kio entity: its attributes have the field names."""
+    def get(name: str, default: Any = None) -> Any:
+        return getattr(data, name, default)
+    return get
+
+
+def _write_tagged(out: bytearray, regions: Regions, get: Callable[..., Any],
+                  tagged: tuple[tuple[int, str, Write, Any, Any], ...]) -> None:
+    present = [(tag, writer, value) for tag, name, writer, field, implicit in tagged
+               if (value := get(name, _ABSENT)) is not _ABSENT and not _is_default(value, field, implicit)]
+    out += _uv(len(present))
+    for tag, writer, value in present:
+        body = bytearray()
+        writer(body, regions, value)  # tagged fields never hold file regions
+        out += _uv(tag)
+        out += _uv(len(body))
+        out += body
 
 
 _ABSENT = object()

@@ -143,46 +143,91 @@ def _field_check(field: object) -> Check:
 
 @cache
 def struct_check(entity_type: type) -> Check:
-    """The check for one flexible struct: its fields in order, then its tagged fields."""
-    plain: list[Check] = []
+    """The check for one flexible struct: its fields in order, then its tagged fields.
+
+    Its source is made once per type: a run of fixed-size fields is one bound check, a compact string or
+    bytes field and an array's length are read in line (a one-byte varint), nested structs call their own.
+    """
+    namespace: dict[str, Any] = {"LengthError": LengthError, "_uvarint": _uvarint, "_compact_bytes": _compact_bytes,
+                                 "_tagged_fields": _tagged_fields}
+    body: list[str] = []
+    fixed = 0  # bytes of fixed-size fields not yet checked
     tagged: dict[int, Check] = {}
-    for field in fields(entity_type):
+
+    def check_fixed() -> None:
+        nonlocal fixed
+        if fixed:
+            body.extend([f"position += {fixed}", "if position > end: raise LengthError('truncated field')"])
+            fixed = 0
+
+    for index, field in enumerate(fields(entity_type)):
         tag = get_field_tag(field)
-        if tag is None:
-            plain.append(_field_check(field))
-        else:
+        if tag is not None:
             tagged[tag] = _field_check(field)
+            continue
+        kind = classify_field(field)
+        kafka_type = None if isinstance(kind, (EntityField, EntityTupleField)) else get_schema_field_type(field)
+        if kafka_type in _FIXED and not kind.is_array:
+            fixed += _FIXED[kafka_type]
+            continue
+        check_fixed()
+        if kafka_type in ("string", "bytes", "records") and not kind.is_array:
+            body.extend(["if position < end and buf[position] < 0x80: position += max(buf[position], 1)",
+                         "else: position = _compact_bytes(buf, position, end, edits)",
+                         "if position > end: raise LengthError('length exceeds the frame')"])
+        elif kind.is_array or isinstance(kind, EntityTupleField):
+            element = struct_check(kind.type_) if isinstance(kind, EntityTupleField) else _primitive(kafka_type)
+            namespace[f"C{index}"] = element
+            body.extend(["if position < end and buf[position] < 0x80:",
+                         "    count = buf[position] - 1",
+                         "    position += 1",
+                         "else:",
+                         "    count, position = _uvarint(buf, position, end)",
+                         "    count -= 1",
+                         "if count > end - position: raise LengthError(f'array of {count} exceeds the frame')",
+                         "for _ in range(count):",
+                         f"    position = C{index}(buf, position, end, edits)"])
+        else:
+            namespace[f"C{index}"] = _field_check(field)
+            body.append(f"position = C{index}(buf, position, end, edits)")
+    check_fixed()
+    namespace["TAGGED"] = tagged
+    source = "\n".join(["def check(buf, position, end, edits):", *("    " + line for line in body),
+                        "    return _tagged_fields(buf, position, end, edits, TAGGED)"])
+    exec(compile(source, f"<length check of {entity_type.__qualname__}>", "exec"), namespace)  # noqa: S102
+    return namespace["check"]  # type: ignore[no-any-return]
 
-    def check(buf: bytes, position: int, end: int, edits: list[Edit]) -> int:
-        for field_check in plain:
-            position = field_check(buf, position, end, edits)
-        count_start = position
-        count, position = _uvarint(buf, position, end)
-        if count > end - position:
-            raise LengthError("too many tagged fields")
-        unknown = 0
-        for _ in range(count):
-            entry_start = position
-            tag, position = _uvarint(buf, position, end)
-            size_start = position
-            size, position = _uvarint(buf, position, end)
-            if position + size > end:
-                raise LengthError("tagged field exceeds the frame")
-            if tag in tagged:
-                before = len(edits)
-                tagged[tag](buf, position, position + size, edits)
-                removed = sum(e - s - len(b) for s, e, b in edits[before:])
-                if removed:  # something unknown inside it was cut: its size shrinks by as much
-                    edits.append((size_start, position, uvarint(size - removed)))
-            else:
-                edits.append((entry_start, position + size, b""))
-                unknown += 1
-            position += size
-        if unknown:
-            edits.append((count_start, _uvarint(buf, count_start, end)[1], uvarint(count - unknown)))
-        return position
 
-    return check
+def _tagged_fields(buf: bytes, position: int, end: int, edits: list[Edit], tagged: dict[int, Check]) -> int:
+    """A struct's tagged fields: each must fit; those unknown here are cut (and the count and any enclosing
+    tagged field's size fixed)."""
+    if position < end and buf[position] == 0:  # none: nearly every request
+        return position + 1
+    count_start = position
+    count, position = _uvarint(buf, position, end)
+    if count > end - position:
+        raise LengthError("too many tagged fields")
+    unknown = 0
+    for _ in range(count):
+        entry_start = position
+        tag, position = _uvarint(buf, position, end)
+        size_start = position
+        size, position = _uvarint(buf, position, end)
+        if position + size > end:
+            raise LengthError("tagged field exceeds the frame")
+        if tag in tagged:
+            before = len(edits)
+            tagged[tag](buf, position, position + size, edits)
+            removed = sum(e - s - len(b) for s, e, b in edits[before:])
+            if removed:  # something unknown inside it was cut: its size shrinks by as much
+                edits.append((size_start, position, uvarint(size - removed)))
+        else:
+            edits.append((entry_start, position + size, b""))
+            unknown += 1
+        position += size
+    if unknown:
+        edits.append((count_start, _uvarint(buf, count_start, end)[1], uvarint(count - unknown)))
+    return position
 
 
 def check_lengths(entity_type: type, frame: bytes | memoryview, position: int) -> bytes | memoryview:
