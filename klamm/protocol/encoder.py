@@ -253,7 +253,10 @@ def entity_encoder(entity_type: type) -> Write:
         if tagged:
             tagged.sort(key=lambda entry: entry[0])
             namespace["TAGGED"] = tuple(tagged)
-            body.append("_write_tagged(out, regions, get, TAGGED)")
+            namespace["_ABSENT"] = _ABSENT
+            absent = " and ".join(f"get({name!r}, _ABSENT) is _ABSENT" for _, name, _, _, _ in tagged)
+            body.extend([f"if {absent}: out.append(0)",  # what handlers leave out: no tagged field at all
+                         "else: _write_tagged(out, regions, get, TAGGED)"])
         else:
             body.append("out.append(0)")
     source = "\n".join([
