@@ -20,6 +20,8 @@ from functools import cache
 
 from kio.index import api_key_map
 
+from klamm.protocol.encoder import entity_encoder
+from klamm.protocol.guard import struct_check
 from klamm.protocol.legacy import LegacyTypeError, legacy_message_types
 
 API_VERSIONS_KEY = 18
@@ -63,9 +65,10 @@ def message_types(api_key: int, version: int) -> MessageTypes:
 
 
 def load_message_types(versions: Mapping[int, tuple[int, int]], stopped: Callable[[], bool] = lambda: False) -> int:
-    """Make the types of every version in `versions` ({api key: (lowest, highest)}), newest versions first (the
-    ones clients ask for), until `stopped()`; how many were made. Importing a version's kio classes costs
-    milliseconds (kio builds each dataclass's methods with exec): a broker does it before requests need them."""
+    """Make the types of every version in `versions` ({api key: (lowest, highest)}), with the response's encoder
+    and the request's length check, newest versions first (the ones clients ask for), until `stopped()`; how
+    many were made. Importing a version's kio classes costs milliseconds (kio builds each dataclass's methods
+    with exec), and so does compiling a Fetch response's encoder: a broker does it before requests need them."""
     pairs = sorted(((key, version) for key, (low, high) in versions.items() for version in range(low, high + 1)),
                    key=lambda pair: (versions[pair[0]][1] - pair[1], pair[0]))
     made = 0
@@ -73,9 +76,12 @@ def load_message_types(versions: Mapping[int, tuple[int, int]], stopped: Callabl
         if stopped():
             break
         try:
-            message_types(api_key, version)
+            types = message_types(api_key, version)
         except ImportError:
             continue
+        entity_encoder(types.response)
+        if types.flexible:
+            struct_check(types.request)
         made += 1
     return made
 
