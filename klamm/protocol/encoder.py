@@ -186,7 +186,7 @@ def _is_default(value: Any, field: Any, implicit: Any) -> bool:
 
 
 # Fixed-size Kafka types: their struct format, and the expression that makes a value packable.
-_FIXED = {
+FIXED_TYPES = {
     "int8": ("b", "{v}"), "int16": ("h", "{v}"), "int32": ("i", "{v}"), "int64": ("q", "{v}"),
     "uint8": ("B", "{v}"), "uint16": ("H", "{v}"), "uint32": ("I", "{v}"), "uint64": ("Q", "{v}"),
     "float64": ("d", "{v}"), "error_code": ("h", "{v}"), "bool": ("?", "{v}"),
@@ -234,8 +234,8 @@ def entity_encoder(entity_type: type) -> Write:
             body.append(f"if {value} is None: {value} = D{index}")
         kind = classify_field(field)
         kafka_type = None if isinstance(kind, (EntityField, EntityTupleField)) else get_schema_field_type(field)
-        if kafka_type in _FIXED and not kind.is_array:
-            fmt, expression = _FIXED[kafka_type]
+        if kafka_type in FIXED_TYPES and not kind.is_array:
+            fmt, expression = FIXED_TYPES[kafka_type]
             run.append((fmt, expression.format(v=value)))
             continue
         pack_run()

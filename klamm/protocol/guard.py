@@ -16,6 +16,7 @@ the struct's tag count (and the size of any tagged field around them) fixed.
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Callable
 from dataclasses import fields
 from functools import cache
@@ -24,16 +25,13 @@ from typing import Any
 from kio.serial._introspect import (EntityField, EntityTupleField, classify_field, get_field_tag,
                                     get_schema_field_type, is_optional)
 
-from klamm.protocol.encoder import uvarint
+from klamm.protocol.encoder import FIXED_TYPES, uvarint
 
 Edit = tuple[int, int, bytes]  # replace frame[start:end] with these bytes
 Check = Callable[[bytes, int, int, list[Edit]], int]  # (frame, position, end, edits) -> new position
 
-_FIXED = {
-    "int8": 1, "int16": 2, "int32": 4, "int64": 8, "uint8": 1, "uint16": 2, "uint32": 4, "uint64": 8,
-    "float64": 8, "bool": 1, "uuid": 16, "error_code": 2, "timedelta_i32": 4, "timedelta_i64": 8,
-    "datetime_i64": 8,
-}
+# The size of each fixed-size Kafka type, from the struct format the encoder writes it with.
+_FIXED = {kafka_type: struct.calcsize(">" + fmt) for kafka_type, (fmt, _) in FIXED_TYPES.items()}
 
 
 class LengthError(ValueError):

@@ -45,12 +45,12 @@ def test_newest_versions_first_until_stopped(monkeypatch: pytest.MonkeyPatch) ->
 
 
 def test_a_version_kio_lacks_is_skipped(monkeypatch: pytest.MonkeyPatch) -> None:
-    made: list[tuple[int, int]] = []
+    fake = _fake_types([])
 
     def message_types(key: int, version: int) -> SimpleNamespace:
         if version == 2:
             raise ImportError("no such version")
-        return _fake_types(made)(key, version)
+        return fake(key, version)
     monkeypatch.setattr(api, "message_types", message_types)
     monkeypatch.setattr(api, "entity_encoder", lambda types: None)
     assert api.load_message_types({20: (1, 3)}) == 2
