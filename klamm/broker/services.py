@@ -66,6 +66,10 @@ class MetadataView(Protocol):
     @property
     def image(self) -> MetadataImage: ...
 
+    def on_change(self, listener: Callable[[MetadataImage, MetadataImage], None]) -> Callable[[], None]:
+        """Call `listener(old, new)` after each change of the image; returns the unsubscribe function."""
+        ...
+
 
 class ControllerClient(Protocol):
     """Every metadata write a handler asks for. Async: in a cluster it is a request to the controller."""

@@ -100,9 +100,38 @@ async def find_coordinator(broker: BrokerServices, request: Any) -> dict[str, An
     key_type = getattr(body, "key_type", KEY_TYPE_GROUP)
     keys = list(body.coordinator_keys) if version >= 4 else [body.key]
     found = [_find(broker, request, key_type, key) for key in keys]
+    internal_topic = _INTERNAL_TOPICS.get(key_type)
+    if (internal_topic is not None and any(f["error_code"] == ErrorCode.coordinator_not_available for f in found)
+            and await _created_meanwhile(broker, internal_topic, CREATION_WAIT_S)):
+        found = [_find(broker, request, key_type, key) for key in keys]
     if version >= 4:
         return {"coordinators": found}
     return {k: v for k, v in found[0].items() if k != "key"}
+
+
+_INTERNAL_TOPICS = {KEY_TYPE_GROUP: CONSUMER_OFFSETS, KEY_TYPE_TRANSACTION: TRANSACTION_STATE}
+# A cluster creates a coordinator's topic through its controller, so the first FindCoordinator answers
+# COORDINATOR_NOT_AVAILABLE (as Kafka's does) while it is created. librdkafka asks again twice, then waits for a
+# broker connection to change state before asking again (rd_kafka_coord_req_fsm): with every connection up, its
+# admin's group requests time out. So an answer waits up to this long for the topic to be published here.
+CREATION_WAIT_S = 5.0
+
+
+async def _created_meanwhile(broker: BrokerServices, topic: str, timeout_s: float) -> bool:
+    """Wait until `topic`, missing from this broker's metadata, is published in it (at most `timeout_s`);
+    whether it was. False at once if it is there already: its coordinator is unavailable for another reason."""
+    if topic in broker.controller.image.topics_by_name:
+        return False
+    published = asyncio.Event()
+    unsubscribe = broker.controller.on_change(
+        lambda _old, new: published.set() if topic in new.topics_by_name else None)
+    try:
+        await asyncio.wait_for(published.wait(), timeout_s)
+    except asyncio.TimeoutError:
+        return False
+    finally:
+        unsubscribe()
+    return True
 
 
 _KEY_DENIED = {KEY_TYPE_GROUP: (GROUP, ErrorCode.group_authorization_failed, "Group authorization failed."),

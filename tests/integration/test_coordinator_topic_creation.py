@@ -1,0 +1,119 @@
+"""FindCoordinator while a cluster creates the coordinator's topic: the answer waits for the topic.
+
+In a cluster the first FindCoordinator asks the controller to create
+__consumer_offsets (or __transaction_state) and the coordinator is unavailable
+until the topic reaches this broker's metadata. Answering COORDINATOR_NOT_AVAILABLE
+at once, as Kafka does, strands librdkafka's admin client: it asks twice more,
+then waits for a broker connection to change state, and with every connection
+up its AlterConsumerGroupOffsets times out (seen in CI, where creating the topic
+took longer than librdkafka's retries). So the answer waits, up to
+CREATION_WAIT_S. Here the node's requests to the controller are slowed down, so
+that the creation takes longer than those retries.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient, ConfigResource
+
+from klamm.broker.handlers import groups
+from klamm.protocol.errors import ErrorCode
+from tests.integration.conftest import BrokerThread, create_topic, free_port, wait_for
+
+FIND_COORDINATOR = 10
+CREATION_DELAY_S = 2.0
+
+
+def slow_creation(*nodes: BrokerThread) -> None:
+    """The nodes' CreateTopics requests to the controller take CREATION_DELAY_S longer."""
+    for node in nodes:
+        node.call(lambda node=node: _slow(node))
+
+
+def _slow(node: BrokerThread) -> None:
+    assert node.broker is not None
+    client = node.broker.controller_client
+    create = client.create_topics
+
+    async def slower(specs, *, validate_only):  # type: ignore[no-untyped-def]
+        await asyncio.sleep(CREATION_DELAY_S)
+        return await create(specs, validate_only=validate_only)
+
+    client.create_topics = slower  # type: ignore[method-assign]
+
+
+def find(node: BrokerThread, key_type: int, key: str) -> tuple[int, int]:
+    with node.connect() as client:
+        found = client.request(FIND_COORDINATOR, 4, {"key_type": key_type, "coordinator_keys": [key]}).coordinators[0]
+    return found.error_code, found.node_id
+
+
+def started(formatted_cluster: Callable[..., list[BrokerThread]]) -> list[BrokerThread]:
+    """A dedicated controller and two brokers, which both create topics through it; the brokers, once both
+    are registered at each."""
+    controller_port = free_port()
+    common = {"controller.quorum.voters": f"1@127.0.0.1:{controller_port}", "controller.listener.names": "CONTROLLER",
+              "broker.heartbeat.interval.ms": "300", "broker.session.timeout.ms": "3000",
+              "offsets.topic.num.partitions": "1", "transaction.state.log.num.partitions": "1"}
+    controller = {**common, "node.id": "1", "process.roles": "controller",
+                  "listeners": f"CONTROLLER://127.0.0.1:{controller_port}",
+                  "listener.security.protocol.map": "CONTROLLER:PLAINTEXT"}
+    brokers = formatted_cluster({1: controller, 2: {**common, "node.id": "2", "process.roles": "broker"},
+                                 3: {**common, "node.id": "3", "process.roles": "broker"}})[1:]
+    for node in brokers:
+        wait_for(lambda node=node: node.call(lambda: len(node.broker.broker_endpoints())) == 2,  # type: ignore[union-attr]
+                 timeout=15)
+    return brokers
+
+
+@pytest.mark.parametrize("key_type", [0, 1], ids=["group", "transaction"])
+def test_find_coordinator_answers_once_the_topic_it_creates_is_there(
+        formatted_cluster: Callable[..., list[BrokerThread]], key_type: int) -> None:
+    node, other = started(formatted_cluster)
+    slow_creation(node, other)
+    error, node_id = find(node, key_type, "k")
+    assert (error, node_id in (1, 2)) == (ErrorCode.none, True)
+
+
+def test_the_wait_is_bounded(formatted_cluster: Callable[..., list[BrokerThread]],
+                             monkeypatch: pytest.MonkeyPatch) -> None:
+    node, other = started(formatted_cluster)
+    slow_creation(node, other)
+    monkeypatch.setattr(groups, "CREATION_WAIT_S", 0.2)
+    assert find(node, 0, "k") == (ErrorCode.coordinator_not_available, -1)
+    wait_for(lambda: find(node, 0, "k")[0] == ErrorCode.none, timeout=15)
+
+
+def test_librdkafka_commits_offsets_while_the_cluster_creates_consumer_offsets(
+        formatted_cluster: Callable[..., list[BrokerThread]]) -> None:
+    brokers = started(formatted_cluster)
+    topic = f"t-{uuid.uuid4().hex[:8]}"
+    with brokers[0].connect() as client:
+        create_topic(client, topic, partitions=2)
+    slow_creation(*brokers)
+    assert commit_offsets(brokers, "g", topic, {0: 7, 1: 7}) == [(0, 7, None), (1, 7, None)]
+
+
+def commit_offsets(brokers: list[BrokerThread], group: str, topic: str, offsets: dict[int, int]) -> Any:
+    """librdkafka's AlterConsumerGroupOffsets: each partition's (index, offset, error), or the request's error.
+    The admin client is gone on return, before the cluster stops (librdkafka aborts destroying a handle whose
+    coordinator request waits for a broker that is stopping)."""
+    admin = AdminClient({"bootstrap.servers": ",".join(f"127.0.0.1:{node.port}" for node in brokers)})
+    # a connection to each broker, up before the commit: no connection changing state later makes librdkafka
+    # look for the coordinator again (the case this guards)
+    for node in brokers:
+        resource = ConfigResource("broker", str(node.broker.node_id))  # type: ignore[union-attr]
+        admin.describe_configs([resource])[resource].result(10)
+    partitions = [TopicPartition(topic, index, offset) for index, offset in offsets.items()]
+    [future] = admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(group, partitions)],
+                                                  request_timeout=12).values()
+    try:
+        return sorted((tp.partition, tp.offset, tp.error) for tp in future.result(20).topic_partitions)
+    except KafkaException as exc:
+        return str(exc)
