@@ -1,10 +1,11 @@
 """How long the event loop stalls while a topic of many partitions is created, and deleted.
 
-    .venv/bin/python bench/create_topic_stall.py [--partitions 100,1000] [--rounds 2] [--no-gc]
+    .venv/bin/python bench/create_topic_stall.py [--partitions 100,1000] [--topics 500] [--rounds 2] [--no-gc]
 
 Each round starts `klamm serve` under bench/loop_stalls.py (threshold 1 ms), creates one topic of each size with
 confluent-kafka's AdminClient (one replica each, all on this node), then deletes them, and prints, per topic and
-operation: how long CreateTopics or DeleteTopics took, and the loop's stalls between the request and its answer
+operation: how long CreateTopics or DeleteTopics took (`--topics N`: also one request creating, and one
+deleting, N topics of one partition), and the loop's stalls between the request and its answer
 (count, total and longest milliseconds, and where the longest spent most of its time). `--no-gc` runs the
 broker with its garbage collector off, leaving the creation's own callbacks. Run a before and an after by
 putting another tree first on PYTHONPATH (the broker runs from it).
@@ -46,7 +47,7 @@ NO_GC = ["-c", "import gc, runpy, sys; gc.disable(); sys.argv = sys.argv[1:]; ru
          "run_name='__main__')"]
 
 
-def one_round(sizes: list[int], no_gc: bool = False) -> list[dict]:
+def one_round(sizes: list[int], topics: int = 0, no_gc: bool = False) -> list[dict]:
     work = Path(tempfile.mkdtemp(prefix="klamm-create-stall-"))
     port, stalls, log = free_port(), work / "stalls.json", work / "broker.log"
     env = {**os.environ, "LOOP_STALLS_WRITE_EVERY_S": "0.5"}
@@ -74,6 +75,18 @@ def one_round(sizes: list[int], no_gc: bool = False) -> list[dict]:
             ended = time.time()
             rows.append({"op": "delete", "partitions": size, "started": started, "ended": ended})
             time.sleep(1)
+        names = [f"many-{i}" for i in range(topics)]
+        for op, call in (("create", lambda: admin.create_topics([NewTopic(n, 1, 1) for n in names])),
+                         ("delete", lambda: admin.delete_topics(names))):
+            if not names:
+                break
+            started = time.time()
+            for future in call().values():
+                future.result(120)
+            ended = time.time()
+            rows.append({"op": f"{op} {topics:,} topics of 1", "partitions": topics, "started": started,
+                         "ended": ended})
+            time.sleep(1)
         del admin  # gone before the broker is: no reconnection attempts in the output
         time.sleep(1)  # the sampler writes its summary every 0.5 s
         summary = json.loads(stalls.read_text())
@@ -98,17 +111,18 @@ def one_round(sizes: list[int], no_gc: bool = False) -> list[dict]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--partitions", default="100,1000")
+    parser.add_argument("--topics", type=int, default=0, help="also create and delete this many topics at once")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--no-gc", action="store_true", help="the broker's garbage collector off")
     args = parser.parse_args()
-    sizes = [int(n) for n in args.partitions.split(",")]
+    sizes = [int(n) for n in args.partitions.split(",") if n]
     import klamm  # noqa: PLC0415  # which tree runs (PYTHONPATH)
     print(f"klamm from {Path(klamm.__file__).parent}")
     print("| round | request | partitions | answered in ms | loop stalls > 1 ms | their total ms | longest ms "
           "| collections > 1 ms | their total ms | longest ms | longest stall's place |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for round_ in range(1, args.rounds + 1):
-        for row in one_round(sizes, args.no_gc):
+        for row in one_round(sizes, args.topics, args.no_gc):
             print(f"| {round_} | {row['op']} | {row['partitions']:,} | {row['answer_ms']:,} | {row['stalls']} | "
                   f"{row['stall_ms']:,} | {row['longest_ms']:,} | {row['gc']} | {row['gc_ms']:,} | "
                   f"{row['gc_longest_ms']:,} | {row['longest_at']} |", flush=True)

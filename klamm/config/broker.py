@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import logging
 import re
+from functools import cached_property
+from types import MappingProxyType
 from typing import Any, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -112,6 +114,15 @@ class _BrokerConfigBase(BaseModel):
         named after security.inter.broker.protocol, as Kafka)."""
         return inter_broker_listener({"inter.broker.listener.name": self.inter_broker_listener_name,
                                       "security.inter.broker.protocol": self.security_inter_broker_protocol})[0]
+
+    @cached_property
+    def topic_base(self) -> Mapping[str, Any]:
+        """Every topic config's value where a topic sets none (Kafka name -> parsed value): the broker's
+        defaults over the built-in ones. Made once per config (a config is never changed, only replaced): each
+        topic's config starts from it."""
+        base = TOPIC_CONFIG_DEF.defaults()
+        base.update(TOPIC_CONFIG_DEF.parse(self.topic_defaults()))
+        return MappingProxyType(base)
 
     def topic_defaults(self) -> dict[str, str]:
         """Broker-level defaults of every topic config that has a broker synonym, keyed by topic name."""

@@ -63,8 +63,8 @@ class _TopicConfigBase(BaseModel):
     def resolve(cls, broker: BrokerConfig, overrides: Mapping[str, str]) -> "TopicConfig":
         """Effective topic config: `overrides` over the broker's topic defaults."""
         parsed = validate_topic_overrides(overrides)
-        raw: dict[str, Any] = TOPIC_CONFIG_DEF.defaults()
-        raw.update(TOPIC_CONFIG_DEF.parse(broker.topic_defaults()))
+        raw: dict[str, Any] = {name: list(value) if isinstance(value, list) else value
+                               for name, value in broker.topic_base.items()}
         raw.update(parsed)
         _check_compaction_lags(raw)
         fields = {TOPIC_CONFIG_DEF[name].attr: value for name, value in raw.items()}
@@ -116,7 +116,7 @@ class _TopicConfigBase(BaseModel):
 
     def _describe_key(self, key: ConfigKey, broker: BrokerConfig) -> DescribedConfig:
         value = format_value(key.type, self.value_of(key.name))
-        default = format_value(key.type, key.default)
+        default = _FORMATTED_DEFAULTS[key.name]
         synonyms = self._synonyms(key, value, broker)
         return DescribedConfig(
             name=key.name,
@@ -140,7 +140,7 @@ class _TopicConfigBase(BaseModel):
                 broker_key = BROKER_CONFIG_DEF[synonym.name]
                 raw = format_value(broker_key.type, broker.value_of(synonym.name))
                 synonyms.append(DescribedSynonym(synonym.name, raw, ConfigSource.STATIC_BROKER_CONFIG))
-        default_source = _default_supplier(key)
+        default_source = _DEFAULT_SUPPLIERS[key.name]
         if default_source is not None:
             name, default = default_source
             synonyms.append(DescribedSynonym(name, default, ConfigSource.DEFAULT_CONFIG))
@@ -156,6 +156,11 @@ def _default_supplier(key: ConfigKey) -> tuple[str, str | None] | None:
     if key.default is not None:
         return key.name, format_value(key.type, key.default)
     return None
+
+
+# Per topic config, from the definitions alone: its default in Kafka's string form, and its default's supplier.
+_FORMATTED_DEFAULTS = {key.name: format_value(key.type, key.default) for key in TOPIC_CONFIG_DEF}
+_DEFAULT_SUPPLIERS = {key.name: _default_supplier(key) for key in TOPIC_CONFIG_DEF}
 
 
 def _check_compaction_lags(values: Mapping[str, Any]) -> None:

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from klamm.protocol.records import build_batch
-from tests.integration.conftest import LIST_OFFSETS, create_topic, fetch, produce, wait_for
+from tests.integration.conftest import CREATE_TOPICS, LIST_OFFSETS, create_topic, fetch, produce, wait_for
 
 DESCRIBE_CONFIGS, ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS = 32, 33, 44
 DELETE_RECORDS, OFFSET_FOR_LEADER_EPOCH, DESCRIBE_LOG_DIRS, DESCRIBE_PRODUCERS = 21, 23, 35, 61
@@ -88,6 +88,19 @@ def test_describe_topic_shows_overrides_defaults_and_synonyms(client):
     assert "internal.segment.bytes" not in configs
     # Kafka drops the fallbacks before log.retention.ms itself: nothing set means no synonyms
     assert configs["segment.ms"].synonyms == () and configs["segment.ms"].config_source == DEFAULT_CONFIG
+
+
+def test_each_created_topic_is_answered_with_its_own_configs(client):
+    """CreateTopics describes each set of overrides once per request; every topic still gets its own."""
+    overrides = {"a": {"retention.ms": "1000"}, "b": {"retention.ms": "1000"}, "c": {"retention.ms": "2000"}, "d": {}}
+    response = client.request(CREATE_TOPICS, 7, {"topics": [
+        {"name": name, "num_partitions": 1, "replication_factor": 1,
+         "configs": [{"name": k, "value": v} for k, v in configs.items()]} for name, configs in overrides.items()],
+        "timeout": 10_000})
+    retention = {t.name: next((c.value, c.config_source) for c in t.configs if c.name == "retention.ms")
+                 for t in response.topics}
+    assert retention == {"a": ("1000", TOPIC_CONFIG), "b": ("1000", TOPIC_CONFIG), "c": ("2000", TOPIC_CONFIG),
+                         "d": ("604800000", DEFAULT_CONFIG)}
 
 
 @pytest.mark.timeout(60)
