@@ -14,7 +14,6 @@ from __future__ import annotations
 import logging
 import re
 from functools import cached_property
-from types import MappingProxyType
 from typing import Any, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -122,7 +121,7 @@ class _BrokerConfigBase(BaseModel):
         topic's config starts from it."""
         base = TOPIC_CONFIG_DEF.defaults()
         base.update(TOPIC_CONFIG_DEF.parse(self.topic_defaults()))
-        return MappingProxyType(base)
+        return base
 
     def topic_defaults(self) -> dict[str, str]:
         """Broker-level defaults of every topic config that has a broker synonym, keyed by topic name."""
