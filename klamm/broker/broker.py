@@ -31,6 +31,7 @@ from typing import Any
 from klamm.broker.fetch_session import FetchSessionCache
 from klamm.broker.handlers import Api, registry
 from klamm.broker.handlers.configs import apply_dynamic_broker_configs
+from klamm.broker.handlers.groups import CREATION_WAIT_S
 from klamm.broker.cleaner_tasks import LogCleanerService
 from klamm.broker.metadata_entries import TopicEntries
 from klamm.broker.log_tasks import DelayedDeletes, LogRetention
@@ -77,7 +78,7 @@ from klamm.controller.raft.driver import now_ms as raft_now_ms
 from klamm.controller.raft.file_log import FileRaftLog
 from klamm.controller.raft.node import RaftNode
 from klamm.controller.raft.quorum_state import FileQuorumStateStore
-from klamm.coordinator.runtime import GroupCoordinatorRuntime
+from klamm.coordinator.runtime import GROUP_COORDINATOR_APIS, GroupCoordinatorRuntime
 from klamm.coordinator.transactions.runtime import TransactionCoordinatorRuntime
 from klamm.protocol.connection import Request
 from klamm.protocol.errors import ErrorCode, KafkaError
@@ -545,6 +546,9 @@ class Broker:
         api = self._apis[request.api_key]
         started = time.perf_counter()
         try:
+            if request.api_key in GROUP_COORDINATOR_APIS and self.group_coordinator.coordinator is None \
+                    and (self.broker_only or self.in_quorum):
+                await self.group_coordinator.known(CREATION_WAIT_S)
             response = await api.handle(self, request)
         finally:
             elapsed = time.perf_counter() - started

@@ -77,6 +77,11 @@ class PartitionLoads:
         del self._pending[index]
         self._load(index)
 
+    async def settled(self) -> None:
+        """Until the loads begun so far have run (or were cancelled)."""
+        if self._pending:
+            await asyncio.wait(list(self._pending.values()))
+
     def load_now(self) -> None:
         pending, self._pending = self._pending, {}
         for index, task in sorted(pending.items()):

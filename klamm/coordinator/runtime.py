@@ -103,6 +103,24 @@ def coordinator_config(config: Any, num_partitions: int) -> CoordinatorConfig:
     )
 
 
+# The APIs a group's coordinator answers (Kafka's GroupCoordinator): while a broker of a cluster does not know
+# __consumer_offsets yet, they wait for it (Broker.handle, GroupCoordinatorRuntime.known).
+GROUP_COORDINATOR_APIS = frozenset({
+    8,   # OffsetCommit
+    9,   # OffsetFetch
+    11,  # JoinGroup
+    12,  # Heartbeat
+    13,  # LeaveGroup
+    14,  # SyncGroup
+    15,  # DescribeGroups
+    28,  # TxnOffsetCommit
+    42,  # DeleteGroups
+    47,  # OffsetDelete
+    68,  # ConsumerGroupHeartbeat
+    69,  # ConsumerGroupDescribe
+})
+
+
 def topics_of(image: Any) -> dict[str, TopicMetadata]:
     """The cluster's topics as consumer-protocol groups see them: id and partition count by name."""
     return {name: TopicMetadata(topic.topic_id, name, len(topic.partitions))
@@ -214,6 +232,29 @@ class GroupCoordinatorRuntime:
                                                            header.producer_epoch)
 
     # serving
+    async def known(self, timeout_s: float) -> None:
+        """Wait (at most `timeout_s`) until this broker knows __consumer_offsets and has loaded the partitions of
+        it that it leads. In a cluster, FindCoordinator at another broker names this one as soon as that broker
+        has the new topic, and this one may apply it a moment later: a group request arriving meanwhile would be
+        refused with NOT_COORDINATOR, which librdkafka's admin client hands to its caller instead of retrying.
+        Requests of one connection that arrive after the topic did may run before one that waited here."""
+        if self.coordinator is not None:
+            return
+        published = asyncio.Event()
+        # registered after follow_leadership's own listener: the coordinator exists when this one runs
+        unsubscribe = self.broker.controller.on_change(
+            lambda _old, _new: published.set() if self.coordinator is not None else None)
+        try:
+            await asyncio.wait_for(self._published_and_loaded(published), timeout_s)
+        except asyncio.TimeoutError:
+            pass
+        finally:
+            unsubscribe()
+
+    async def _published_and_loaded(self, published: asyncio.Event) -> None:
+        await published.wait()
+        await self._loads.settled()
+
     def ready(self) -> GroupCoordinator:
         """The coordinator, or NOT_COORDINATOR while this broker knows no __consumer_offsets: it coordinates no
         group (Kafka's CoordinatorRuntime, active from start-up, answers so for a partition it does not host).

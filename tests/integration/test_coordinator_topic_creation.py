@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -25,6 +26,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource
 from klamm.broker.handlers import groups
 from klamm.protocol.errors import ErrorCode
 from tests.integration.conftest import BrokerThread, create_topic, free_port, wait_for
+from tests.integration.test_coordinator_failures import commit
 
 FIND_COORDINATOR = 10
 CREATION_DELAY_S = 2.0
@@ -88,6 +90,27 @@ def test_the_wait_is_bounded(formatted_cluster: Callable[..., list[BrokerThread]
     monkeypatch.setattr(groups, "CREATION_WAIT_S", 0.2)
     assert find(node, 0, "k") == (ErrorCode.coordinator_not_available, -1)
     wait_for(lambda: find(node, 0, "k")[0] == ErrorCode.none, timeout=15)
+
+
+def test_a_commit_reaching_the_coordinator_before_its_topic_does_waits_for_it(
+        formatted_cluster: Callable[..., list[BrokerThread]]) -> None:
+    """A commit sent to each broker while __consumer_offsets is created (FindCoordinator at one of them asked
+    for it): each waits until its broker has the topic and has loaded what it leads of it; then the leader's
+    broker takes its commit and the other refuses it as not the coordinator. Before, both were refused."""
+    brokers = started(formatted_cluster)
+    with brokers[0].connect() as client:
+        create_topic(client, "t")
+    slow_creation(*brokers)
+
+    def commit_at(node: BrokerThread) -> int:
+        with node.connect() as client:
+            return commit(client, "g", "t", 3)
+
+    with ThreadPoolExecutor(3) as pool:
+        finding = pool.submit(find, brokers[0], 0, "g")
+        commits = [pool.submit(commit_at, node) for node in brokers]
+        assert finding.result()[0] == ErrorCode.none
+        assert sorted(c.result() for c in commits) == [ErrorCode.none, ErrorCode.not_coordinator]
 
 
 def test_librdkafka_commits_offsets_while_the_cluster_creates_consumer_offsets(
