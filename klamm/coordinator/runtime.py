@@ -258,9 +258,9 @@ class GroupCoordinatorRuntime:
     def ready(self) -> GroupCoordinator:
         """The coordinator, or NOT_COORDINATOR while this broker knows no __consumer_offsets: it coordinates no
         group (Kafka's CoordinatorRuntime, active from start-up, answers so for a partition it does not host).
-        A broker of a cluster can be named by FindCoordinator at another one before it has applied the new topic;
-        a client rediscovers the coordinator on NOT_COORDINATOR, where kafkajs gives up on COORDINATOR_NOT_AVAILABLE
-        after a JoinGroup."""
+        A broker of a cluster can be named by FindCoordinator at another one before it has applied the new topic
+        (its requests wait for it first: `known`); one still without it answers NOT_COORDINATOR, on which a client
+        rediscovers the coordinator, where kafkajs gives up on COORDINATOR_NOT_AVAILABLE after a JoinGroup."""
         if self.coordinator is None:
             raise KafkaError(ErrorCode.not_coordinator)
         return self.coordinator
