@@ -24,7 +24,7 @@ import logging
 import socket
 import time
 from concurrent.futures import ThreadPoolExecutor
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -93,6 +93,18 @@ RUN_AT_ONCE = frozenset({0, 1})
 log = logging.getLogger("klamm.broker")
 
 
+def _once_offsets_topic_known(handle: Callable[[Any, Any], Awaitable[Any]]) -> Callable[[Any, Any], Awaitable[Any]]:
+    """A group coordinator's handler that, at a broker of a cluster not knowing __consumer_offsets yet, first
+    waits for it (GroupCoordinatorRuntime.known)."""
+
+    async def handle_known(broker: Broker, request: Any) -> Any:
+        if broker.group_coordinator.coordinator is None and (broker.broker_only or broker.in_quorum):
+            await broker.group_coordinator.known(CREATION_WAIT_S)
+        return await handle(broker, request)
+
+    return handle_known
+
+
 class Broker:
     def __init__(self, config: BrokerConfig, *, controller: Controller | None = None) -> None:
         """`controller`: a Controller shared with other brokers of this process (an in-process cluster,
@@ -102,6 +114,9 @@ class Broker:
         self.node_id = config.node_id
         self.log_dirs = [Path(d) for d in config.log_dirs]
         self._apis: dict[int, Api] = registry()
+        for key in GROUP_COORDINATOR_APIS & self._apis.keys():  # not a check on every other request's path
+            api = self._apis[key]
+            self._apis[key] = dataclasses.replace(api, handle=_once_offsets_topic_known(api.handle))
         # shared by every connection (read only): a copy each would cost ~5 KiB per connection
         self._supported = {key: (api.min_version, api.max_version) for key, api in self._apis.items()}
         if "consumer" not in config.group_coordinator_rebalance_protocols:  # as Kafka: not offered when disabled
@@ -546,9 +561,6 @@ class Broker:
         api = self._apis[request.api_key]
         started = time.perf_counter()
         try:
-            if request.api_key in GROUP_COORDINATOR_APIS and self.group_coordinator.coordinator is None \
-                    and (self.broker_only or self.in_quorum):
-                await self.group_coordinator.known(CREATION_WAIT_S)
             response = await api.handle(self, request)
         finally:
             elapsed = time.perf_counter() - started

@@ -80,6 +80,7 @@ __all__ = [
     "PRODUCER_ID_BLOCK_SIZE",
     "ChangeListener",
     "Controller",
+    "changed_until",
     "MetadataLogError",
     "ScramAlterResult",
     "ScramDeletion",
@@ -100,6 +101,22 @@ METADATA_VERSION = BOOTSTRAP_METADATA_VERSION
 PRODUCER_ID_BLOCK_SIZE = 1000  # Kafka's ProducerIdsBlock.PRODUCER_ID_BLOCK_SIZE
 
 ChangeListener = Callable[[MetadataImage, MetadataImage], None]
+
+
+async def changed_until(on_change: Callable[[ChangeListener], Callable[[], None]],
+                        condition: Callable[[MetadataImage], bool], timeout_s: float) -> bool:
+    """Wait, at most `timeout_s`, for a change of the image after which `condition(new image)` holds; whether
+    one came. `on_change` is the image's subscription (Controller.on_change); listeners run in the order they
+    subscribed, so those subscribed before this one have seen the change."""
+    met = asyncio.Event()
+    unsubscribe = on_change(lambda _old, new: met.set() if condition(new) else None)
+    try:
+        await asyncio.wait_for(met.wait(), timeout_s)
+    except asyncio.TimeoutError:
+        return False
+    finally:
+        unsubscribe()
+    return True
 SNAPSHOT_EPOCH = 0  # a single-node quorum stays in leader epoch 0
 
 

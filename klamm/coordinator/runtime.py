@@ -45,6 +45,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from typing import Any
 
+from klamm.controller.controller import changed_until
 from klamm.coordinator.consumer_coordinator import ConsumerGroupConfig
 from klamm.coordinator.consumer_group import TopicMetadata
 from klamm.coordinator.coordinator import CoordinatorConfig, GroupCoordinator, Result
@@ -104,7 +105,7 @@ def coordinator_config(config: Any, num_partitions: int) -> CoordinatorConfig:
 
 
 # The APIs a group's coordinator answers (Kafka's GroupCoordinator): while a broker of a cluster does not know
-# __consumer_offsets yet, they wait for it (Broker.handle, GroupCoordinatorRuntime.known).
+# __consumer_offsets yet, they wait for it (the broker wraps their handlers: GroupCoordinatorRuntime.known).
 GROUP_COORDINATOR_APIS = frozenset({
     8,   # OffsetCommit
     9,   # OffsetFetch
@@ -240,20 +241,11 @@ class GroupCoordinatorRuntime:
         Requests of one connection that arrive after the topic did may run before one that waited here."""
         if self.coordinator is not None:
             return
-        published = asyncio.Event()
-        # registered after follow_leadership's own listener: the coordinator exists when this one runs
-        unsubscribe = self.broker.controller.on_change(
-            lambda _old, _new: published.set() if self.coordinator is not None else None)
-        try:
-            await asyncio.wait_for(self._published_and_loaded(published), timeout_s)
-        except asyncio.TimeoutError:
-            pass
-        finally:
-            unsubscribe()
-
-    async def _published_and_loaded(self, published: asyncio.Event) -> None:
-        await published.wait()
-        await self._loads.settled()
+        # subscribed after follow_leadership: the coordinator exists once a change has made it; its loads run
+        # within a turn of the loop
+        if await changed_until(self.broker.controller.on_change, lambda _image: self.coordinator is not None,
+                               timeout_s):
+            await self._loads.settled()
 
     def ready(self) -> GroupCoordinator:
         """The coordinator, or NOT_COORDINATOR while this broker knows no __consumer_offsets: it coordinates no

@@ -33,6 +33,7 @@ from typing import Any
 from klamm.broker.handlers import Api
 from klamm.broker.services import BrokerServices
 from klamm.controller.acls import ResourceType
+from klamm.controller.controller import changed_until
 from klamm.coordinator.coordinator import JoinRequest, SyncRequest, join_error, sync_response
 from klamm.coordinator.partitioning import partition_for
 from klamm.protocol.acl import AclOperation
@@ -122,16 +123,7 @@ async def _created_meanwhile(broker: BrokerServices, topic: str, timeout_s: floa
     whether it was. False at once if it is there already: its coordinator is unavailable for another reason."""
     if topic in broker.controller.image.topics_by_name:
         return False
-    published = asyncio.Event()
-    unsubscribe = broker.controller.on_change(
-        lambda _old, new: published.set() if topic in new.topics_by_name else None)
-    try:
-        await asyncio.wait_for(published.wait(), timeout_s)
-    except asyncio.TimeoutError:
-        return False
-    finally:
-        unsubscribe()
-    return True
+    return await changed_until(broker.controller.on_change, lambda image: topic in image.topics_by_name, timeout_s)
 
 
 _KEY_DENIED = {KEY_TYPE_GROUP: (GROUP, ErrorCode.group_authorization_failed, "Group authorization failed."),
