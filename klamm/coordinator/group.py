@@ -151,9 +151,13 @@ class ClassicGroup:
     # protocols
     def supports(self, protocol_type: str, protocols: list[tuple[str, bytes]]) -> bool:
         names = {name for name, _ in protocols}
-        if self.is_(GroupState.EMPTY) and not self.members:
+        if self.is_(GroupState.EMPTY):
             return bool(protocol_type) and bool(protocols)
-        return protocol_type == self.protocol_type and bool(names & self.candidate_protocols())
+        if protocol_type != self.protocol_type or not names:
+            return False
+        # A rebalancing group whose last member left has no members until its join completes, and each of
+        # the joining member's protocols is then supported by all of them: Kafka takes the join.
+        return not self.members or bool(names & self.candidate_protocols())
 
     def candidate_protocols(self) -> set[str]:
         """Protocols every member supports."""

@@ -233,6 +233,27 @@ def test_last_member_leaving_empties_the_group():
     assert h.heartbeat(a, 2) == ErrorCode.unknown_member_id
 
 
+def test_a_pending_member_joins_the_group_its_last_member_left():
+    """The last member leaves while another waits between MEMBER_ID_REQUIRED and its join: until the join
+    completes the group rebalances with no members, and (as Kafka) it takes that join, of the same type."""
+    h = Harness()
+    a, _ = h.stable_member()
+    pending = h.join()
+    assert pending.error == ErrorCode.member_id_required
+    h.apply(h.coordinator.leave_group("g", [(a, None)]))
+    assert h.group().state is GroupState.PREPARING_REBALANCE and not h.group().members
+    other_type = Reply()
+    h.apply(h.coordinator.join_group(JoinRequest("g", pending.value["member_id"], None, "client", "/127.0.0.1",
+                                                 SESSION, REBALANCE, "connect", [("range", b"meta")], True),
+                                     other_type))
+    assert other_type.error == ErrorCode.inconsistent_group_protocol
+    b = pending.value["member_id"]
+    joined = h.join(b, protocols=[("cooperative-sticky", b"meta")])
+    assert joined.error == ErrorCode.none
+    assert joined.value["leader"] == b and joined.value["protocol_name"] == "cooperative-sticky"
+    assert h.sync(b, joined.value["generation_id"], {b: b"all"}).error == ErrorCode.none
+
+
 def test_session_timeout_removes_member():
     h = Harness()
     a, _ = h.stable_member()
