@@ -239,7 +239,12 @@ def entity_encoder(entity_type: type) -> Write:
             run.append((fmt, expression.format(v=value)))
             continue
         pack_run()
-        if kafka_type in ("string", "bytes", "records") and flexible and not kind.is_array:
+        if entity_type.__name__ == "RequestHeader" and field.name == "client_id":
+            # Kafka's one exception: a flexible request header keeps the client id a legacy nullable string,
+            # so that a broker can read it before it knows the version (kio's writer has the same rule)
+            namespace[f"W{index}"] = _legacy_string
+            body.append(f"W{index}(out, regions, {value})")
+        elif kafka_type in ("string", "bytes", "records") and flexible and not kind.is_array:
             body.extend(_compact_lines(value, kafka_type != "string"))
         elif isinstance(kind, EntityTupleField) or kind.is_array:
             namespace[f"W{index}"] = (entity_encoder(kind.type_) if isinstance(kind, EntityTupleField)

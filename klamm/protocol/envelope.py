@@ -8,7 +8,6 @@ requests whose principal the controller must know (delegation tokens: who asks, 
 
 from __future__ import annotations
 
-import io
 import struct
 from collections.abc import Mapping
 from typing import Any
@@ -17,11 +16,11 @@ from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
 from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
 from kio.schema.response_header.v0.header import ResponseHeader as ResponseHeaderV0
 from kio.schema.response_header.v1.header import ResponseHeader as ResponseHeaderV1
-from kio.serial import entity_reader, entity_writer
+from kio.serial import entity_reader
 
 from klamm.protocol.api import message_types
-from klamm.protocol.build import build
 from klamm.protocol.connection import NEED_DATA, ProtocolError, Request, ServerConnection
+from klamm.protocol.encoder import Regions, entity_encoder
 from klamm.protocol.schema import SchemaError, packaged_spec
 from klamm.protocol.sendplan import FileRegion
 
@@ -59,11 +58,16 @@ def encode_request(api_key: int, version: int, body: Mapping[str, Any], client_i
     """A request's header and body, as its frame has them after the size."""
     types = message_types(api_key, version)
     header_type = RequestHeaderV2 if types.request_header_version == 2 else RequestHeaderV1
-    buffer = io.BytesIO()
-    entity_writer(header_type)(buffer, header_type(request_api_key=api_key, request_api_version=version,
-                                                   correlation_id=correlation_id, client_id=client_id))
-    entity_writer(types.request)(buffer, build(types.request, body))
-    return buffer.getvalue()
+    # the encoder compiled per message type, as for responses: kio's writer of a built entity cost a follower
+    # about 330 µs a Fetch request of 18 partitions
+    out = bytearray()
+    regions: Regions = []
+    entity_encoder(header_type)(out, regions, {"request_api_key": api_key, "request_api_version": version,
+                                               "correlation_id": correlation_id, "client_id": client_id})
+    entity_encoder(types.request)(out, regions, body)
+    if regions:
+        raise ValueError("a request cannot carry file regions")
+    return bytes(out)
 
 
 def decode_request(data: bytes, supported: dict[int, tuple[int, int]]) -> Request:

@@ -1,4 +1,5 @@
-"""The dict encoder writes exactly what kio writes, for every served response version."""
+"""The dict encoder writes exactly what kio writes, for every served response version, and for the requests
+klamm sends (every served version: a broker forwards any request to the controller)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
+from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
 from kio.serial import entity_writer
 from kio.static.primitive import Records
 
@@ -18,6 +21,7 @@ from klamm.broker.handlers import registry
 from klamm.protocol.api import message_types
 from klamm.protocol.build import build
 from klamm.protocol.encoder import encode
+from klamm.protocol.envelope import encode_request
 from klamm.protocol.sendplan import FileRegion
 
 pytestmark = pytest.mark.timeout(300)
@@ -64,6 +68,24 @@ def test_same_bytes_as_kio(key: int, version: int) -> None:
             out, regions = encode(types.response, data)
             assert regions == []
             assert bytes(out) == expected
+
+    check()
+
+
+@pytest.mark.parametrize(("key", "version"), SERVED, ids=[f"{k}v{v}" for k, v in SERVED])
+def test_requests_same_bytes_as_kio(key: int, version: int) -> None:
+    types = message_types(key, version)
+    header_type = RequestHeaderV2 if types.request_header_version == 2 else RequestHeaderV1
+
+    @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+    @given(request=st.from_type(types.request), client_id=st.none() | st.text(max_size=20),
+           correlation_id=st.integers(-(2**31), 2**31 - 1))
+    def check(request: Any, client_id: str | None, correlation_id: int) -> None:
+        header = header_type(request_api_key=key, request_api_version=version, correlation_id=correlation_id,
+                             client_id=client_id)
+        expected = kio_bytes(header) + kio_bytes(request)
+        for data in (request, as_dict(request)):
+            assert encode_request(key, version, data, client_id, correlation_id) == expected
 
     check()
 
