@@ -673,10 +673,12 @@ def run_broker(name: str, workloads: list[Workload], clients: list[str], java_cm
                 else:
                     try:
                         create_topic(b.bootstrap, seed_topic)
+                        cpu = cpu_seconds(b.pids())
                         res = run_client(seed_client, java_cmd, "produce",
                                          dict(bootstrap=b.bootstrap, topic=seed_topic,
                                               records=w.records, size=w.size, acks="1"),
                                          timeout, logdir, f"{name}-{w.key}-seed-{seed_client}", b)
+                        res["broker_cpu_s"] = round(cpu_seconds(b.pids()) - cpu, 3)
                     except Exception as e:  # noqa: BLE001
                         res = {"ok": False, "error": f"topic creation failed: {e}"}
                 res["broker_start"] = b.starts
