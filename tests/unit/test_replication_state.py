@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
+import uuid
+
+from klamm.broker.partition import Partition
 from klamm.broker.replication import (IsrProposal, LeaderState, diverging_epoch, follower_high_watermark,
                                       out_of_range_offset, truncation_offset)
+from klamm.config.broker import BrokerConfig
+from klamm.config.topic import TopicConfig
 from klamm.protocol.errors import ErrorCode
+from klamm.protocol.records import build_batch
+from klamm.storage.log import Log, LogConfig
 
 LAG = 1000
 
@@ -93,3 +101,27 @@ def test_out_of_range_and_follower_high_watermark():
     assert out_of_range_offset(30, 0, 25) == (25, False)
     assert out_of_range_offset(5, 10, 25) == (10, True)
     assert follower_high_watermark(20, 15) == 15 and follower_high_watermark(10, 15) == 10
+
+
+def test_an_acks_all_wait_is_answered_by_the_hw_or_times_out(tmp_path) -> None:
+    """Partition.wait_for_replication: the HW passing the records answers it; else its timeout does, with
+    REQUEST_TIMED_OUT. Either way it leaves no waiter and no timer behind."""
+    partition = Partition("t", 0, uuid.uuid4(), Log.open(tmp_path / "t-0", LogConfig()),
+                          TopicConfig.resolve(BrokerConfig.from_properties({}), {}))
+    partition.become_leader(1, node_id=1, replicas=(1, 2), isr=(1, 2))
+
+    async def scenario() -> None:
+        loop = asyncio.get_running_loop()
+        end = partition.append(build_batch([(None, b"x")])).last_offset + 1
+        timers = len(loop._scheduled)  # type: ignore[attr-defined]
+        assert await partition.wait_for_replication(end, 0.05) == ErrorCode.request_timed_out
+        assert not partition._replication_waiters
+        waiting = asyncio.ensure_future(partition.wait_for_replication(end, 30))
+        await asyncio.sleep(0)
+        assert len(partition._replication_waiters) == 1
+        partition.on_follower_fetch(2, end, 0)
+        assert await waiting == ErrorCode.none
+        assert not partition._replication_waiters
+        assert sum(not h.cancelled() for h in loop._scheduled) <= timers  # type: ignore[attr-defined]
+
+    asyncio.run(scenario())
