@@ -44,7 +44,7 @@ import uuid
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from klamm.broker.replication import IsrProposal, LeaderState
 from klamm.broker.validation import RecordRules, needs_records, validate_records
@@ -85,9 +85,10 @@ def log_config(config: TopicConfig) -> LogConfig:
     )
 
 
-def _answer(future: asyncio.Future[ErrorCode], error: ErrorCode) -> None:
+def resolve_pending(future: asyncio.Future[Any], value: Any) -> None:
+    """A timer's answer to a wait that nothing answered first."""
     if not future.done():
-        future.set_result(error)
+        future.set_result(value)
 
 
 class Partition:
@@ -217,7 +218,7 @@ class Partition:
         entry = (end_offset, future)
         self._replication_waiters.append(entry)
         # a timer that answers the future, rather than asyncio.wait_for and shield: half the cost per produce
-        timer = loop.call_later(timeout_s, _answer, future, ErrorCode.request_timed_out)
+        timer = loop.call_later(timeout_s, resolve_pending, future, ErrorCode.request_timed_out)
         try:
             return await future
         finally:
