@@ -5,7 +5,9 @@ response's encoding.
 
 The messages are those of the latency rows (one record a millisecond): a Produce v10 request of one batch and
 its response, a consumer's Fetch v16 request of one partition and its response (its records a file region),
-and a follower's Fetch v12 request and response. Prints the best of `--rounds` in microseconds per call.
+and a follower's Fetch v12 request and response; and the follower's side: its Fetch v12 request of 18 partitions
+(a topic and 17 of __consumer_offsets) written with `encode_request`, header included. Prints the best of
+`--rounds` in microseconds per call.
 Compare two trees by putting each one's `klamm` package first on PYTHONPATH in turn.
 """
 
@@ -23,6 +25,7 @@ from kio.serial import entity_writer
 from klamm.protocol.api import message_types
 from klamm.protocol.build import build
 from klamm.protocol.encoder import encode
+from klamm.protocol.envelope import encode_request
 from klamm.protocol.guard import check_lengths
 from klamm.protocol.sendplan import FileRegion
 
@@ -55,6 +58,10 @@ def cases() -> list[tuple[str, Callable[[], Any]]]:
          "record_errors": [], "error_message": None}]}], "throttle_time_ms": 0}
     fetched = {"throttle_time_ms": 0, "error_code": 0, "session_id": 5,
                "responses": [{"topic_id": topic_id, "partitions": [_PARTITION]}]}
+    follower_fetch = {**_FETCH_REQUEST, "replica_id": 2, "session_id": 0, "session_epoch": 0, "topics": [
+        {"topic": "__consumer_offsets", "partitions": [{**_FETCH_PARTITION, "partition": i, "last_fetched_epoch": 0}
+                                                       for i in range(17)]},
+        {"topic": "t1", "partitions": [{**_FETCH_PARTITION, "last_fetched_epoch": 0}]}]}
     replicated = {"throttle_time_ms": 0, "error_code": 0, "session_id": 5,
                   "responses": [{"topic": "t1", "partitions": [_PARTITION]}]}
     return [
@@ -64,6 +71,8 @@ def cases() -> list[tuple[str, Callable[[], Any]]]:
         ("encode Produce v10 response", lambda: encode(message_types(0, 10).response, produced)),
         ("encode Fetch v16 response (consumer)", lambda: encode(message_types(1, 16).response, fetched)),
         ("encode Fetch v12 response (follower)", lambda: encode(message_types(1, 12).response, replicated)),
+        ("write a follower's Fetch v12 request, 18 partitions",
+         lambda: encode_request(1, 12, follower_fetch, "klamm-replica-fetcher-2", 7)),
     ]
 
 
