@@ -5,9 +5,10 @@ response's encoding.
 
 The messages are those of the latency rows (one record a millisecond): a Produce v10 request of one batch and
 its response, a consumer's Fetch v16 request of one partition and its response (its records a file region),
-and a follower's Fetch v12 request and response; and the follower's side: its Fetch v12 request of 18 partitions
-(a topic and 17 of __consumer_offsets) written with `encode_request`, header included. Prints the best of
-`--rounds` in microseconds per call.
+and a follower's Fetch v12 request and response; and the follower's side, its Fetch v12 requests written with
+`encode_request` (header included): the full fetch that opens its session (18 partitions: a topic and 17 of
+__consumer_offsets) and an incremental one (the one partition that moved). Prints the best of `--rounds` in
+microseconds per call.
 Compare two trees by putting each one's `klamm` package first on PYTHONPATH in turn.
 """
 
@@ -62,6 +63,7 @@ def cases() -> list[tuple[str, Callable[[], Any]]]:
         {"topic": "__consumer_offsets", "partitions": [{**_FETCH_PARTITION, "partition": i, "last_fetched_epoch": 0}
                                                        for i in range(17)]},
         {"topic": "t1", "partitions": [{**_FETCH_PARTITION, "last_fetched_epoch": 0}]}]}
+    follower_moved = {**follower_fetch, "session_id": 5, "session_epoch": 7, "topics": follower_fetch["topics"][1:]}
     replicated = {"throttle_time_ms": 0, "error_code": 0, "session_id": 5,
                   "responses": [{"topic": "t1", "partitions": [_PARTITION]}]}
     return [
@@ -73,6 +75,8 @@ def cases() -> list[tuple[str, Callable[[], Any]]]:
         ("encode Fetch v12 response (follower)", lambda: encode(message_types(1, 12).response, replicated)),
         ("write a follower's Fetch v12 request, 18 partitions",
          lambda: encode_request(1, 12, follower_fetch, "klamm-replica-fetcher-2", 7)),
+        ("write a follower's Fetch v12 request, 1 partition (incremental)",
+         lambda: encode_request(1, 12, follower_moved, "klamm-replica-fetcher-2", 7)),
     ]
 
 
