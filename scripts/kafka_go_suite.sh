@@ -104,6 +104,7 @@ GO=${GO:-/tmp/govenv/bin/go}
 KG_BUILD=${KG_BUILD:-/tmp/klamm-kg-build}
 DEPS=${DEPS:-$(dirname "$(dirname "$KG")")}
 WORK=${WORK:-$(mktemp -d /tmp/klamm-kg.XXXX)}
+mkdir -p "$WORK"
 GO_ARGS=("$@")
 [ ${#GO_ARGS[@]} -gt 0 ] || GO_ARGS=(-count=1 -timeout 30m)
 if ! printf '%s\n' "${GO_ARGS[@]}" | grep -q -- '^-skip'; then
