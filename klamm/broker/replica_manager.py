@@ -40,7 +40,7 @@ from pathlib import Path
 
 from klamm.broker.log_flush import LogFlusher
 from klamm.broker.replica_moves import ReplicaMoves
-from klamm.broker.partition import Partition, log_config, resolve_pending
+from klamm.broker.partition import Partition, log_config
 from klamm.broker.replication import IsrProposal
 from klamm.config.broker import BrokerConfig
 from klamm.config.topic import TopicConfig
@@ -505,11 +505,11 @@ class ReplicaManager:
         watched = list(partitions)
         for partition in watched:
             partition.add_waiter(future)
-        timer = loop.call_later(timeout, resolve_pending, future, None)  # not asyncio.wait_for: a task and callbacks per wait
         try:
-            await future
+            await asyncio.wait_for(future, timeout)
+        except asyncio.TimeoutError:
+            pass
         finally:
-            timer.cancel()
             for partition in watched:
                 partition.remove_waiter(future)
 
