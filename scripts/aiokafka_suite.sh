@@ -45,8 +45,9 @@
 # test_manual_subscribe_pattern failed once in 2026-11-26's runs (partition 1 read twice, partition 0
 # not at all) and passed the 6 reruns: not explained. test_consumer_seek_forward_getmany failed once in
 # 2026-12-03's run (count_fetch_requests 0 != 1) and passed alone: its consumer's fetcher had already fetched from
-# the partition's leader while seek_to_committed asked the coordinator, another broker. Skipped: the two GSSAPI tests, test_sasl_unknown_topic_describe
-# (Kafka < 1.0 only), and test_protocol's 103 cases of an empty parametrization.
+# the partition's leader while seek_to_committed asked the coordinator, another broker. Skipped: the two
+# GSSAPI tests, test_sasl_unknown_topic_describe (Kafka < 1.0 only), and test_protocol's 103 cases of an
+# empty parametrization.
 #
 # KAFKA_VERSION (default 2.8.1, the Makefile's) gates the tests (@kafka_versions). Broker logs and
 # the pytest output stay in WORK (default: a new /tmp/klamm-ak.XXXX).
