@@ -675,7 +675,12 @@ class _Resumed(Coroutine[Any, Any, Any]):
     def throw(self, typ: Any, val: Any = None, tb: Any = None) -> Any:  # type: ignore[override]
         self._started = True
         self._step = None
-        return self._coroutine.throw(typ) if val is None and tb is None else self._coroutine.throw(typ, val, tb)
+        try:
+            return self._coroutine.throw(typ) if val is None and tb is None else self._coroutine.throw(typ, val, tb)
+        finally:
+            # the error the handler raises back holds this frame in its traceback: were the error still a local
+            # here, the two would make a cycle (a task cancelled where it awaits a future raises it back)
+            del typ, val, tb
 
     def close(self) -> None:
         self._coroutine.close()

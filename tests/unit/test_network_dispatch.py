@@ -23,6 +23,7 @@ from klamm.broker.network import (
     RequestBudget,
 )
 from klamm.protocol.connection import Request
+from tests.cyclic_garbage import cyclic_garbage
 from tests.unit.test_connection import SUPPORTED, api_versions
 
 pytestmark = pytest.mark.timeout(60)
@@ -261,6 +262,25 @@ def test_cancellation_reaches_the_handler_where_it_waits() -> None:
         await turns()
         assert cleaned == [1]
         assert connection.processor.budget.requests == 0
+    asyncio.run(main())
+
+
+def test_a_handler_cancelled_where_it_awaits_a_future_leaves_no_cycle() -> None:
+    """The connection's peer goes while a handler awaits a bare future (as an acks=all produce or a parked fetch
+    does): the handler, its request and its task are freed by reference counting, not left to the collector."""
+    async def main() -> None:
+        async def handler(request: Request, _connection: ClientConnection) -> Any:
+            await asyncio.get_running_loop().create_future()
+
+        connection, transport = connect(handler)
+        connection.data_received(requests(1, 2))
+        await turns()
+        with cyclic_garbage() as left:
+            transport.close()
+            await turns()
+            assert connection.processor.budget.requests == 0
+            del connection, transport
+        assert not {"Task", "CancelledError", "frame", "Request"} & set(left), left.most_common(10)
     asyncio.run(main())
 
 
