@@ -85,6 +85,11 @@ def log_config(config: TopicConfig) -> LogConfig:
     )
 
 
+def _time_out(future: asyncio.Future[ErrorCode]) -> None:
+    if not future.done():
+        future.set_result(ErrorCode.request_timed_out)
+
+
 class Partition:
     def __init__(self, topic: str, index: int, topic_id: uuid.UUID, log: Log, config: TopicConfig,
                  leader_epoch: int = 0, time_ms: Callable[[], int] | None = None,
@@ -207,14 +212,17 @@ class Partition:
         outcome = self.leader.acks_all_outcome(end_offset, self.config.min_insync_replicas)
         if outcome is not None:
             return outcome
-        future: asyncio.Future[ErrorCode] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[ErrorCode] = loop.create_future()
         entry = (end_offset, future)
         self._replication_waiters.append(entry)
+        # a timer of its own rather than asyncio.wait_for around a shield: a quarter of an acks=all produce's cost
+        # here (bench/acks_all_wait_cost.py)
+        timer = loop.call_later(timeout_s, _time_out, future)
         try:
-            return await asyncio.wait_for(asyncio.shield(future), timeout_s)
-        except asyncio.TimeoutError:
-            return ErrorCode.request_timed_out
+            return await future
         finally:
+            timer.cancel()
             if entry in self._replication_waiters:
                 self._replication_waiters.remove(entry)
 
