@@ -266,7 +266,7 @@ def test_cancellation_reaches_the_handler_where_it_waits() -> None:
 
 
 def test_a_handler_cancelled_where_it_awaits_a_future_leaves_no_cycle() -> None:
-    """The connection's peer goes while a handler awaits a bare future (as an acks=all produce or a parked fetch
+    """The connection's peer goes while a handler awaits a bare future (as an acks=all produce's wait for the ISR
     does): the handler, its request and its task are freed by reference counting, not left to the collector."""
     async def main() -> None:
         async def handler(request: Request, _connection: ClientConnection) -> Any:
