@@ -119,6 +119,7 @@ class LogCleanerService:
         self._uncleanable: dict[Path, set[tuple[str, int]]] = {}
         self._crashes: dict[tuple[str, int], int] = {}  # process deaths in a row per partition
         self._restarting: asyncio.Task[None] | None = None
+        self._commits: set[asyncio.Task[None]] = set()  # swaps made whose fsync and checkpoint are still to come
 
     def _make_workers(self, config: Any, retired: Sequence[Cleaner] = ()) -> None:
         self.enabled = config.log_cleaner_enable and config.log_cleaner_threads > 0
@@ -222,19 +223,28 @@ class LogCleanerService:
                 raise LogCleaningFailed(target, e) from e
             partition = self.broker.replicas.partitions.get(key)
             delay_ms = partition.config.file_delete_delay_ms if partition is not None else 60_000
-            loop = asyncio.get_running_loop()
-            try:  # the swap's directory fsync waits on the journal: never on the loop
-                await loop.run_in_executor(self._commit_executor, partial(fsync_dir, target.directory, missing_ok=True))
-            finally:  # unlinked only once the renames that detached them are durable
-                self.broker.delayed_deletes.segments(replaced, delay_ms)
-            if complete and self.broker.logs.get_log(*key) is target:
-                await loop.run_in_executor(self._commit_executor, self._record_checkpoint(target, result.end_offset))
+            # The swap is made: its fsync and checkpoint go on if the broker stops meanwhile (stop waits for them),
+            # or a clean shutdown would leave a compacted log without its clean point.
+            commit = asyncio.ensure_future(self._commit(target, complete, replaced, delay_ms, result.end_offset))
+            self._commits.add(commit)
+            commit.add_done_callback(self._commits.discard)
+            await asyncio.shield(commit)
             log.info("cleaned %s-%d up to offset %d: %d segment(s) replaced, %d bytes read, %d written",
                      target.topic, target.partition, result.end_offset, len(replaced),
                      cleaner.bytes_read - read_before, cleaner.bytes_written - written_before)
         finally:
             self._in_progress.discard(key)
         return True
+
+    async def _commit(self, target: Any, complete: bool, replaced: list[Any], delay_ms: int,
+                      end_offset: int) -> None:
+        loop = asyncio.get_running_loop()
+        try:  # the swap's directory fsync waits on the journal: never on the loop
+            await loop.run_in_executor(self._commit_executor, partial(fsync_dir, target.directory, missing_ok=True))
+        finally:  # unlinked only once the renames that detached them are durable
+            self.broker.delayed_deletes.segments(replaced, delay_ms)
+        if complete and self.broker.logs.get_log(target.topic, target.partition) is target:
+            await loop.run_in_executor(self._commit_executor, self._record_checkpoint(target, end_offset))
 
     async def _clean(self, cleaner: Cleaner, ltc: LogToClean, now: int) -> CleanResult:
         """Run one cleaning in `cleaner`'s process; its own failures become LogCleaningFailed."""
@@ -372,6 +382,7 @@ class LogCleanerService:
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        await asyncio.gather(*self._commits, return_exceptions=True)
         loop = asyncio.get_running_loop()
         # Each process ends at once if idle, aborts at its next batch if cleaning, is killed if stuck.
         await asyncio.gather(*(loop.run_in_executor(None, cleaner.close) for cleaner in self.cleaners))

@@ -63,3 +63,41 @@ def test_the_fsync_and_the_checkpoint_of_a_cleaning_run_off_the_loop_and_before_
     assert all(not on_loop for _, on_loop in events)
     assert CleanerCheckpoints([tmp_path]).get(log) == log.segments[-1].base_offset
     broker.logs.shutdown()
+
+
+def test_a_swap_made_before_the_broker_stops_keeps_its_checkpoint(tmp_path, monkeypatch):
+    """A stop that comes while a cleaning's directory fsync runs (the compacted log already readable) waits for
+    the fsync and the checkpoint: a clean shutdown leaves the log's clean point on disk."""
+    broker, log = fake_broker(tmp_path)
+    fsyncing, release = threading.Event(), threading.Event()
+    real_fsync = checkpoint.fsync_dir
+
+    def slow_fsync_dir(directory, **options):
+        if directory == log.directory:
+            fsyncing.set()
+            release.wait(30)
+        real_fsync(directory, **options)
+
+    monkeypatch.setattr(cleaner_tasks, "fsync_dir", slow_fsync_dir)
+    before = len(log.segments)
+
+    async def run() -> None:
+        service = LogCleanerService(broker)
+        service.checkpoints = CleanerCheckpoints([tmp_path])
+        [worker] = service.cleaners
+        cleaning = asyncio.ensure_future(service.clean_once(worker))
+        try:
+            while not fsyncing.is_set():
+                await asyncio.sleep(0.01)
+            assert len(log.segments) < before  # swapped in: readers see the compacted log
+            cleaning.cancel()  # as stop() cancels its workers
+            asyncio.get_running_loop().call_later(0.2, release.set)
+            await service.stop()
+            assert cleaning.cancelled()
+        finally:
+            release.set()
+            await broker.delayed_deletes.stop()
+
+    asyncio.run(asyncio.wait_for(run(), 60))
+    assert CleanerCheckpoints([tmp_path]).get(log) == log.segments[-1].base_offset
+    broker.logs.shutdown()
