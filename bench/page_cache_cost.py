@@ -6,11 +6,11 @@ A broker appends with buffered `pwrite`: each MB of a new segment takes new page
 of the same range copies into pages already there. Per round, a fresh file in DIR (default: a temporary
 directory under /tmp, as bench/run.py's brokers use) takes `--mb` MB in 1 MB writes, then the same range is
 written again; printed is the process's system CPU time per MB for both. The files stay until the end, so the
-page cache grows from round to round as a broker's logs make it grow (a file deleted gives its pages back, and the
-next round would take those). Where the first is many times the second,
-the system time of a produce-heavy row (one node or three, each writing every record) is the machine's price for
-new pages, not the broker's work: a virtual machine whose memory the host has not yet backed pays it on
-each page the guest touches for the first time.
+page cache grows from round to round as a broker's logs make it grow (a file deleted gives its pages back, and
+the next round would take those). Where the first is many times the second, the system time of a produce-heavy
+row (one node or three, each writing every record) is the machine's price for new pages, not the broker's work:
+a virtual machine whose memory the host has not yet backed pays it on each page the guest touches for the first
+time.
 """
 
 from __future__ import annotations
