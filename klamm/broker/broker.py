@@ -94,11 +94,11 @@ log = logging.getLogger("klamm.broker")
 
 
 def _once_offsets_topic_known(handle: Callable[[Any, Any], Awaitable[Any]]) -> Callable[[Any, Any], Awaitable[Any]]:
-    """A group coordinator's handler that, at a broker of a cluster not knowing __consumer_offsets yet, first
-    waits for it (GroupCoordinatorRuntime.known)."""
+    """A group coordinator's handler that, at a broker of a cluster not knowing __consumer_offsets yet or about
+    to load a partition of it, first waits for that (GroupCoordinatorRuntime.known)."""
 
     async def handle_known(broker: Broker, request: Any) -> Any:
-        if broker.group_coordinator.coordinator is None and (broker.broker_only or broker.in_quorum):
+        if broker.group_coordinator.waits() and (broker.broker_only or broker.in_quorum):
             await broker.group_coordinator.known(CREATION_WAIT_S)
         return await handle(broker, request)
 

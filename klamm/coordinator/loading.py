@@ -77,6 +77,9 @@ class PartitionLoads:
         del self._pending[index]
         self._load(index)
 
+    def pending(self) -> bool:
+        return bool(self._pending)
+
     async def settled(self) -> None:
         """Until the loads begun so far have run (or were cancelled)."""
         if self._pending:

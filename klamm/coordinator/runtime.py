@@ -238,14 +238,19 @@ class GroupCoordinatorRuntime:
         it that it leads. In a cluster, FindCoordinator at another broker names this one as soon as that broker
         has the new topic, and this one may apply it a moment later: a group request arriving meanwhile would be
         refused with NOT_COORDINATOR, which librdkafka's admin client hands to its caller instead of retrying.
-        Requests of one connection that arrive after the topic did may run before one that waited here."""
-        if self.coordinator is not None:
-            return
+        Requests of one connection that arrive after the topic did may run before one that waited here.
+        A request arriving while a partition newly led here waits to be loaded (a turn of the loop) waits for
+        the load too: it would hear COORDINATOR_LOAD_IN_PROGRESS, which librdkafka's admin client hands to its
+        caller as well."""
         # subscribed after follow_leadership: the coordinator exists once a change has made it; its loads run
         # within a turn of the loop
-        if await changed_until(self.broker.controller.on_change, lambda _image: self.coordinator is not None,
-                               timeout_s):
+        if self.coordinator is not None or await changed_until(
+                self.broker.controller.on_change, lambda _image: self.coordinator is not None, timeout_s):
             await self._loads.settled()
+
+    def waits(self) -> bool:
+        """Whether a group request must first wait (`known`): no coordinator yet, or loads begun not run."""
+        return self.coordinator is None or self._loads.pending()
 
     def ready(self) -> GroupCoordinator:
         """The coordinator, or NOT_COORDINATOR while this broker knows no __consumer_offsets: it coordinates no

@@ -113,6 +113,38 @@ def test_a_commit_reaching_the_coordinator_before_its_topic_does_waits_for_it(
         assert sorted(c.result() for c in commits) == [ErrorCode.none, ErrorCode.not_coordinator]
 
 
+def test_a_commit_arriving_while_its_partition_waits_to_be_loaded_waits_for_the_load(
+        formatted_cluster: Callable[..., list[BrokerThread]]) -> None:
+    """A broker that has just come to lead the group's partition loads it in a task of its own: a commit
+    arriving before that ran waits for it, where it heard COORDINATOR_LOAD_IN_PROGRESS (which librdkafka's
+    AlterConsumerGroupOffsets hands to its caller: seen in CI). The load is held back here for a while."""
+    brokers = started(formatted_cluster)
+    with brokers[0].connect() as client:
+        create_topic(client, "t")
+    error, node_id = find(brokers[0], 0, "g")
+    assert error == ErrorCode.none
+    [node] = [b for b in brokers if b.broker.node_id == node_id]  # type: ignore[union-attr]
+
+    def lead_again() -> None:
+        """As if the leadership of the group's partition had just come here: unloaded, its load begun."""
+        runtime = node.broker.group_coordinator  # type: ignore[union-attr]
+        loads, coordinator = runtime._loads, runtime.coordinator
+        load_soon = loads._load_soon
+
+        async def held_back(index: int) -> None:
+            await asyncio.sleep(0.5)
+            await load_soon(index)
+
+        loads._load_soon = held_back
+        coordinator.unload(coordinator.partition_for("g"))
+        loads.follow(node.broker.controller.image, coordinator.owned)  # type: ignore[union-attr]
+        assert loads.pending()
+
+    node.call(lead_again)
+    with node.connect() as client:
+        assert commit(client, "g", "t", 3) == ErrorCode.none
+
+
 def test_librdkafka_commits_offsets_while_the_cluster_creates_consumer_offsets(
         formatted_cluster: Callable[..., list[BrokerThread]]) -> None:
     brokers = started(formatted_cluster)
