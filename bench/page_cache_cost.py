@@ -10,7 +10,12 @@ page cache grows from round to round as a broker's logs make it grow (a file del
 the next round would take those). Where the first is many times the second, the system time of a produce-heavy
 row (one node or three, each writing every record) is the machine's price for new pages, not the broker's work:
 a virtual machine whose memory the host has not yet backed pays it on each page the guest touches for the first
-time.
+time. This one's balloon device reports free memory back to the host (virtio-balloon's free page reporting,
+feature bit 5 in /sys/bus/virtio/drivers/virtio_balloon/*/features), so the price is paid again on memory the
+guest freed and the host took back; pages freed a moment ago and taken again are cheap. `--delete` removes
+each round's file before the next: its new pages are then the ones the previous round freed.
+
+    .venv/bin/python bench/page_cache_cost.py --mb 400 --rounds 3 --delete
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ def main() -> None:
     parser.add_argument("--mb", type=int, default=400)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--dir", type=Path, default=None)
+    parser.add_argument("--delete", action="store_true", help="delete each round's file before the next")
     args = parser.parse_args()
     chunk = os.urandom(MB)
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
@@ -52,6 +58,8 @@ def main() -> None:
                 cached = write_range(fd, chunk, args.mb)
             finally:
                 os.close(fd)
+                if args.delete:
+                    path.unlink()
             print(f"round {round_}: {new * 1e6:.0f} µs system time per MB into new pages, "
                   f"{cached * 1e6:.0f} µs per MB into cached ones")
 
