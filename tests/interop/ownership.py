@@ -330,15 +330,15 @@ class Member:
     def close(self) -> None:
         if not self.closed:
             self.closed = True
-            if self.protocol == "consumer":
-                # Revoke (and so commit) in poll, before close: librdkafka 2.16 running a consumer-protocol
-                # member's revoke callback inside close() once waited forever for its own group thread
-                # (rd_kafka_rebalance_protocol, asked of a group already terminating; the brokers idle).
-                self.consumer.unsubscribe()
-                deadline = time.monotonic() + 10
-                while self.assigned and time.monotonic() < deadline:
-                    self.consumer.poll(0.02)
-            self.consumer.close()  # revokes (and so commits) what it holds, then leaves
+            # Revoke (and so commit) in poll, before close: librdkafka 2.16 running a member's revoke callback
+            # inside close() can wait forever for its own group thread (rd_kafka_rebalance_protocol, asked of a
+            # group already terminating; the brokers idle), where pytest's timeout cannot stop it. Seen with a
+            # consumer-protocol member, then with a classic one of a mixed group closing in a CI run.
+            self.consumer.unsubscribe()
+            deadline = time.monotonic() + 10
+            while self.assigned and time.monotonic() < deadline:
+                self.consumer.poll(0.02)
+            self.consumer.close()  # leaves (revoking, and so committing, whatever unsubscribe left it)
 
 
 class JavaMember:
