@@ -8,7 +8,9 @@ happen in order: handlers do their synchronous work before their first await).
 The APIs of `Processor.run_at_once` (Produce, Fetch) run in the read itself, up
 to their first wait, and get a task only if they wait: most produce requests
 never do, and a task per request was the largest cost the request path added of
-its own. Responses go out strictly in request order: those ready after a read
+its own. One read dispatches requests for a slice of time (`READ_SLICE_S`), the
+rest of what is buffered a turn later, the socket not read meanwhile: a client
+pipelining hundreds of requests does not hold every other connection up. Responses go out strictly in request order: those ready after a read
 (or when a handler's task ends) are written together, one send for a burst of
 pipelined requests. File regions in a response go to `os.sendfile` at once when
 the socket takes them, else to the loop's native `sendfile` in a task (the stock
@@ -60,6 +62,9 @@ from klamm.protocol.sendplan import FileRegion, Part, release_regions
 log = logging.getLogger("klamm.network")
 
 MAX_IN_FLIGHT = 100  # per connection; reading pauses beyond this
+# A connection's read hands the loop on after this much handling, the rest of its buffered requests a turn later:
+# a client pipelining hundreds of requests (each rolling a segment, say) must not hold up every other connection.
+READ_SLICE_S = 0.001
 TLS_HANDSHAKE_TIMEOUT_S = 10.0  # a connection that does not finish its TLS handshake by then is closed
 USE_OS_DEFAULT = -1  # socket.*.buffer.bytes
 
@@ -247,7 +252,7 @@ class ClientConnection(asyncio.BufferedProtocol):
     # Slots and futures made only while waiting: an idle connection costs little (bench/idle_connections.py).
     __slots__ = ("processor", "peer", "client_host", "last_active", "session", "_on_lost", "_sans_io", "_transport",
                  "_pending", "_drained", "_reading_paused", "_closed", "_reading", "_sending", "_sendfile",
-                 "_security", "_muted", "_pump")
+                 "_security", "_muted", "_pump", "_yielded")
 
     def __init__(self, processor: Processor, on_lost: Callable[[], None] | None = None,
                  security: ListenerSecurity = PLAINTEXT) -> None:
@@ -272,6 +277,7 @@ class ClientConnection(asyncio.BufferedProtocol):
         self._reading = False  # in read_requests
         self._sending: asyncio.Task[None] | None = None  # a response the socket could not take at once
         self._pump: _SendfilePump | None = None  # the file region _sending is sending, while it waits for the socket
+        self._yielded = False  # a read used its slice: _take_turn reads on in a later turn
 
     # asyncio.Protocol callbacks
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -386,9 +392,13 @@ class ClientConnection(asyncio.BufferedProtocol):
             self.read_requests()
 
     def _read_buffered(self) -> None:
-        """Dispatch the buffered requests while there is room; stop reading the socket when there is none."""
+        """Dispatch the buffered requests while there is room and the slice lasts; stop reading the socket when
+        there is no room, or until the next turn when the slice is used up."""
+        if self._yielded:
+            return
         budget = self.processor.budget
         pending = self._pending
+        deadline = time.perf_counter() + READ_SLICE_S
         try:
             while not self._closed:
                 if self._muted or len(pending) >= MAX_IN_FLIGHT:
@@ -403,9 +413,26 @@ class ClientConnection(asyncio.BufferedProtocol):
                     self._resume_reading()
                     return
                 self._dispatch(request)  # type: ignore[arg-type]
+                if time.perf_counter() > deadline:
+                    self._yield_turn()
+                    return
         except ProtocolError as exc:
             log.info("closing connection from %s: %s", self.peer, exc)
             self.close()
+
+    def _yield_turn(self) -> None:
+        """Read on after the loop's other callbacks. The socket is not read meanwhile: its buffered requests go
+        first, and an end of file behind them is seen only once they are dispatched."""
+        self._yielded = True
+        self._pause_reading()
+        asyncio.get_running_loop().call_soon(self._take_turn)
+
+    def _take_turn(self) -> None:
+        self._yielded = False
+        try:
+            self.read_requests()
+        except Exception as exc:
+            self._unexpected("reading requests", exc)
 
     def mute(self, seconds: float) -> None:
         """A client over its quota (KIP-219): its connection reads no request for `seconds`."""

@@ -8,8 +8,10 @@ transport double, so each write the connection makes is seen.
 from __future__ import annotations
 
 import asyncio
+import socket
 import struct
 import sys
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -17,6 +19,7 @@ import pytest
 
 from klamm.broker.network import (
     MAX_IN_FLIGHT,
+    READ_SLICE_S,
     ClientConnection,
     CloseConnection,
     Processor,
@@ -436,4 +439,63 @@ def test_the_clients_end_of_file_closes_the_connection_and_nothing_is_written_af
         release.set_result(None)
         await turns()
         assert transport.writes == []
+    asyncio.run(main())
+
+
+def _slow_handler(seen: list[int]) -> Handler:
+    async def handler(request: Request, _connection: ClientConnection) -> Any:
+        seen.append(request.correlation_id)
+        if request.correlation_id < 100:
+            time.sleep(2 * READ_SLICE_S)  # work done in the read itself, as a segment roll is
+        return ANSWER
+    return handler
+
+
+def test_a_read_hands_the_loop_on_once_its_slice_is_used_and_reads_on_a_turn_later() -> None:
+    async def main() -> None:
+        seen: list[int] = []
+        slow, slow_transport = connect(_slow_handler(seen))
+        other, other_transport = connect(_slow_handler(seen))
+        slow.data_received(requests(1, 2, 3, 4))
+        # the first handler outlasted the slice: its answer went, the rest wait, the socket is not read
+        assert seen == [1] and slow_transport.answered() == [1] and not slow_transport.reading
+        other.data_received(requests(100))  # another connection is served meanwhile
+        assert other_transport.answered() == [100]
+        await turns(10)
+        assert seen == [1, 100, 2, 3, 4]
+        assert slow_transport.answered() == [1, 2, 3, 4] and slow_transport.reading
+        assert len(slow_transport.writes) == 4  # one write a slice
+    asyncio.run(main())
+
+
+def test_requests_buffered_before_the_clients_end_of_file_are_all_answered_across_slices() -> None:
+    """Over a real socket: while a read waits for its next turn the socket is not read, so the end of file
+    behind the buffered requests closes the connection only once they are dispatched."""
+    async def main() -> None:
+        seen: list[int] = []
+        processor = Processor(0, _slow_handler(seen), lambda: SUPPORTED, 1 << 20, 600_000, False, None,
+                              frozenset({API_VERSIONS}))
+        listener = socket.create_server(("127.0.0.1", 0))
+        client = socket.create_connection(listener.getsockname())
+        server, _ = listener.accept()
+        listener.close()
+        ids = list(range(1, 21))
+        client.sendall(requests(*ids))
+        client.shutdown(socket.SHUT_WR)
+        loop = asyncio.get_running_loop()
+        await loop.connect_accepted_socket(lambda: ClientConnection(processor), server)
+        client.setblocking(False)
+        received = b""
+        while True:
+            chunk = await loop.sock_recv(client, 65536)
+            if not chunk:
+                break
+            received += chunk
+        client.close()
+        answered = []
+        while received:
+            (size,) = struct.unpack_from(">i", received)
+            answered.append(struct.unpack_from(">i", received, 4)[0])
+            received = received[4 + size:]
+        assert seen == ids and answered == ids
     asyncio.run(main())
