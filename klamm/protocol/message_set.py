@@ -27,7 +27,7 @@ from collections.abc import Iterator
 from klamm.protocol.batch import ATTR_CONTROL, ATTR_TIMESTAMP_TYPE, InvalidBatch, split_batches
 from klamm.protocol.compression import Compression, decompress
 from klamm.protocol.errors import ErrorCode, KafkaError
-from klamm.protocol.records import NewRecord, build_batch, decode_batch
+from klamm.protocol.records import NewRecord, batch_records, build_batch
 
 NO_TIMESTAMP = -1
 _OFFSET_SIZE = struct.Struct(">qi")
@@ -187,24 +187,33 @@ def from_batches(data: bytes, magic: int, max_bytes: int | None = None, first_of
 
     Records below `first_offset` (the fetch offset, inside the first batch) are left out too.
     With `max_bytes` the set stops at the last whole message that fits (the first one always
-    goes), and batches past it are not decoded: a fetch of compressed batches answers no more
+    goes), and what lies past it is not decoded: a fetch of compressed batches answers no more
     than the bytes it read, however far they decompress (KIP-283). The client fetches the rest
     from the next offset.
     """
+    out = bytearray()
+    for _ in converting(data, magic, out, max_bytes, first_offset):
+        pass
+    return bytes(out)
+
+
+def converting(data: bytes, magic: int, out: bytearray, max_bytes: int | None = None,
+               first_offset: int = 0) -> Iterator[None]:
+    """from_batches in steps, one a record: the message set is written to `out`. A batch of thousands of
+    records takes tens of milliseconds to convert; between two steps the caller may hand the loop on."""
     try:
         headers = split_batches(data)
     except InvalidBatch as exc:
         raise _corrupt(str(exc)) from exc
-    out = bytearray()
     for header in headers:
         if header.attributes & ATTR_CONTROL or header.last_offset < first_offset:
             continue
         timestamp_type = 1 if header.attributes & ATTR_TIMESTAMP_TYPE else 0
-        for record in decode_batch(data, header.position)[1]:
+        for record in batch_records(data, header.position):
             if record.offset < first_offset:
                 continue
             message = _message(record.offset, magic, timestamp_type, record.timestamp, record.key, record.value)
             if max_bytes is not None and out and len(out) + len(message) > max_bytes:
-                return bytes(out)
+                return
             out += message
-    return bytes(out)
+            yield

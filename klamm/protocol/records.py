@@ -402,7 +402,22 @@ def _records_section(buf: bytes | bytearray | memoryview, header: BatchHeader, l
 
 
 def _decode_records(data: bytes, header: BatchHeader) -> list[Record]:
-    records = []
+    return list(_records_of(data, header))
+
+
+def batch_records(buf: bytes | bytearray | memoryview, position: int = 0, *,
+                  limit: int | None = None) -> Iterator[Record]:
+    """The records of the batch at `position`, as decode_batch has them, decoded one at a time: the caller can
+    stop, or hand the loop on, between two."""
+    header = _header_at(buf, position)
+    data = _records_section(buf, header, limit)
+    try:
+        yield from _records_of(data, header)
+    except (IndexError, ValueError) as exc:
+        raise _corrupt(f"malformed record: {exc}") from exc
+
+
+def _records_of(data: bytes, header: BatchHeader) -> Iterator[Record]:
     position = 0
     size = len(data)
     base_offset = header.base_offset
@@ -447,10 +462,9 @@ def _decode_records(data: bytes, header: BatchHeader) -> list[Record]:
         if position != end:
             raise _corrupt(f"record size {length} does not match its contents")
         timestamp = header.max_timestamp if log_append_time else base_timestamp + timestamp_delta
-        records.append(Record(base_offset + offset_delta, timestamp, key, value, headers))
+        yield Record(base_offset + offset_delta, timestamp, key, value, headers)
     if position != size:
         raise _corrupt("batch has bytes after its last record")
-    return records
 
 
 

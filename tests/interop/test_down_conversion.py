@@ -3,9 +3,17 @@ batches gets message sets no larger than what each fetch read, and still reads e
 
 from __future__ import annotations
 
+import select
+import struct
+import time
+
 from confluent_kafka import Producer
 from kafka import KafkaConsumer
 from kafka.structs import TopicPartition
+
+from klamm.protocol.records import NewRecord, build_batch
+from tests.integration import conftest as integration
+from tests.integration.conftest import RawClient
 
 from .helpers import create_topic
 
@@ -34,3 +42,36 @@ def test_an_old_consumer_reads_highly_compressed_batches_in_bounded_pieces(broke
         consumer.close()
     assert got == [(i, b"%06d" % i) for i in range(RECORDS)]
     assert 0 < fetched["fetch-size-max"] <= 65536  # bytes of one partition's message set in a response
+
+
+def test_other_connections_are_answered_while_a_fetch_converts_down(broker, topic):
+    """Converting 1 MiB of small records takes tens of milliseconds: the broker converts a slice of its loop at a
+    time, and another connection's request is answered before the fetch's answer begins. (A broker process: in
+    this one, the broker's thread would hold the GIL through the conversion.)"""
+    records = 30_000  # of 10 B values: one batch of about 0.5 MB
+    now = int(time.time() * 1000)
+    batch = build_batch([NewRecord(None, b"%010d" % i, (), now) for i in range(records)], timestamp_ms=now)
+    with RawClient(broker.port) as old, RawClient(broker.port) as other:
+        integration.create_topic(old, topic)
+        assert integration.produce(old, topic, batch).error_code == 0
+        # both encoded first, so that the second follows the first at once
+        fetch = old.encode(integration.FETCH, 2, {"replica_id": -1, "max_wait": 0, "min_bytes": 1, "topics": [
+            {"topic": topic, "partitions": [{"partition": 0, "fetch_offset": 0, "partition_max_bytes": 4 << 20}]}]},
+            1)
+        versions = other.encode(integration.API_VERSIONS, 3, {"client_software_name": "t",
+                                                              "client_software_version": "1"}, 2)
+        old.send_raw(fetch)
+        other.send_raw(versions)
+        assert struct.unpack_from(">i", other.read_frame())[0] == 2
+        readable, _, _ = select.select([old.sock], [], [], 0)
+        assert not readable, "the fetch was converted in one go before the other connection was served"
+        got, response = old.receive(integration.FETCH, 2)
+    assert got == 1
+    [partition] = response.responses[0].partitions
+    offsets, data = [], partition.records
+    while data:  # offset, size, then the message
+        offset, size = struct.unpack_from(">qi", data)
+        offsets.append(offset)
+        data = data[12 + size:]
+    # magic-1 messages are larger than the stored records: as many as fit in the bytes read (KIP-283)
+    assert offsets == list(range(len(offsets))) and 0 < len(offsets) < records

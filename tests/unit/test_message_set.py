@@ -124,6 +124,21 @@ def test_down_conversion_stops_at_the_bytes_read_however_far_batches_decompress(
     assert [m.offset for m in MemoryRecords(from_batches(data, 0, 1)).next_batch()] == [100]
 
 
+def test_down_conversion_decodes_no_record_past_the_bytes_read():
+    """Records are decoded one at a time as they are converted: a batch whose count promises records it does
+    not hold fails only a conversion that reaches past the last one."""
+    data = bytearray(build_batch([(None, b"%d" % i) for i in range(10)], base_offset=50, timestamp_ms=NOW))
+    struct.pack_into(">i", data, 57, 15)  # records count: five more than the batch holds
+    with pytest.raises(KafkaError) as failed:
+        from_batches(bytes(data), 1)
+    assert failed.value.code == ErrorCode.corrupt_message
+    records = MemoryRecords(from_batches(bytes(data), 1, 100))
+    read = []
+    while (batch := records.next_batch()) is not None:
+        read += [m.offset for m in batch]
+    assert read and read == list(range(50, 50 + len(read))) and len(read) < 10
+
+
 def test_down_conversion_starts_at_the_fetch_offset_inside_a_batch():
     data = build_batch([(None, b"%d" % i) for i in range(10)], base_offset=50, timestamp_ms=NOW, compression=1)
     records = MemoryRecords(from_batches(data, 1, first_offset=57))

@@ -64,8 +64,10 @@ from klamm.protocol import message_set
 from klamm.protocol.acl import AclOperation
 from klamm.protocol.errors import ErrorCode, KafkaError
 from klamm.protocol.sendplan import FileRegion
+from klamm.steps import in_slices
 
 READ_COMMITTED = 1
+CONVERT_SLICE_S = 0.001  # of the loop's time a turn, converting batches down to message sets
 _ZERO_ID = uuid.UUID(int=0)
 
 # One partition to read: (topic key, position entry, Partition or None, error code)
@@ -111,7 +113,8 @@ async def handle(broker: BrokerServices, request: Any) -> dict[str, Any]:
             broker.metrics.parked_fetches -= 1
     if session is not None:
         entries = _remember(session, entries, incremental)
-    # No await from here on: the files read above are still open, and leased now.
+    # No await until every read is leased or copied: the files read above are still open.
+    converts = []
     for (_, position, partition, _), entry in entries:
         read = entry["records"]
         if read:  # only the reads that go out: a long poll reads again
@@ -119,15 +122,19 @@ async def handle(broker: BrokerServices, request: Any) -> dict[str, Any]:
                 if not partition.config.message_downconversion_enable:
                     entry.update(_error(entry["partition_index"], ErrorCode.unsupported_version, partition))
                     continue
-                data = os.pread(read.file.fileno(), read.length, read.position)
-                # from the fetch offset on, and no larger than what was read, however far compressed
-                # batches expand (KIP-283)
-                entry["records"] = message_set.from_batches(data, 1 if request.api_version >= 2 else 0, read.length,
-                                                            position.fetch_offset)
+                converts.append((entry, os.pread(read.file.fileno(), read.length, read.position),
+                                 position.fetch_offset))
             else:
                 entry["records"] = FileRegion(read.file.lease(), read.position, read.length)
             if replica_id < 0:  # replication is not a topic's bytes out
                 broker.metrics.fetched(partition.topic, read.length)
+    for entry, data, fetch_offset in converts:
+        # from the fetch offset on, and no larger than what was read, however far compressed batches expand
+        # (KIP-283); a slice of the loop a turn: a fetch of 1 MiB of small records converts for tens of ms
+        out = bytearray()
+        await in_slices(message_set.converting(data, 1 if request.api_version >= 2 else 0, out, len(data),
+                                               fetch_offset), CONVERT_SLICE_S)
+        entry["records"] = bytes(out)
     hints = LeaderHints(broker, request.listener)
     for (key, _, _, _), entry in entries:
         if entry["error_code"] != ErrorCode.none:
