@@ -1,4 +1,5 @@
-"""ListOffsets v0, the old Offset API: up to max_num_offsets offsets, newest first, at segment boundaries."""
+"""ListOffsets v0, the old Offset API: up to max_num_offsets offsets, newest first, at segment boundaries; and
+OffsetCommit and OffsetFetch v0, the ZooKeeper-era offsets API."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from typing import Any
 
 from klamm.protocol.records import build_batch
 from tests.integration.conftest import LIST_OFFSETS, BrokerThread, create_topic, produce
+from tests.integration.test_coordinator_failures import OFFSET_COMMIT, OFFSET_FETCH
 
 
 def offsets_v0(client: Any, topic: str, timestamp: int, max_num: int) -> list[int]:
@@ -52,3 +54,18 @@ def test_message_downconversion_enable_false_refuses_fetches_that_need_it(broker
         converted = fetch(client, "conversion", 0, version=3)
         assert converted.error_code == 0 and converted.records
         assert fetch(client, "no-conversion", 3, version=1).error_code == 0  # nothing to convert at the end
+
+
+def test_offsets_v0_on_a_broker_no_group_used_yet(broker: BrokerThread) -> None:
+    """A 0.8.1 client commits and fetches offsets (v0) without ever asking for a coordinator: the first v0 request
+    creates __consumer_offsets, as FindCoordinator does, and the offsets are kept."""
+    with broker.connect() as client:
+        create_topic(client, "zk-era")
+        committed = client.request(OFFSET_COMMIT, 0, {"group_id": "old", "topics": [
+            {"name": "zk-era", "partitions": [{"partition_index": 0, "committed_offset": 17,
+                                               "committed_metadata": "meta"}]}]})
+        assert committed.topics[0].partitions[0].error_code == 0
+        fetched = client.request(OFFSET_FETCH, 0, {"group_id": "old", "topics": [
+            {"name": "zk-era", "partition_indexes": [0]}]})
+        [partition] = fetched.topics[0].partitions
+        assert (partition.error_code, partition.committed_offset, partition.metadata) == (0, 17, "meta")

@@ -2,6 +2,10 @@
 
 Every version keeps offsets in __consumer_offsets (v0 too, which Kafka once kept
 in ZooKeeper); v1's per-partition commit timestamp sets when the offset expires.
+A v0 request creates __consumer_offsets if it is missing, as FindCoordinator
+does: a 0.8.1 client never looks for a coordinator (ZooKeeper kept its offsets,
+behind any broker), and on a broker no newer client had used it would hear
+NOT_COORDINATOR forever.
 
 Commits to partitions that do not exist get UNKNOWN_TOPIC_OR_PARTITION, as
 Kafka's request handler answers before the coordinator sees them.
@@ -82,6 +86,8 @@ async def offset_commit(broker: BrokerServices, request: Any) -> dict[str, Any]:
         broker, body, denied_topics(broker, request, READ, (t.name for t in body.topics)))
     retention = getattr(body, "retention_time", -1) if 2 <= version <= 4 else -1
     try:
+        if version == 0:
+            broker.group_coordinator.ensure_topic()
         coordinator = broker.group_coordinator.ready()
         # v0 has no group membership: a simple commit, as with generation -1
         result = coordinator.commit_offsets(body.group_id, getattr(body, "generation_id_or_member_epoch", -1),
@@ -130,6 +136,8 @@ async def _fetch_group(broker: BrokerServices, request: Any, group_id: str, topi
         if denied(broker, request, DESCRIBE, GROUP, group_id):
             raise KafkaError(ErrorCode.group_authorization_failed)
         runtime = broker.group_coordinator
+        if version == 0:
+            runtime.ensure_topic()
         coordinator = runtime.ready() if require_stable else runtime.committed(group_id)
         if wanted is None:
             offsets = coordinator.fetch_offsets(group_id, None, member_id, member_epoch, latest=require_stable)
