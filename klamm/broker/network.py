@@ -10,9 +10,10 @@ to their first wait, and get a task only if they wait: most produce requests
 never do, and a task per request was the largest cost the request path added of
 its own. One read dispatches requests for a slice of time (`READ_SLICE_S`), the
 rest of what is buffered a turn later, the socket not read meanwhile: a client
-pipelining hundreds of requests does not hold every other connection up. Responses go out strictly in request order: those ready after a read
-(or when a handler's task ends) are written together, one send for a burst of
-pipelined requests. File regions in a response go to `os.sendfile` at once when
+pipelining hundreds of requests does not hold every other connection up.
+Responses go out strictly in request order: those ready after a read (or when a
+handler's task ends) are written together, one send for a burst of pipelined
+requests. File regions in a response go to `os.sendfile` at once when
 the socket takes them, else to the loop's native `sendfile` in a task (the stock
 selector loop), and through `os.pread` into memory where there is none (uvloop,
 TLS); each region's file lease is released once it is sent or its response

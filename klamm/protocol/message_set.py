@@ -30,13 +30,13 @@ from klamm.protocol.errors import ErrorCode, KafkaError
 from klamm.protocol.records import NewRecord, batch_records, build_batch
 
 NO_TIMESTAMP = -1
+STEP_MESSAGES = 64  # records converted between two steps of `converting`: a few hundred microseconds
 _OFFSET_SIZE = struct.Struct(">qi")
 _CRC_MAGIC_ATTRIBUTES = struct.Struct(">IbB")
 _I64 = struct.Struct(">q")
 _I32 = struct.Struct(">i")
 _CODEC_MASK = 0x07
 _LOG_APPEND_TIME = 0x08
-STEP_MESSAGES = 64  # records converted between two steps of `converting`: a few hundred microseconds
 _LZ4 = 3
 _MAX_NESTING = 1  # a compressed message holds plain messages only
 
