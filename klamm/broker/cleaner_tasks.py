@@ -47,7 +47,7 @@ from klamm.storage.cleaner import (
     CompactionConfig,
     LogToClean,
     SegmentChanged,
-    commit_clean,
+    commit_clean_steps,
     log_to_clean,
     needs_cleaning,
     prepare_clean,
@@ -61,6 +61,7 @@ CRASHES_BEFORE_UNCLEANABLE = 2
 # The most a worker's look for the dirtiest log runs before letting other callbacks run, and the partitions it
 # looks at a step (several microseconds each if compacted, under one if not).
 PICK_SLICE_S = 0.0005
+SWAP_SLICE_S = 0.0005  # of the loop a turn, swapping a cleaning in a group at a time
 PICK_PARTITIONS_A_STEP = 16
 
 
@@ -119,7 +120,7 @@ class LogCleanerService:
         self._uncleanable: dict[Path, set[tuple[str, int]]] = {}
         self._crashes: dict[tuple[str, int], int] = {}  # process deaths in a row per partition
         self._restarting: asyncio.Task[None] | None = None
-        self._commits: set[asyncio.Task[None]] = set()  # swaps made whose fsync and checkpoint are still to come
+        self._commits: set[asyncio.Task[int]] = set()  # swaps begun whose fsync and checkpoint are still to come
 
     def _make_workers(self, config: Any, retired: Sequence[Cleaner] = ()) -> None:
         self.enabled = config.log_cleaner_enable and config.log_cleaner_threads > 0
@@ -217,24 +218,32 @@ class LogCleanerService:
             if self.broker.logs.get_log(*key) is not target:
                 result.discard()  # deleted (or recreated) while we cleaned
                 return True
-            try:
-                complete, replaced = commit_clean(target, result)
-            except Exception as e:
-                raise LogCleaningFailed(target, e) from e
-            partition = self.broker.replicas.partitions.get(key)
-            delay_ms = partition.config.file_delete_delay_ms if partition is not None else 60_000
-            # The swap is made: its fsync and checkpoint go on if the broker stops meanwhile (stop waits for them),
+            # The swap, then its fsync and checkpoint, go on if the broker stops meanwhile (stop waits for them),
             # or a clean shutdown would leave a compacted log without its clean point.
-            commit = asyncio.ensure_future(self._commit(target, complete, replaced, delay_ms, result.end_offset))
+            commit = asyncio.ensure_future(self._swap_in(target, result))
             self._commits.add(commit)
             commit.add_done_callback(self._commits.discard)
-            await asyncio.shield(commit)
+            replaced = await asyncio.shield(commit)
             log.info("cleaned %s-%d up to offset %d: %d segment(s) replaced, %d bytes read, %d written",
-                     target.topic, target.partition, result.end_offset, len(replaced),
+                     target.topic, target.partition, result.end_offset, replaced,
                      cleaner.bytes_read - read_before, cleaner.bytes_written - written_before)
         finally:
             self._in_progress.discard(key)
         return True
+
+    async def _swap_in(self, target: Any, result: Any) -> int:
+        """Swap the cleaning in, a group per slice of the loop (nine renames a group: a cleaning of tens of segments
+        swapped in at once held the loop 23 ms), then commit it; how many segments it replaced."""
+        key = (target.topic, target.partition)
+        try:
+            complete, replaced = await in_slices(
+                commit_clean_steps(target, result, lambda: self.broker.logs.get_log(*key) is target), SWAP_SLICE_S)
+        except Exception as e:
+            raise LogCleaningFailed(target, e) from e
+        partition = self.broker.replicas.partitions.get(key)
+        delay_ms = partition.config.file_delete_delay_ms if partition is not None else 60_000
+        await self._commit(target, complete, replaced, delay_ms, result.end_offset)
+        return len(replaced)
 
     async def _commit(self, target: Any, complete: bool, replaced: list[Any], delay_ms: int,
                       end_offset: int) -> None:

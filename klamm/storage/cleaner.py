@@ -112,6 +112,7 @@ from klamm.storage.segment import (
 )
 from klamm.storage.throttler import Throttler
 from klamm.storage.txn_index import AbortedTxn
+from klamm.steps import Steps, run_steps
 
 if TYPE_CHECKING:
     from klamm.storage.log import Log
@@ -131,6 +132,7 @@ __all__ = [
     "LogToClean",
     "SegmentChanged",
     "commit_clean",
+    "commit_clean_steps",
     "grab_filthiest",
     "needs_cleaning",
     "log_to_clean",
@@ -958,15 +960,29 @@ def commit_clean(log: Log, result: CleanResult) -> tuple[bool, list[LogSegment]]
     deletes them later (fetches in flight may be sending from them). A group whose
     segments are no longer in the log (retention removed them meanwhile) is dropped.
     """
+    return run_steps(commit_clean_steps(log, result))
+
+
+def commit_clean_steps(log: Log, result: CleanResult,
+                       wanted: Callable[[], bool] = lambda: True) -> Steps[tuple[bool, list[LogSegment]]]:
+    """commit_clean a group a step: nine renames each, so that a cleaning of many segments need not hold the loop
+    for all of them. Between two steps the log is whole (the groups swapped in so far are the cleaning). Before
+    each group `wanted()` says whether the log is still to be changed (not deleted meanwhile); once it is not,
+    the groups left are discarded. The groups not yet taken stay in `result.groups` (`result.discard()`)."""
     replaced: list[LogSegment] = []
     complete = True
-    for group in result.groups:
+    while result.groups:
+        if not wanted():
+            result.discard()
+            return False, replaced
+        group = result.groups.pop(0)
         if log.replace_segments(group.new, group.old, group.aborted_txns):
             replaced.extend(group.old)
         else:
             complete = False
             group.new.delete()
-    result.groups = []
+        if result.groups:
+            yield
     return complete, replaced
 
 

@@ -15,6 +15,7 @@ from klamm.storage.cleaner import (
     CleanerCheckpoints,
     CompactionConfig,
     commit_clean,
+    commit_clean_steps,
     grab_filthiest,
     log_to_clean,
     prepare_clean,
@@ -487,3 +488,43 @@ def test_service_cleans_compacted_partitions_only_and_checkpoints(tmp_path):
     assert (tmp_path / CLEANER_OFFSET_CHECKPOINT).read_text() == "0\n1\ncompacted 0 6\n"
     assert not [p for p in (tmp_path / "compacted-0").iterdir() if ".deleted" in p.name]
     logs.shutdown()
+
+
+def _cleaned_in_groups(tmp_path):
+    """A log whose cleaning comes back in several groups (segment.bytes of 2,000), and that cleaning."""
+    log = open_log(tmp_path, LogConfig(segment_bytes=2000))
+    for n in range(300):
+        append(log, [(k(n % 100), b"v" * 40)])
+    ltc = log_to_clean(log, EAGER, None, NOW, log.log_end_offset)
+    result = shared_cleaner().clean(prepare_clean(ltc, NOW))
+    assert len(result.groups) >= 3
+    return log, result
+
+
+def test_a_cleaning_is_swapped_in_a_group_a_step_the_log_whole_between_two(tmp_path):
+    log, result = _cleaned_in_groups(tmp_path)
+    before, groups = dump(log), len(result.groups)
+    steps = commit_clean_steps(log, result)
+    for taken in range(1, groups):
+        next(steps)  # one group swapped in, the others waiting in the result
+        assert len(result.groups) == groups - taken
+        assert {key: value for _, key, value in dump(log)} == {key: value for _, key, value in before}
+    with pytest.raises(StopIteration) as done:
+        next(steps)
+    complete, replaced = done.value.value
+    assert complete and replaced and not result.groups
+    assert not list(log.directory.glob("*.cleaned"))
+
+
+def test_a_log_deleted_between_two_steps_gets_no_more_groups_and_their_files_go(tmp_path):
+    log, result = _cleaned_in_groups(tmp_path)
+    wanted = [True]
+    steps = commit_clean_steps(log, result, lambda: wanted[0])
+    next(steps)
+    left = [group.new.log_path for group in result.groups]
+    wanted[0] = False  # the log was deleted meanwhile
+    with pytest.raises(StopIteration) as done:
+        next(steps)
+    complete, replaced = done.value.value
+    assert not complete and replaced  # the first group's, swapped in before
+    assert not result.groups and not any(path.exists() for path in left)

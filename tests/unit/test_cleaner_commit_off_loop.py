@@ -1,7 +1,8 @@
 """A cleaning's swap is committed off the event loop: its directory fsync and the cleaner-offset-checkpoint
 write wait on the filesystem's journal (tens of milliseconds while other files are written), which on the
-loop held every connection's requests. The renames stay on the loop (readers never see a half-swapped log);
-the replaced segments' files are unlinked only after the fsync made those renames durable."""
+loop held every connection's requests. The renames stay on the loop, a cleaned group per turn (readers never
+see a half-swapped group); the replaced segments' files are unlinked only after the fsync made those renames
+durable."""
 
 from __future__ import annotations
 
@@ -99,5 +100,35 @@ def test_a_swap_made_before_the_broker_stops_keeps_its_checkpoint(tmp_path, monk
             await broker.delayed_deletes.stop()
 
     asyncio.run(asyncio.wait_for(run(), 60))
+    assert CleanerCheckpoints([tmp_path]).get(log) == log.segments[-1].base_offset
+    broker.logs.shutdown()
+
+
+def test_a_cleaning_of_several_groups_is_swapped_in_over_several_turns_of_the_loop(tmp_path, monkeypatch):
+    """Nine renames a group: a cleaning of many segments swapped in at once held the loop 20 ms and more."""
+    from klamm.storage.log import LogConfig
+
+    broker, log = fake_broker(tmp_path)
+    log.config = LogConfig(segment_bytes=200_000)  # each 250-record segment a group of its own
+    monkeypatch.setattr(cleaner_tasks, "SWAP_SLICE_S", 0.0)  # a group a turn
+    original = set(map(id, log.segments))
+    seen: list[int] = []  # how many of the log's segments are the cleaning's, turn by turn
+
+    async def run() -> None:
+        service = LogCleanerService(broker)
+        service.checkpoints = CleanerCheckpoints([tmp_path])
+        [worker] = service.cleaners
+        cleaning = asyncio.ensure_future(service.clean_once(worker))
+        try:
+            while not cleaning.done():
+                seen.append(sum(id(segment) not in original for segment in log.segments))
+                await asyncio.sleep(0)
+            assert cleaning.result()
+            await broker.delayed_deletes.stop()
+        finally:
+            await service.stop()
+
+    asyncio.run(asyncio.wait_for(run(), 60))
+    assert len(set(seen)) >= 3, f"cleaned segments seen turn by turn: {sorted(set(seen))}"
     assert CleanerCheckpoints([tmp_path]).get(log) == log.segments[-1].base_offset
     broker.logs.shutdown()
