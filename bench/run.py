@@ -453,6 +453,12 @@ class ClusterBroker(Broker):
                 node.wait(10)
 
 
+def steal_seconds() -> float:
+    """CPU time the hypervisor took from this machine's CPUs so far (/proc/stat's steal), in seconds."""
+    fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()
+    return int(fields[8]) / os.sysconf("SC_CLK_TCK") if len(fields) > 8 else 0.0
+
+
 def cpu_seconds(pids: list[int]) -> float:
     """User + system CPU time of these processes so far (/proc/<pid>/stat), in seconds."""
     total = 0
@@ -693,11 +699,14 @@ def run_broker(name: str, workloads: list[Workload], clients: list[str], java_cm
                 if err is not None:
                     res = {"ok": False, "error": err}
                 else:
+                    steal = steal_seconds()
                     try:
                         res = run_one(b, w, c, java_cmd, runid, seed_topic, timeout, logdir, tag,
                                       results)
                     except Exception as e:  # noqa: BLE001
                         res = {"ok": False, "error": f"{type(e).__name__}: {e}"}
+                    # the host's: time the VM's CPUs were runnable but not run (the JSON only)
+                    res["machine_steal_s"] = round(steal_seconds() - steal, 3)
                 res["broker_start"] = b.starts
                 if not b.alive():
                     res["broker_died"] = True

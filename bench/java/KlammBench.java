@@ -222,6 +222,7 @@ public class KlammBench {
             // Then `warmup` paced records that are not measured (connections, JIT, caches).
             int warmup = (int) argLong("warmup", 500);
             long start = System.nanoTime() + warmup * intervalNs;
+            startEpochMs = System.currentTimeMillis() + warmup * intervalNs / 1_000_000;
             for (int i = -warmup; i < n; i++) {
                 long due = start + i * intervalNs;
                 long now;
@@ -256,9 +257,29 @@ public class KlammBench {
         for (long x : v) sum += x;
         return String.format(Locale.ROOT,
             "{\"ok\":%s,\"mode\":\"latency\",\"records\":%d,\"received\":%d,\"errors\":%d,"
-                + "\"p50_ms\":%.4f,\"p99_ms\":%.4f,\"p999_ms\":%.4f,\"max_ms\":%.4f,\"mean_ms\":%.4f}",
+                + "\"p50_ms\":%.4f,\"p99_ms\":%.4f,\"p999_ms\":%.4f,\"max_ms\":%.4f,\"mean_ms\":%.4f,"
+                + "\"start_epoch_ms\":%d,\"slow_bursts\":%s}",
             got == n && errors == 0 ? "true" : "false", n, got, errors,
-            pct(v, 50) / 1e6, pct(v, 99) / 1e6, pct(v, 99.9) / 1e6, v[v.length - 1] / 1e6, sum / v.length / 1e6);
+            pct(v, 50) / 1e6, pct(v, 99) / 1e6, pct(v, 99.9) / 1e6, v[v.length - 1] / 1e6, sum / v.length / 1e6,
+            startEpochMs, slowBursts(lat, 10_000_000L, 20));
+    }
+
+    static long startEpochMs;
+
+    /** Runs of consecutive records slower than `overNs`, as [first seq, records, worst ms], at most `most` of
+     * them: with one record a millisecond, a run starting at seq s is a hold-up s ms after start_epoch_ms. */
+    static String slowBursts(long[] lat, long overNs, int most) {
+        StringBuilder out = new StringBuilder("[");
+        int bursts = 0;
+        for (int i = 0; i < lat.length && bursts < most; i++) {
+            if (lat[i] <= overNs) continue;
+            int first = i;
+            long worst = 0;
+            for (; i < lat.length && lat[i] > overNs; i++) worst = Math.max(worst, lat[i]);
+            out.append(bursts++ == 0 ? "" : ",").append(String.format(Locale.ROOT, "[%d,%d,%.1f]", first, i - first,
+                                                                        worst / 1e6));
+        }
+        return out.append("]").toString();
     }
 
     static double pct(long[] sorted, double p) {
