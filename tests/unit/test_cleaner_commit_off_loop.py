@@ -17,6 +17,14 @@ from klamm.storage import checkpoint, cleaner
 from klamm.storage.cleaner import CLEANER_OFFSET_CHECKPOINT, CleanerCheckpoints
 
 
+def _service(broker, tmp_path) -> tuple[LogCleanerService, object]:
+    """A cleaner service as start() makes it, without its periodic tasks, and its one worker."""
+    service = LogCleanerService(broker)
+    service.checkpoints = CleanerCheckpoints([tmp_path])
+    [worker] = service.cleaners
+    return service, worker
+
+
 def test_the_fsync_and_the_checkpoint_of_a_cleaning_run_off_the_loop_and_before_the_unlinks(tmp_path, monkeypatch):
     broker, log = fake_broker(tmp_path)
     events: list[tuple[str, bool]] = []  # (what, on the loop's thread)
@@ -48,9 +56,7 @@ def test_the_fsync_and_the_checkpoint_of_a_cleaning_run_off_the_loop_and_before_
 
     async def run() -> None:
         loop_thread.append(threading.get_ident())
-        service = LogCleanerService(broker)
-        service.checkpoints = CleanerCheckpoints([tmp_path])  # what start() does, without its periodic tasks
-        [worker] = service.cleaners
+        service, worker = _service(broker, tmp_path)
         try:
             assert await service.clean_once(worker)
             await broker.delayed_deletes.stop()  # file.delete.delay.ms=0: the unlinks, waited for
@@ -83,9 +89,7 @@ def test_a_swap_made_before_the_broker_stops_keeps_its_checkpoint(tmp_path, monk
     before = len(log.segments)
 
     async def run() -> None:
-        service = LogCleanerService(broker)
-        service.checkpoints = CleanerCheckpoints([tmp_path])
-        [worker] = service.cleaners
+        service, worker = _service(broker, tmp_path)
         cleaning = asyncio.ensure_future(service.clean_once(worker))
         try:
             while not fsyncing.is_set():
@@ -115,9 +119,7 @@ def test_a_cleaning_of_several_groups_is_swapped_in_over_several_turns_of_the_lo
     seen: list[int] = []  # how many of the log's segments are the cleaning's, turn by turn
 
     async def run() -> None:
-        service = LogCleanerService(broker)
-        service.checkpoints = CleanerCheckpoints([tmp_path])
-        [worker] = service.cleaners
+        service, worker = _service(broker, tmp_path)
         cleaning = asyncio.ensure_future(service.clean_once(worker))
         try:
             while not cleaning.done():
