@@ -98,6 +98,7 @@ from klamm.protocol.records import (
     encode_record,
     record_keys,
 )
+from klamm.steps import Steps, run_steps
 from klamm.storage.checkpoint import CorruptCheckpoint, fsync_dir, read_offset_checkpoint, write_offset_checkpoint
 from klamm.storage.config import LogConfig
 from klamm.storage.offset_map import OffsetMap
@@ -112,7 +113,6 @@ from klamm.storage.segment import (
 )
 from klamm.storage.throttler import Throttler
 from klamm.storage.txn_index import AbortedTxn
-from klamm.steps import Steps, run_steps
 
 if TYPE_CHECKING:
     from klamm.storage.log import Log
