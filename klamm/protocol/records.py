@@ -410,11 +410,7 @@ def batch_records(buf: bytes | bytearray | memoryview, position: int = 0, *,
     """The records of the batch at `position`, as decode_batch has them, decoded one at a time: the caller can
     stop, or hand the loop on, between two."""
     header = _header_at(buf, position)
-    data = _records_section(buf, header, limit)
-    try:
-        yield from _records_of(data, header)
-    except (IndexError, ValueError) as exc:
-        raise _corrupt(f"malformed record: {exc}") from exc
+    return _records_of(_records_section(buf, header, limit), header)
 
 
 def _records_of(data: bytes, header: BatchHeader) -> Iterator[Record]:
@@ -423,48 +419,51 @@ def _records_of(data: bytes, header: BatchHeader) -> Iterator[Record]:
     base_offset = header.base_offset
     base_timestamp = header.base_timestamp
     log_append_time = header.attributes & ATTR_TIMESTAMP_TYPE
-    for _ in range(header.records_count):
-        length, position = _read_varint(data, position, _VARINT_MAX_BYTES)
-        end = position + length
-        if length <= 0 or end > size:
-            raise _corrupt(f"invalid record size {length}")
-        position += 1  # attributes: unused
-        timestamp_delta, position = _read_varint(data, position, _VARLONG_MAX_BYTES)
-        offset_delta, position = _read_varint(data, position, _VARINT_MAX_BYTES)
-        key_length, position = _read_varint(data, position, _VARINT_MAX_BYTES)
-        key = None
-        if key_length >= 0:
-            key = data[position : position + key_length]
-            position += key_length
-        value_length, position = _read_varint(data, position, _VARINT_MAX_BYTES)
-        value = None
-        if value_length >= 0:
-            value = data[position : position + value_length]
-            position += value_length
-        header_count, position = _read_varint(data, position, _VARINT_MAX_BYTES)
-        if header_count < 0:
-            raise _corrupt(f"invalid record header count {header_count}")
-        headers = []
-        for _ in range(header_count):
-            header_key_length, position = _read_varint(data, position, _VARINT_MAX_BYTES)
-            if header_key_length < 0 or position + header_key_length > end:
-                raise _corrupt(f"invalid record header key size {header_key_length}")
-            # Java's String(bytes, UTF_8): bad bytes become U+FFFD by its own rules
-            header_key = java_utf8.decode(data[position : position + header_key_length])
-            position += header_key_length
-            header_value_length, position = _read_varint(data, position, _VARINT_MAX_BYTES)
-            header_value = None
-            if header_value_length >= 0:
-                header_value = data[position : position + header_value_length]
-                position += header_value_length
-            headers.append((header_key, header_value))
-        # Every slice above stayed inside the data iff the record ends exactly here.
-        if position != end:
-            raise _corrupt(f"record size {length} does not match its contents")
-        timestamp = header.max_timestamp if log_append_time else base_timestamp + timestamp_delta
-        yield Record(base_offset + offset_delta, timestamp, key, value, headers)
-    if position != size:
-        raise _corrupt("batch has bytes after its last record")
+    try:
+        for _ in range(header.records_count):
+            length, position = _read_varint(data, position, _VARINT_MAX_BYTES)
+            end = position + length
+            if length <= 0 or end > size:
+                raise _corrupt(f"invalid record size {length}")
+            position += 1  # attributes: unused
+            timestamp_delta, position = _read_varint(data, position, _VARLONG_MAX_BYTES)
+            offset_delta, position = _read_varint(data, position, _VARINT_MAX_BYTES)
+            key_length, position = _read_varint(data, position, _VARINT_MAX_BYTES)
+            key = None
+            if key_length >= 0:
+                key = data[position : position + key_length]
+                position += key_length
+            value_length, position = _read_varint(data, position, _VARINT_MAX_BYTES)
+            value = None
+            if value_length >= 0:
+                value = data[position : position + value_length]
+                position += value_length
+            header_count, position = _read_varint(data, position, _VARINT_MAX_BYTES)
+            if header_count < 0:
+                raise _corrupt(f"invalid record header count {header_count}")
+            headers = []
+            for _ in range(header_count):
+                header_key_length, position = _read_varint(data, position, _VARINT_MAX_BYTES)
+                if header_key_length < 0 or position + header_key_length > end:
+                    raise _corrupt(f"invalid record header key size {header_key_length}")
+                # Java's String(bytes, UTF_8): bad bytes become U+FFFD by its own rules
+                header_key = java_utf8.decode(data[position : position + header_key_length])
+                position += header_key_length
+                header_value_length, position = _read_varint(data, position, _VARINT_MAX_BYTES)
+                header_value = None
+                if header_value_length >= 0:
+                    header_value = data[position : position + header_value_length]
+                    position += header_value_length
+                headers.append((header_key, header_value))
+            # Every slice above stayed inside the data iff the record ends exactly here.
+            if position != end:
+                raise _corrupt(f"record size {length} does not match its contents")
+            timestamp = header.max_timestamp if log_append_time else base_timestamp + timestamp_delta
+            yield Record(base_offset + offset_delta, timestamp, key, value, headers)
+        if position != size:
+            raise _corrupt("batch has bytes after its last record")
+    except (IndexError, ValueError) as exc:  # a slice or a varint past the end
+        raise _corrupt(f"malformed record: {exc}") from exc
 
 
 
@@ -480,11 +479,7 @@ def decode_batch(
     header = _header_at(buf, position)
     if check_crc and not crc_ok(buf, header):
         raise _corrupt("batch CRC mismatch")
-    data = _records_section(buf, header, limit)
-    try:
-        return header, _decode_records(data, header)
-    except (IndexError, ValueError) as exc:
-        raise _corrupt(f"malformed record: {exc}") from exc
+    return header, _decode_records(_records_section(buf, header, limit), header)
 
 
 def iter_records(buf: bytes | bytearray | memoryview) -> Iterator[Record]:

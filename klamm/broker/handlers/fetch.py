@@ -128,12 +128,12 @@ async def handle(broker: BrokerServices, request: Any) -> dict[str, Any]:
                 entry["records"] = FileRegion(read.file.lease(), read.position, read.length)
             if replica_id < 0:  # replication is not a topic's bytes out
                 broker.metrics.fetched(partition.topic, read.length)
+    magic = 1 if request.api_version >= 2 else 0
     for entry, data, fetch_offset in converts:
         # from the fetch offset on, and no larger than what was read, however far compressed batches expand
         # (KIP-283); a slice of the loop a turn: a fetch of 1 MiB of small records converts for tens of ms
         out = bytearray()
-        await in_slices(message_set.converting(data, 1 if request.api_version >= 2 else 0, out, len(data),
-                                               fetch_offset), CONVERT_SLICE_S)
+        await in_slices(message_set.converting(data, magic, out, len(data), fetch_offset), CONVERT_SLICE_S)
         entry["records"] = bytes(out)
     hints = LeaderHints(broker, request.listener)
     for (key, _, _, _), entry in entries:
