@@ -205,11 +205,15 @@ class Partition:
         if self.leader is not None:
             self.leader.on_proposal_failed(error)
 
-    async def wait_for_replication(self, end_offset: int, timeout_s: float) -> ErrorCode:
-        """acks=all: the answer once the HW reaches `end_offset` (or the ISR fell below min.insync.replicas)."""
+    def replication_outcome(self, end_offset: int) -> ErrorCode | None:
+        """acks=all's answer for what ends before `end_offset`, if there is one yet (None: waiting for the ISR)."""
         if self.leader is None:
             return ErrorCode.none if self.leader_id is None else ErrorCode.not_leader_or_follower
-        outcome = self.leader.acks_all_outcome(end_offset, self.config.min_insync_replicas)
+        return self.leader.acks_all_outcome(end_offset, self.config.min_insync_replicas)
+
+    async def wait_for_replication(self, end_offset: int, timeout_s: float) -> ErrorCode:
+        """acks=all: the answer once the HW reaches `end_offset` (or the ISR fell below min.insync.replicas)."""
+        outcome = self.replication_outcome(end_offset)
         if outcome is not None:
             return outcome
         loop = asyncio.get_running_loop()

@@ -351,6 +351,47 @@ def test_transactions_span_partitions_led_by_other_brokers(cluster: EmbeddedClus
         eventually(lambda: stable.last_stable_offset == stable.log_end_offset >= 4)
 
 
+def test_a_transaction_completes_once_the_isr_of_each_partition_has_its_marker() -> None:
+    """A marker is appended with acks=all, as Kafka's WriteTxnMarkers does: one only its leader had would be
+    lost with that leadership, leaving the transaction open on the partition for good (and the next
+    transaction's marker deciding it). With a follower dead but still in the ISR, a transaction stays
+    PrepareCommit until the ISR shrinks, whether its partition is led by the coordinator (the marker written
+    there) or by another broker (WriteTxnMarkers)."""
+    with run_cluster(3, replica_lag_time_max_ms=5000, replica_fetch_backoff_ms=50, replica_fetch_wait_max_ms=50,
+                     transaction_state_log_replication_factor=1) as c:
+        by_coordinator: dict[int, list[str]] = {}
+        for n in range(20):  # two transactional ids with one coordinator
+            by_coordinator.setdefault(coordinator_of(c, f"tid-{n}", key_type=1), []).append(f"tid-{n}")
+        coordinator, (here, elsewhere) = next((node, ids[:2]) for node, ids in by_coordinator.items() if len(ids) > 1)
+        other, down = [n for n in c.brokers if n != coordinator]
+        admin = AdminClient({"bootstrap.servers": c.bootstrap_servers})
+        assignment = [[coordinator, down], [other, down]]
+        admin.create_topics([NewTopic("tx", 2, replica_assignment=assignment)])["tx"].result(15)
+        eventually(lambda: all(len(c.partition("tx", p).isr) == 2 for p in (0, 1)))
+        producers = {}
+        for transactional_id, partition in ((here, 0), (elsewhere, 1)):
+            producer = producers[transactional_id] = Producer({
+                "bootstrap.servers": c.bootstrap_servers, "transactional.id": transactional_id, "acks": "all"})
+            producer.init_transactions(30)
+            producer.begin_transaction()
+            producer.produce("tx", value=b"v", partition=partition)
+            producer.flush(30)
+        c.call(c.kill_broker(down, fence=False))  # in the ISR until replica.lag.time.max.ms
+        for producer in producers.values():
+            producer.commit_transaction(30)
+
+        def state(transactional_id: str) -> str:
+            txns = c.brokers[coordinator].transactions.coordinator.txns
+            return c.call(_on_loop(lambda: txns[transactional_id].state.name))
+
+        leaders = [c.brokers[node].replicas.partitions[("tx", p)] for p, node in ((0, coordinator), (1, other))]
+        eventually(lambda: [leader.log_end_offset for leader in leaders] == [2, 2])  # a record, then its marker
+        time.sleep(0.5)  # what an answer from the partition's leader (WriteTxnMarkers) would take, and more
+        assert (state(here), state(elsewhere)) == ("PREPARE_COMMIT", "PREPARE_COMMIT")
+        eventually(lambda: state(here) == state(elsewhere) == "COMPLETE_COMMIT")
+        assert all(down not in c.partition("tx", p).isr for p in (0, 1))
+
+
 def test_a_partition_leader_verifies_transactions_with_a_coordinator_on_another_broker(cluster: EmbeddedCluster) -> None:
     """KIP-890: a transactional batch for a partition not in the ongoing transaction is refused by its
     leader, which asks the coordinator (another broker) with AddPartitionsToTxn verify_only."""

@@ -8,7 +8,9 @@ two instances of a transactional job in one consumer group (the Java client,
 as a Kafka Streams task runs) read it read_committed, write each record
 transformed to `output` and commit their consumed offsets in the same
 transaction (KIP-447's group metadata). An aborted transaction rewinds the job
-to its committed offsets, as such jobs do.
+to its committed offsets, as such jobs do; every seventh transaction fails on
+purpose before its commit, so aborts and rewinds happen while the coordinators
+and leaders move.
 
 (librdkafka's send_offsets_to_transaction can hang for good when the group
 coordinator's broker leaves the cluster's metadata, as a stopped broker does:
@@ -21,6 +23,7 @@ once: nothing lost, nothing doubled, across coordinator and leader moves.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import threading
 import time
@@ -41,14 +44,16 @@ pytestmark = [pytest.mark.timeout(300), pytest.mark.java]
 
 PARTITIONS = 3
 GROUP = "etl"
+ABORT_EVERY = 7  # the job's transactions that fail on purpose: one in seven
 
 
 class TransformJob:
     """One instance of the exactly-once job (TxnClient.java `job`), its progress read from its output lines."""
 
-    def __init__(self, command: list[str], stop_file: Path) -> None:
+    def __init__(self, command: list[str], stop_file: Path, abort_every: int = 0) -> None:
         self.stop_file = stop_file
-        self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        env = {**os.environ, "TXN_JOB_ABORT_EVERY": str(abort_every)}
+        self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
         self.progress: dict[str, Any] = {"committed": 0, "aborts": 0, "restarts": 0}
         self.stderr: list[str] = []
         threading.Thread(target=self._read, daemon=True).start()
@@ -97,31 +102,46 @@ def committed_offsets(bootstrap: str) -> int:
     return sum(max(tp.offset, 0) for tp in offsets)
 
 
-def read_output(bootstrap: str) -> list[bytes]:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "verify", "isolation.level": "read_committed",
+def read_topic(bootstrap: str, topic: str, isolation: str = "read_committed") -> list[tuple[int, int, bytes]]:
+    """(partition, offset, value) of every record of `topic` as a consumer in `isolation` reads it."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "verify", "isolation.level": isolation,
                          "enable.auto.commit": False})
-    values: list[bytes] = []
+    values: list[tuple[int, int, bytes]] = []
     try:
-        ends = [consumer.get_watermark_offsets(TopicPartition("output", p), 10, cached=False)[1]
+        ends = [consumer.get_watermark_offsets(TopicPartition(topic, p), 10, cached=False)[1]
                 for p in range(PARTITIONS)]
-        consumer.assign([TopicPartition("output", p, 0) for p in range(PARTITIONS)])
+        consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
         done = {p for p in range(PARTITIONS) if ends[p] == 0}
         deadline = time.monotonic() + 60
         while len(done) < PARTITIONS and time.monotonic() < deadline:
             message = consumer.poll(0.2)
             if message is None:
-                positions = consumer.position([TopicPartition("output", p) for p in range(PARTITIONS)])
+                positions = consumer.position([TopicPartition(topic, p) for p in range(PARTITIONS)])
                 done |= {tp.partition for tp in positions if tp.offset >= ends[tp.partition]}
                 continue
             if message.error():
                 continue
-            values.append(message.value())
+            values.append((message.partition(), message.offset(), message.value()))
             if message.offset() + 1 >= ends[message.partition()]:
                 done.add(message.partition())
     finally:
         consumer.close()
-    assert len(done) == PARTITIONS, "output not read to its end"
+    assert len(done) == PARTITIONS, f"{topic} not read to its end"
     return values
+
+
+def doubled(bootstrap: str, output: list[tuple[int, int, bytes]]) -> str:
+    """Where each input number written twice to output is, in output and in input (read uncommitted)."""
+    where: dict[int, list[tuple[int, int]]] = {}
+    for partition, offset, value in output:
+        where.setdefault(int(value.removesuffix(b"-out")), []).append((partition, offset))
+    twice = {n: places for n, places in where.items() if len(places) > 1}
+    in_input: dict[int, list[tuple[int, int]]] = {}
+    for partition, offset, value in read_topic(bootstrap, "input", "read_uncommitted"):
+        if int(value) in twice:
+            in_input.setdefault(int(value), []).append((partition, offset))
+    return "; ".join(f"{n}: output (partition, offset) {places}, input {in_input.get(n)}"
+                     for n, places in sorted(twice.items())[:10])
 
 
 def test_rolling_restart_under_an_exactly_once_job(nodes: list[BrokerProcess], txn_java: Any,  # noqa: F811
@@ -136,7 +156,7 @@ def test_rolling_restart_under_an_exactly_once_job(nodes: list[BrokerProcess], t
 
     stop_file = tmp_path / "stop-jobs"
     jobs = [TransformJob(txn_java.command("job", bootstrap, f"etl-{i}", "input", "output", GROUP, stop_file),
-                         stop_file) for i in (1, 2)]
+                         stop_file, ABORT_EVERY) for i in (1, 2)]
     try:
         with SequenceStream(bootstrap, "input", partition=None) as feeder:
             wait_for(lambda: sum(j.committed for j in jobs) > 500, timeout=60, what="the job under way")
@@ -157,8 +177,10 @@ def test_rolling_restart_under_an_exactly_once_job(nodes: list[BrokerProcess], t
         for job in jobs:
             job.stop()
     assert not [j.failure() for j in jobs if j.failure()], [j.failure() for j in jobs]
+    assert all(j.progress["aborts"] > 0 for j in jobs), progress(jobs)
 
-    output = read_output(bootstrap)
-    seen = [int(v.removesuffix(b"-out")) for v in output]
-    assert len(seen) == len(set(seen)), "a record was written twice"
+    output = read_topic(bootstrap, "output")
+    seen = [int(v.removesuffix(b"-out")) for _, _, v in output]
+    assert len(seen) == len(set(seen)), \
+        f"a record was written twice: {doubled(bootstrap, output)} ({progress(jobs)})"
     assert set(seen) == acked, "output is input, exactly once"

@@ -23,6 +23,7 @@ connection is (User:ANONYMOUS on a PLAINTEXT listener), which needs CLUSTER_ACTI
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from klamm.broker.handlers import Api
@@ -165,33 +166,22 @@ async def txn_offset_commit(broker: BrokerServices, request: Any) -> dict[str, A
 
 # WriteTxnMarkers
 async def write_txn_markers(broker: BrokerServices, request: Any) -> dict[str, Any]:
+    markers = request.body.markers
+    wanted = [(marker, topic.name, index) for marker in markers for topic in marker.topics
+              for index in topic.partition_indexes]
     if denied(broker, request, AclOperation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME) and \
             denied(broker, request, AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME):
-        return {"markers": [{"producer_id": marker.producer_id, "topics": [
-            {"name": topic.name, "partitions": [{"partition_index": index,
-                                                 "error_code": ErrorCode.cluster_authorization_failed}
-                                                for index in topic.partition_indexes]}
-            for topic in marker.topics]} for marker in request.body.markers]}
-    results = []
-    for marker in request.body.markers:
-        topics = [{"name": topic.name,
-                   "partitions": [{"partition_index": index,
-                                   "error_code": _write_marker(broker, marker, topic.name, index)}
-                                  for index in topic.partition_indexes]}
-                  for topic in marker.topics]
-        results.append({"producer_id": marker.producer_id, "topics": topics})
-    return {"markers": results}
-
-
-def _write_marker(broker: BrokerServices, marker: Any, topic: str, index: int) -> ErrorCode:
-    try:
-        broker.transactions.append_marker(topic, index, marker.producer_id, marker.producer_epoch,
-                                          marker.coordinator_epoch, marker.transaction_result)
-    except KafkaError as exc:
-        return exc.code
-    except OSError:
-        return ErrorCode.kafka_storage_error
-    return ErrorCode.none
+        errors = [ErrorCode.cluster_authorization_failed] * len(wanted)
+    else:  # every marker is appended at once; each is answered once the ISR of its partition has it
+        errors = await asyncio.gather(*(
+            broker.transactions.write_marker(name, index, marker.producer_id, marker.producer_epoch,
+                                             marker.coordinator_epoch, marker.transaction_result)
+            for marker, name, index in wanted))
+    answers = iter(errors)
+    return {"markers": [{"producer_id": marker.producer_id, "topics": [
+        {"name": topic.name, "partitions": [{"partition_index": index, "error_code": next(answers)}
+                                            for index in topic.partition_indexes]}
+        for topic in marker.topics]} for marker in markers]}
 
 
 # DescribeTransactions

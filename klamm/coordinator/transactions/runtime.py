@@ -9,10 +9,11 @@ becomes leader of is loaded (at start-up before serving, as before), and one it
 stops leading is unloaded.
 
 `run` appends an operation's records, replays them, and for a prepared
-transaction writes the markers locally — what Kafka's WriteTxnMarkers does — to
-every partition of the transaction (a marker on __consumer_offsets also tells
-the group coordinator to publish or drop the pending offsets) and then the
-Complete record. Loading finishes transactions a crash left prepared; timed-out
+transaction writes the markers to every partition of the transaction: here when
+this broker leads it, else with WriteTxnMarkers to its leader (a marker on
+__consumer_offsets also tells the group coordinator to publish or drop the
+pending offsets). A marker counts once the partition's ISR has it, as Kafka
+appends markers with acks=all; then the Complete record is written. Loading finishes transactions a crash left prepared; timed-out
 transactions are aborted by the timer loop.
 """
 
@@ -20,7 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from klamm.coordinator.loading import PartitionLoads, read_batches
@@ -67,8 +68,8 @@ class TransactionCoordinatorRuntime:
         self._retries: dict[str, Completion] = {}  # prepared transactions whose markers are due again
         self._failures: dict[str, int] = {}  # transactional id -> writes failed in a row (for the backoff)
         # (transactional id, producer id, epoch, topic, partition) -> sending / written / failed: markers
-        # of partitions led by other brokers, sent with WriteTxnMarkers
-        self._remote_markers: dict[tuple, str] = {}
+        # sent with WriteTxnMarkers to the broker leading their partition, or appended here and waiting for the ISR
+        self._markers: dict[tuple, str] = {}
         self._sending: set[asyncio.Task[None]] = set()
 
     # lifecycle
@@ -215,28 +216,46 @@ class TransactionCoordinatorRuntime:
         return min(RETRY_BACKOFF_MS << min(failures - 1, 16), limit)
 
     def _write_markers(self, completion: Completion) -> frozenset[tuple[str, int]]:
-        """Write the markers; the partitions whose marker failed and must be written again."""
-        control = ControlRecordType.COMMIT if completion.commit else ControlRecordType.ABORT
+        """Write the markers; the partitions whose marker is not written yet (under way, or failed: written again
+        at the transaction's next retry)."""
         coordinator_epoch = self._coordinator_epoch(completion.transactional_id)
-        failed = set()
-        for topic, index in sorted(completion.partitions):
-            leader = self._leader_of(topic, index)
-            if leader is not None and leader != self.broker.node_id:
-                if not self._remote_marker_done(completion, topic, index, leader, coordinator_epoch):
-                    failed.add((topic, index))
-                continue
-            try:
-                self.append_marker(topic, index, completion.producer_id, completion.producer_epoch,
-                                   coordinator_epoch, completion.commit)
-            except (KafkaError, OSError) as exc:
-                if isinstance(exc, KafkaError) and exc.code in _MARKER_GIVE_UP:
-                    log.warning("no %s marker for %s-%d (producer %d): %s", control.name, topic, index,
-                                completion.producer_id, exc)
-                else:
-                    log.warning("%s marker for %s-%d (producer %d) failed, will retry: %r", control.name, topic,
-                                index, completion.producer_id, exc)
-                    failed.add((topic, index))
-        return frozenset(failed)
+        return frozenset((topic, index) for topic, index in sorted(completion.partitions)
+                         if not self._marker_written(completion, topic, index, coordinator_epoch))
+
+    def _marker_written(self, completion: Completion, topic: str, index: int, coordinator_epoch: int) -> bool:
+        """Whether the marker on the partition is written, or given up; if not, write it or wait for it."""
+        key = (completion.transactional_id, completion.producer_id, completion.producer_epoch, topic, index)
+        state = self._markers.pop(key, None)
+        if state == "sending":
+            self._markers[key] = state
+            return False
+        if state == "written":
+            return True
+        leader = self._leader_of(topic, index)
+        if leader is not None and leader != self.broker.node_id:
+            self._await_marker(key, lambda: self.broker.txn_markers.write(
+                leader, topic, index, completion.producer_id, completion.producer_epoch, coordinator_epoch,
+                completion.commit))
+            return False
+        try:
+            partition, offset = self.append_marker(topic, index, completion.producer_id, completion.producer_epoch,
+                                                   coordinator_epoch, completion.commit)
+        except (KafkaError, OSError) as exc:
+            control = "COMMIT" if completion.commit else "ABORT"
+            if isinstance(exc, KafkaError) and exc.code in _MARKER_GIVE_UP:
+                log.warning("no %s marker for %s-%d (producer %d): %s", control, topic, index,
+                            completion.producer_id, exc)
+                return True
+            log.warning("%s marker for %s-%d (producer %d) failed, will retry: %r", control, topic, index,
+                        completion.producer_id, exc)
+            return False
+        # Written once the ISR has it, as Kafka appends markers with acks=all: a marker only this leader had
+        # would be lost with its leadership, and the transaction left open on the partition for good.
+        if partition.replication_outcome(offset + 1) == ErrorCode.none:
+            return True
+        self._await_marker(key, lambda: partition.wait_for_replication(
+            offset + 1, self.broker.config.request_timeout_ms / 1000))
+        return False
 
     def _leader_of(self, topic: str, index: int) -> int | None:
         """The partition's leader in the image; None when the partition is gone (or has none)."""
@@ -244,38 +263,42 @@ class TransactionCoordinatorRuntime:
         partition = topic_image.partitions.get(index) if topic_image is not None else None
         return partition.leader if partition is not None and partition.leader >= 0 else None
 
-    def _remote_marker_done(self, completion: Completion, topic: str, index: int, leader: int,
-                            coordinator_epoch: int) -> bool:
-        """A marker another broker writes (WriteTxnMarkers): True once written; else it is (being) sent."""
-        key = (completion.transactional_id, completion.producer_id, completion.producer_epoch, topic, index)
-        state = self._remote_markers.get(key)
-        if state == "written":
-            del self._remote_markers[key]
-            return True
-        if state != "sending":
-            self._remote_markers[key] = "sending"
-            task = asyncio.ensure_future(self._send_marker(key, leader, coordinator_epoch, completion.commit))
-            self._sending.add(task)
-            task.add_done_callback(self._sending.discard)
-        return False
+    def _await_marker(self, key: tuple, outcome: Callable[[], Awaitable[ErrorCode]]) -> None:
+        """Wait in a task for a marker's `outcome` (sent to its leader, or replicated from here)."""
+        self._markers[key] = "sending"
+        task = asyncio.ensure_future(self._marker_outcome(key, outcome))
+        self._sending.add(task)
+        task.add_done_callback(self._sending.discard)
 
-    async def _send_marker(self, key: tuple, leader: int, coordinator_epoch: int, commit: bool) -> None:
-        transactional_id, producer_id, producer_epoch, topic, index = key
-        error = await self.broker.txn_markers.write(leader, topic, index, producer_id, producer_epoch,
-                                                    coordinator_epoch, commit)
+    async def _marker_outcome(self, key: tuple, outcome: Callable[[], Awaitable[ErrorCode]]) -> None:
+        transactional_id, producer_id, _, topic, index = key
+        error = await outcome()
         if error == ErrorCode.none or error in _MARKER_GIVE_UP:
             if error != ErrorCode.none:
-                log.warning("no marker for %s-%d (producer %d) on broker %d: %s", topic, index, producer_id, leader,
-                            error.name)
-            self._remote_markers[key] = "written"
+                log.warning("no marker for %s-%d (producer %d): %s", topic, index, producer_id, error.name)
+            self._markers[key] = "written"
             if transactional_id in self._retries:  # finish the transaction now rather than at its backoff
                 self.timer.schedule(("txn-retry", transactional_id), 0, lambda: None)
         else:
-            self._remote_markers[key] = "failed"  # sent again at the transaction's next retry
+            self._markers[key] = "failed"  # written again at the transaction's next retry
+
+    async def write_marker(self, topic: str, index: int, producer_id: int, producer_epoch: int,
+                           coordinator_epoch: int, commit: bool) -> ErrorCode:
+        """WriteTxnMarkers' work for one partition: append the marker, answer once the ISR has it (Kafka's
+        acks=all append of markers; a marker answered sooner could be lost with this leader)."""
+        try:
+            partition, offset = self.append_marker(topic, index, producer_id, producer_epoch, coordinator_epoch,
+                                                   commit)
+        except KafkaError as exc:
+            return exc.code
+        except OSError:
+            return ErrorCode.kafka_storage_error
+        return await partition.wait_for_replication(offset + 1, self.broker.config.request_timeout_ms / 1000)
 
     def append_marker(self, topic: str, index: int, producer_id: int, producer_epoch: int, coordinator_epoch: int,
-                      commit: bool) -> None:
-        """Write one marker to a partition this broker leads (WriteTxnMarkers' work); raises KafkaError.
+                      commit: bool) -> tuple[Any, int]:
+        """Append one marker to a partition this broker leads; raises KafkaError. The partition and the marker's
+        offset.
 
         A partition that no longer exists is UNKNOWN_TOPIC_OR_PARTITION (the marker is given up); one
         led elsewhere is NOT_LEADER_OR_FOLLOWER. A marker on __consumer_offsets also publishes or drops
@@ -292,6 +315,7 @@ class TransactionCoordinatorRuntime:
         appended = partition.append_marker(producer_id, producer_epoch, coordinator_epoch, control)
         if topic == CONSUMER_OFFSETS:
             self.broker.group_coordinator.replay_marker(index, producer_id, commit, appended.first_offset)
+        return partition, appended.first_offset
 
     def _coordinator_epoch(self, transactional_id: str) -> int:
         index = self.ready().partition_for(transactional_id)

@@ -21,8 +21,10 @@
 //       subscribes to <in> in <group> (read_committed), and for each poll writes every value + "-out"
 //       to <out> and the consumed positions with sendOffsetsToTransaction, in one transaction.
 //       An abortable error aborts and rewinds to the group's committed offsets; a fatal one (fenced,
-//       timed-out transaction) starts a new producer with the same transactional id. Prints
-//       {"committed":n,"aborts":a,"restarts":r} after each commit and at the end, once <stop-file> exists.
+//       timed-out transaction) starts a new producer with the same transactional id. With the environment's
+//       TXN_JOB_ABORT_EVERY=n, every n-th transaction fails on purpose just before its commit, and is aborted
+//       and rewound as above. Prints {"committed":n,"aborts":a,"restarts":r} after each commit and at the end,
+//       once <stop-file> exists.
 //   Kafka API errors print {"error":"<ExceptionSimpleName>","message":...} and return rc 3.
 
 import java.io.PrintStream;
@@ -227,7 +229,8 @@ public final class TxnClient {
     }
 
     static void job(String bootstrap, String txnId, String in, String out, String group, Path stop, String protocol) {
-        long committed = 0, aborts = 0, restarts = 0;
+        long committed = 0, aborts = 0, restarts = 0, txns = 0;
+        long abortEvery = Long.parseLong(System.getenv().getOrDefault("TXN_JOB_ABORT_EVERY", "0"));
         KafkaProducer<String, String> producer = producer(bootstrap, txnId);
         producer.initTransactions();
         try (KafkaConsumer<String, String> consumer = consumer(bootstrap, "read_committed", group, protocol)) {
@@ -244,6 +247,7 @@ public final class TxnClient {
                         offsets.put(new TopicPartition(r.topic(), r.partition()), new OffsetAndMetadata(r.offset() + 1));
                     }
                     producer.sendOffsetsToTransaction(offsets, consumer.groupMetadata());
+                    if (abortEvery > 0 && ++txns % abortEvery == 0) throw new KafkaException("a deliberate abort");
                     commit(producer);
                     committed += records.count();
                     done = true;
