@@ -357,7 +357,7 @@ def test_a_transaction_completes_once_the_isr_of_each_partition_has_its_marker()
     transaction's marker deciding it). With a follower dead but still in the ISR, a transaction stays
     PrepareCommit until the ISR shrinks, whether its partition is led by the coordinator (the marker written
     there) or by another broker (WriteTxnMarkers)."""
-    with run_cluster(3, replica_lag_time_max_ms=5000, replica_fetch_backoff_ms=50, replica_fetch_wait_max_ms=50,
+    with run_cluster(3, replica_lag_time_max_ms=8000, replica_fetch_backoff_ms=50, replica_fetch_wait_max_ms=50,
                      transaction_state_log_replication_factor=1) as c:
         by_coordinator: dict[int, list[str]] = {}
         for n in range(20):  # two transactional ids with one coordinator
