@@ -13,8 +13,9 @@ transaction writes the markers to every partition of the transaction: here when
 this broker leads it, else with WriteTxnMarkers to its leader (a marker on
 __consumer_offsets also tells the group coordinator to publish or drop the
 pending offsets). A marker counts once the partition's ISR has it, as Kafka
-appends markers with acks=all; then the Complete record is written. Loading finishes transactions a crash left prepared; timed-out
-transactions are aborted by the timer loop.
+appends markers with acks=all; then the Complete record is written. Loading
+finishes transactions a crash left prepared; timed-out transactions are aborted
+by the timer loop.
 """
 
 from __future__ import annotations
@@ -113,10 +114,15 @@ class TransactionCoordinatorRuntime:
 
     def _unload(self, index: int) -> None:
         assert self.coordinator is not None
-        for transactional_id in self.coordinator.unload(index):
+        unloaded = set(self.coordinator.unload(index))
+        for transactional_id in unloaded:
             self._retries.pop(transactional_id, None)
             self._failures.pop(transactional_id, None)
             self.timer.cancel(("txn-retry", transactional_id))
+        # A marker's state kept would answer for the same producer's next transaction, should this broker
+        # coordinate the id again: its marker taken as written, or as under way.
+        for key in [key for key in self._markers if key[0] in unloaded]:
+            del self._markers[key]
 
     def _new_coordinator(self, partitions: int) -> TransactionCoordinator:
         broker_config = self.broker.config
@@ -273,6 +279,8 @@ class TransactionCoordinatorRuntime:
     async def _marker_outcome(self, key: tuple, outcome: Callable[[], Awaitable[ErrorCode]]) -> None:
         transactional_id, producer_id, _, topic, index = key
         error = await outcome()
+        if self._markers.get(key) != "sending":
+            return  # its transaction is no longer coordinated here
         if error == ErrorCode.none or error in _MARKER_GIVE_UP:
             if error != ErrorCode.none:
                 log.warning("no marker for %s-%d (producer %d): %s", topic, index, producer_id, error.name)
