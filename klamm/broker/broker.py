@@ -612,19 +612,24 @@ class Broker:
         return endpoint.host, endpoint.port
 
     def create_internal_topic(self, name: str, partitions: int, replication_factor: int,
-                              configs: dict[str, str]) -> None:
+                              configs: dict[str, str], *, deferred: bool = False) -> None:
         """Create a coordinator's compacted topic, its replication factor capped at the live brokers.
 
         Kafka refuses the topic while fewer brokers run than asked for; a single-node
         klamm caps instead, so its coordinators work out of the box.
+
+        A cluster's node asks its controller, and the coordinator is not available
+        meanwhile. So does a single node when the caller can wait for the topic
+        (`deferred`: FindCoordinator): its logs are then made off the loop, where
+        making them inline held it ~1 ms a partition (50 for __consumer_offsets).
         """
         live = max(1, len(self.broker_endpoints()))
         spec = CreateTopicSpec(name=name, num_partitions=partitions, replication_factor=min(replication_factor, live),
                                assignments=None, configs={"cleanup.policy": "compact", **configs})
-        if self.broker_only or self.in_quorum:  # asked of the controller; meanwhile the coordinator is not available
+        if self.broker_only or self.in_quorum or deferred:
             self._create_internal_topic_later(spec)
             raise KafkaError(ErrorCode.coordinator_not_available, f"{name} is being created")
-        # Synchronous: coordinators create their topic inside a request's synchronous part.
+        # Synchronous: the caller serves the topic within its request's synchronous part.
         [result] = self.controller.create_topics(
             [spec], default_partitions=self.config.num_partitions,
             default_replication_factor=self.config.default_replication_factor,

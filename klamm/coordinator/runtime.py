@@ -163,14 +163,20 @@ class GroupCoordinatorRuntime:
     def _topic(self) -> Any:
         return self.broker.controller.image.topics_by_name.get(CONSUMER_OFFSETS)
 
-    def ensure_topic(self) -> None:
-        """Create __consumer_offsets if missing and start serving the (empty) partitions led here."""
+    def ensure_topic(self, *, deferred: bool = False) -> None:
+        """Create __consumer_offsets if missing and start serving the (empty) partitions led here (with `deferred`,
+        COORDINATOR_NOT_AVAILABLE while it is created: Broker.create_internal_topic)."""
         if self._topic() is None:
             config = self.broker.config
             self.broker.create_internal_topic(
                 CONSUMER_OFFSETS, config.offsets_topic_num_partitions, config.offsets_topic_replication_factor,
-                {"compression.type": "producer", "segment.bytes": str(config.offsets_topic_segment_bytes)})
+                {"compression.type": "producer", "segment.bytes": str(config.offsets_topic_segment_bytes)},
+                deferred=deferred)
             self._loads.load_now()  # the new partitions are empty: serve them at once
+
+    async def loads_settled(self) -> None:
+        """Until the partitions this broker began to load have been loaded."""
+        await self._loads.settled()
 
     # loading: a partition is served while this broker leads it
     def follow_leadership(self, image: Any) -> None:

@@ -104,6 +104,8 @@ async def find_coordinator(broker: BrokerServices, request: Any) -> dict[str, An
     internal_topic = _INTERNAL_TOPICS.get(key_type)
     if (internal_topic is not None and any(f["error_code"] == ErrorCode.coordinator_not_available for f in found)
             and await _created_meanwhile(broker, internal_topic, CREATION_WAIT_S)):
+        # the coordinator named is this broker's on a single node: its requests find the new partitions loaded
+        await (broker.group_coordinator if key_type == KEY_TYPE_GROUP else broker.transactions).loads_settled()
         found = [_find(broker, request, key_type, key) for key in keys]
     if version >= 4:
         return {"coordinators": found}
@@ -111,8 +113,8 @@ async def find_coordinator(broker: BrokerServices, request: Any) -> dict[str, An
 
 
 _INTERNAL_TOPICS = {KEY_TYPE_GROUP: CONSUMER_OFFSETS, KEY_TYPE_TRANSACTION: TRANSACTION_STATE}
-# A cluster creates a coordinator's topic through its controller, so the first FindCoordinator answers
-# COORDINATOR_NOT_AVAILABLE (as Kafka's does) while it is created. librdkafka asks again twice, then waits for a
+# A coordinator's topic is created through the controller (a single node's makes its logs off the loop), so the
+# first FindCoordinator answers COORDINATOR_NOT_AVAILABLE (as Kafka's does) while it is created. librdkafka asks again twice, then waits for a
 # broker connection to change state before asking again (rd_kafka_coord_req_fsm): with every connection up, its
 # admin's group requests time out. So an answer waits up to this long for the topic to be published here.
 CREATION_WAIT_S = 5.0
@@ -141,9 +143,9 @@ def _find(broker: BrokerServices, request: Any, key_type: int, key: str) -> dict
         if key_type not in (KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION):
             raise KafkaError(ErrorCode.invalid_request, f"unknown key type {key_type}")
         if key_type == KEY_TYPE_GROUP:
-            broker.group_coordinator.ensure_topic()
+            broker.group_coordinator.ensure_topic(deferred=True)
         else:
-            broker.transactions.ensure_topic()
+            broker.transactions.ensure_topic(deferred=True)
         node_id, host, port = _coordinator_of(broker, CONSUMER_OFFSETS if key_type == KEY_TYPE_GROUP
                                               else TRANSACTION_STATE, key, request.listener)
     except KafkaError as exc:

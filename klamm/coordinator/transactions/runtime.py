@@ -92,15 +92,21 @@ class TransactionCoordinatorRuntime:
     def _topic(self) -> Any:
         return self.broker.controller.image.topics_by_name.get(TRANSACTION_STATE)
 
-    def ensure_topic(self) -> None:
-        """Create __transaction_state if missing and serve the (empty) partitions led here."""
+    def ensure_topic(self, *, deferred: bool = False) -> None:
+        """Create __transaction_state if missing and serve the (empty) partitions led here (with `deferred`,
+        COORDINATOR_NOT_AVAILABLE while it is created: Broker.create_internal_topic)."""
         if self._topic() is None:
             config = self.broker.config
             self.broker.create_internal_topic(
                 TRANSACTION_STATE, config.transaction_state_log_num_partitions,
                 config.transaction_state_log_replication_factor,
-                {"compression.type": "uncompressed", "segment.bytes": str(config.transaction_state_log_segment_bytes)})
+                {"compression.type": "uncompressed", "segment.bytes": str(config.transaction_state_log_segment_bytes)},
+                deferred=deferred)
             self._loads.load_now()
+
+    async def loads_settled(self) -> None:
+        """Until the partitions this broker began to load have been loaded."""
+        await self._loads.settled()
 
     # loading: a partition is served while this broker leads it
     def follow_leadership(self, image: Any) -> None:
