@@ -646,7 +646,9 @@ class Broker:
         async def create() -> None:
             try:
                 [result] = await self.controller_client.create_topics([spec], validate_only=False)
-                if result.error not in (ErrorCode.none, ErrorCode.topic_already_exists):
+                if result.error == ErrorCode.none:
+                    log.info("created %s with %d partitions", spec.name, spec.num_partitions)
+                elif result.error != ErrorCode.topic_already_exists:
                     log.warning("creating %s: %s", spec.name, result.error.name)
             except KafkaError as exc:
                 log.warning("creating %s: %s", spec.name, exc)
