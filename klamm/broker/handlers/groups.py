@@ -114,9 +114,10 @@ async def find_coordinator(broker: BrokerServices, request: Any) -> dict[str, An
 
 _INTERNAL_TOPICS = {KEY_TYPE_GROUP: CONSUMER_OFFSETS, KEY_TYPE_TRANSACTION: TRANSACTION_STATE}
 # A coordinator's topic is created through the controller (a single node's makes its logs off the loop), so the
-# first FindCoordinator answers COORDINATOR_NOT_AVAILABLE (as Kafka's does) while it is created. librdkafka asks again twice, then waits for a
-# broker connection to change state before asking again (rd_kafka_coord_req_fsm): with every connection up, its
-# admin's group requests time out. So an answer waits up to this long for the topic to be published here.
+# first FindCoordinator answers COORDINATOR_NOT_AVAILABLE (as Kafka's does) while it is created. librdkafka asks
+# again twice, then waits for a broker connection to change state before asking again (rd_kafka_coord_req_fsm):
+# with every connection up, its admin's group requests time out. So an answer waits up to this long for the topic
+# to be published here.
 CREATION_WAIT_S = 5.0
 
 
