@@ -406,8 +406,16 @@ class Partition:
 
     def append_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int,
                       control: ControlRecordType) -> AppendResult:
-        """Append a transaction marker (WriteTxnMarkers, or the coordinator's own write when it leads here)."""
+        """Append a transaction marker (WriteTxnMarkers, or the coordinator's own write when it leads here).
+
+        Markers are appended with acks=all, as Kafka's are: not at all while the ISR is below
+        min.insync.replicas (the coordinator retries), rather than once per retry.
+        """
         self.check_leader()
+        if self.leader is not None and len(self.isr) < self.config.min_insync_replicas:
+            raise KafkaError(ErrorCode.not_enough_replicas,
+                             f"the ISR of {self.topic}-{self.index} has {len(self.isr)} replicas, fewer than "
+                             f"min.insync.replicas={self.config.min_insync_replicas}")
         self.log.producer_state.check_marker(producer_id, coordinator_epoch)
         buf = bytearray(build_control_batch(control, producer_id=producer_id, producer_epoch=producer_epoch,
                                             coordinator_epoch=coordinator_epoch, timestamp_ms=self._time_ms()))

@@ -392,6 +392,38 @@ def test_a_transaction_completes_once_the_isr_of_each_partition_has_its_marker()
         assert all(down not in c.partition("tx", p).isr for p in (0, 1))
 
 
+def test_a_marker_is_not_appended_while_the_isr_is_below_min_insync_replicas() -> None:
+    """Kafka's acks=all append refuses a marker while the ISR is short (NOT_ENOUGH_REPLICAS): the transaction
+    stays prepared, the coordinator retrying, with no marker appended per retry; it completes once the ISR
+    has grown back."""
+    with run_cluster(3, replica_lag_time_max_ms=1000, replica_fetch_backoff_ms=50, replica_fetch_wait_max_ms=50,
+                     transaction_state_log_replication_factor=1) as c:
+        coordinator = coordinator_of(c, "tid", key_type=1)
+        follower = next(n for n in c.brokers if n != coordinator)
+        admin = AdminClient({"bootstrap.servers": c.bootstrap_servers})
+        admin.create_topics([NewTopic("tx", 1, replica_assignment=[[coordinator, follower]],
+                                      config={"min.insync.replicas": "2"})])["tx"].result(15)
+        eventually(lambda: len(c.partition("tx").isr) == 2)
+        producer = Producer({"bootstrap.servers": c.bootstrap_servers, "transactional.id": "tid", "acks": "all"})
+        producer.init_transactions(30)
+        producer.begin_transaction()
+        producer.produce("tx", value=b"v")
+        producer.flush(30)
+        c.call(c.kill_broker(follower))  # fenced: the ISR shrinks to the leader alone
+        eventually(lambda: list(c.partition("tx").isr) == [coordinator])
+        producer.commit_transaction(30)
+
+        def state() -> str:
+            return c.call(_on_loop(lambda: c.brokers[coordinator].transactions.coordinator.txns["tid"].state.name))
+
+        leader = replica(c, coordinator, "tx")
+        time.sleep(1)  # the coordinator's retries, 100 ms apart and doubling
+        assert (state(), leader.log_end_offset) == ("PREPARE_COMMIT", 1)
+        c.call(c.start_broker(follower))
+        eventually(lambda: state() == "COMPLETE_COMMIT")
+        assert leader.log_end_offset == 2  # the record, one marker
+
+
 def test_a_partition_leader_verifies_transactions_with_a_coordinator_on_another_broker(cluster: EmbeddedCluster) -> None:
     """KIP-890: a transactional batch for a partition not in the ongoing transaction is refused by its
     leader, which asks the coordinator (another broker) with AddPartitionsToTxn verify_only."""
