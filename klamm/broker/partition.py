@@ -171,6 +171,13 @@ class Partition:
         if not self.is_leader:
             raise KafkaError(ErrorCode.not_leader_or_follower)
 
+    def check_min_insync(self) -> None:
+        """An acks=all append is refused (NOT_ENOUGH_REPLICAS) while the ISR is below min.insync.replicas."""
+        if len(self.isr) < self.config.min_insync_replicas:
+            raise KafkaError(ErrorCode.not_enough_replicas,
+                             f"the ISR of {self.topic}-{self.index} has {len(self.isr)} replicas, fewer than "
+                             f"min.insync.replicas={self.config.min_insync_replicas}")
+
     # ------------------------------------------------------------ the leader's followers
     def on_follower_fetch(self, replica_id: int, fetch_offset: int, log_start_offset: int = -1) -> None:
         """A follower fetched from `fetch_offset` (its log end): the HW may move, the ISR may grow."""
@@ -412,10 +419,8 @@ class Partition:
         min.insync.replicas (the coordinator retries), rather than once per retry.
         """
         self.check_leader()
-        if self.leader is not None and len(self.isr) < self.config.min_insync_replicas:
-            raise KafkaError(ErrorCode.not_enough_replicas,
-                             f"the ISR of {self.topic}-{self.index} has {len(self.isr)} replicas, fewer than "
-                             f"min.insync.replicas={self.config.min_insync_replicas}")
+        if self.leader is not None:  # replicated
+            self.check_min_insync()
         self.log.producer_state.check_marker(producer_id, coordinator_epoch)
         buf = bytearray(build_control_batch(control, producer_id=producer_id, producer_epoch=producer_epoch,
                                             coordinator_epoch=coordinator_epoch, timestamp_ms=self._time_ms()))

@@ -466,8 +466,6 @@ def _records_of(data: bytes, header: BatchHeader) -> Iterator[Record]:
         raise _corrupt(f"malformed record: {exc}") from exc
 
 
-
-
 def decode_batch(
     buf: bytes | bytearray | memoryview, position: int = 0, *, check_crc: bool = False, limit: int | None = None
 ) -> tuple[BatchHeader, list[Record]]:

@@ -105,7 +105,7 @@ async def find_coordinator(broker: BrokerServices, request: Any) -> dict[str, An
     if (internal_topic is not None and any(f["error_code"] == ErrorCode.coordinator_not_available for f in found)
             and await _created_meanwhile(broker, internal_topic, CREATION_WAIT_S)):
         # the coordinator named is this broker's on a single node: its requests find the new partitions loaded
-        await (broker.group_coordinator if key_type == KEY_TYPE_GROUP else broker.transactions).loads_settled()
+        await _runtime_of(broker, key_type).loads_settled()
         found = [_find(broker, request, key_type, key) for key in keys]
     if version >= 4:
         return {"coordinators": found}
@@ -143,10 +143,7 @@ def _find(broker: BrokerServices, request: Any, key_type: int, key: str) -> dict
             raise KafkaError(error, message if request.api_version < 4 else None)
         if key_type not in (KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION):
             raise KafkaError(ErrorCode.invalid_request, f"unknown key type {key_type}")
-        if key_type == KEY_TYPE_GROUP:
-            broker.group_coordinator.ensure_topic(deferred=True)
-        else:
-            broker.transactions.ensure_topic(deferred=True)
+        _runtime_of(broker, key_type).ensure_topic(deferred=True)
         node_id, host, port = _coordinator_of(broker, CONSUMER_OFFSETS if key_type == KEY_TYPE_GROUP
                                               else TRANSACTION_STATE, key, request.listener)
     except KafkaError as exc:
@@ -154,6 +151,11 @@ def _find(broker: BrokerServices, request: Any, key_type: int, key: str) -> dict
                 "error_message": exc.message}
     return {"key": key, "node_id": node_id, "host": host, "port": port, "error_code": ErrorCode.none,
             "error_message": None}
+
+
+def _runtime_of(broker: BrokerServices, key_type: int) -> Any:
+    """The coordinator runtime a key type names: the group coordinator's, or the transaction coordinator's."""
+    return broker.group_coordinator if key_type == KEY_TYPE_GROUP else broker.transactions
 
 
 def _coordinator_of(broker: BrokerServices, internal_topic: str, key: str, listener: str = "") -> tuple[int, str, int]:

@@ -165,10 +165,8 @@ def _submit(broker: BrokerServices, topic: str, index: int, records: Any, acks: 
         if is_internal(topic):
             raise KafkaError(ErrorCode.invalid_topic_exception, f"Cannot append to internal topic {topic}")
         partition.check_leader()
-        if acks == -1 and len(partition.isr) < partition.config.min_insync_replicas:
-            raise KafkaError(ErrorCode.not_enough_replicas,
-                             f"the ISR of {topic}-{index} has {len(partition.isr)} replicas, fewer than "
-                             f"min.insync.replicas={partition.config.min_insync_replicas}")
+        if acks == -1:
+            partition.check_min_insync()
         if records is None:
             raise KafkaError(ErrorCode.invalid_record, "null records")
         if upconvert:

@@ -249,24 +249,17 @@ class TransactionCoordinatorRuntime:
                 leader, topic, index, completion.producer_id, completion.producer_epoch, coordinator_epoch,
                 completion.commit))
             return False
-        try:
-            partition, offset = self.append_marker(topic, index, completion.producer_id, completion.producer_epoch,
-                                                   coordinator_epoch, completion.commit)
-        except (KafkaError, OSError) as exc:
-            control = "COMMIT" if completion.commit else "ABORT"
-            if isinstance(exc, KafkaError) and exc.code in _MARKER_GIVE_UP:
-                log.warning("no %s marker for %s-%d (producer %d): %s", control, topic, index,
-                            completion.producer_id, exc)
-                return True
-            log.warning("%s marker for %s-%d (producer %d) failed, will retry: %r", control, topic, index,
-                        completion.producer_id, exc)
-            return False
+        appended = self.append_marker(topic, index, completion.producer_id, completion.producer_epoch,
+                                      coordinator_epoch, completion.commit)
+        if isinstance(appended, ErrorCode):
+            return self._settled(key, appended)
         # Written once the ISR has it, as Kafka appends markers with acks=all: a marker only this leader had
         # would be lost with its leadership, and the transaction left open on the partition for good.
-        if partition.replication_outcome(offset + 1) == ErrorCode.none:
-            return True
-        self._await_marker(key, lambda: partition.wait_for_replication(
-            offset + 1, self.broker.config.request_timeout_ms / 1000))
+        partition, offset = appended
+        outcome = partition.replication_outcome(offset + 1)
+        if outcome is not None:
+            return self._settled(key, outcome)
+        self._await_marker(key, lambda: self._replicated_marker(partition, offset))
         return False
 
     def _leader_of(self, topic: str, index: int) -> int | None:
@@ -283,50 +276,64 @@ class TransactionCoordinatorRuntime:
         task.add_done_callback(self._sending.discard)
 
     async def _marker_outcome(self, key: tuple, outcome: Callable[[], Awaitable[ErrorCode]]) -> None:
-        transactional_id, producer_id, _, topic, index = key
         error = await outcome()
         if self._markers.get(key) != "sending":
             return  # its transaction is no longer coordinated here
-        if error == ErrorCode.none or error in _MARKER_GIVE_UP:
-            if error != ErrorCode.none:
-                log.warning("no marker for %s-%d (producer %d): %s", topic, index, producer_id, error.name)
+        if self._settled(key, error):
             self._markers[key] = "written"
+            transactional_id = key[0]
             if transactional_id in self._retries:  # finish the transaction now rather than at its backoff
                 self.timer.schedule(("txn-retry", transactional_id), 0, lambda: None)
         else:
             self._markers[key] = "failed"  # written again at the transaction's next retry
 
+    @staticmethod
+    def _settled(key: tuple, error: ErrorCode) -> bool:
+        """Whether a marker's `error` ends its writing: none, or one Kafka's marker channel gives up on (the
+        partition gone, a newer producer epoch or coordinator there). Any other is retried."""
+        if error == ErrorCode.none:
+            return True
+        _, producer_id, _, topic, index = key
+        if error in _MARKER_GIVE_UP:
+            log.warning("no marker for %s-%d (producer %d): %s", topic, index, producer_id, error.name)
+            return True
+        log.info("marker for %s-%d (producer %d) not written yet, will retry: %s", topic, index, producer_id,
+                 error.name)
+        return False
+
     async def write_marker(self, topic: str, index: int, producer_id: int, producer_epoch: int,
                            coordinator_epoch: int, commit: bool) -> ErrorCode:
         """WriteTxnMarkers' work for one partition: append the marker, answer once the ISR has it (Kafka's
         acks=all append of markers; a marker answered sooner could be lost with this leader)."""
-        try:
-            partition, offset = self.append_marker(topic, index, producer_id, producer_epoch, coordinator_epoch,
-                                                   commit)
-        except KafkaError as exc:
-            return exc.code
-        except OSError:
-            return ErrorCode.kafka_storage_error
+        appended = self.append_marker(topic, index, producer_id, producer_epoch, coordinator_epoch, commit)
+        return appended if isinstance(appended, ErrorCode) else await self._replicated_marker(*appended)
+
+    async def _replicated_marker(self, partition: Any, offset: int) -> ErrorCode:
+        """acks=all's answer for the marker at `offset` (waiting at most request.timeout.ms)."""
         return await partition.wait_for_replication(offset + 1, self.broker.config.request_timeout_ms / 1000)
 
     def append_marker(self, topic: str, index: int, producer_id: int, producer_epoch: int, coordinator_epoch: int,
-                      commit: bool) -> tuple[Any, int]:
-        """Append one marker to a partition this broker leads; raises KafkaError. The partition and the marker's
-        offset.
+                      commit: bool) -> tuple[Any, int] | ErrorCode:
+        """Append one marker to a partition this broker leads: the partition and the marker's offset, or the error.
 
         A partition that no longer exists is UNKNOWN_TOPIC_OR_PARTITION (the marker is given up); one
-        led elsewhere is NOT_LEADER_OR_FOLLOWER. A marker on __consumer_offsets also publishes or drops
-        the transaction's pending offsets in the group coordinator.
+        led elsewhere is NOT_LEADER_OR_FOLLOWER; a failed write KAFKA_STORAGE_ERROR. A marker on
+        __consumer_offsets also publishes or drops the transaction's pending offsets in the group coordinator.
         """
         topic_image = self.broker.controller.image.topics_by_name.get(topic)
         partition_image = topic_image.partitions.get(index) if topic_image is not None else None
         if partition_image is None:
-            raise KafkaError(ErrorCode.unknown_topic_or_partition)
+            return ErrorCode.unknown_topic_or_partition
         if partition_image.leader != self.broker.node_id:
-            raise KafkaError(ErrorCode.not_leader_or_follower)
+            return ErrorCode.not_leader_or_follower
         control = ControlRecordType.COMMIT if commit else ControlRecordType.ABORT
         partition = self.broker.replicas.get(topic, index)
-        appended = partition.append_marker(producer_id, producer_epoch, coordinator_epoch, control)
+        try:
+            appended = partition.append_marker(producer_id, producer_epoch, coordinator_epoch, control)
+        except KafkaError as exc:
+            return exc.code
+        except OSError:
+            return ErrorCode.kafka_storage_error
         if topic == CONSUMER_OFFSETS:
             self.broker.group_coordinator.replay_marker(index, producer_id, commit, appended.first_offset)
         return partition, appended.first_offset
