@@ -28,6 +28,7 @@ from __future__ import annotations
 import enum
 import gzip
 import struct
+import threading
 import zlib
 
 import cramjam
@@ -98,17 +99,29 @@ def decompress(codec: int, data: bytes | bytearray | memoryview, limit: int | No
         raise KafkaError(ErrorCode.corrupt_message, f"cannot decompress {Compression(codec).name}: {exc}") from exc
 
 
-_FIRST_GUESS_RATIO = 16  # most batches inflate less than this: one small buffer is enough
 _MODULES = {Compression.GZIP: cramjam.gzip, Compression.LZ4: cramjam.lz4, Compression.ZSTD: cramjam.zstd}
+# Each thread decompresses bounded batches into a buffer of its own, made once: a fresh buffer for every
+# batch cost more than the decompression (zero-filled and page-faulted: 190 µs for a 20 KB lz4 batch into
+# 330 KB, against 15-30 µs for the decompression and the copy out). This size covers Kafka's default
+# max.message.bytes; a larger limit reached is decompressed into a buffer of its own.
+_SCRATCH_BYTES = 1 << 21
+
+
+class _Scratch(threading.local):
+    buffer: bytearray | None = None
+
+
+_scratch = _Scratch()
 
 
 def _bounded(codec: Compression, data: bytes | bytearray | memoryview, limit: int) -> bytes:
     if codec == Compression.GZIP and not len(data):
         raise EOFError("empty gzip stream")
     module = _MODULES[codec]
-    size = min(limit, _FIRST_GUESS_RATIO * len(data) + 1024)
+    size = min(limit, _SCRATCH_BYTES - 1)
     while True:
-        out = bytearray(size + 1)  # one byte more than allowed: filling it means the output is too large
+        # One byte more than allowed: filling it means the output is too large.
+        out = _scratch_view(size + 1) if size < _SCRATCH_BYTES else memoryview(bytearray(size + 1))
         try:
             written = module.decompress_into(data, out)
         except cramjam.DecompressionError as exc:
@@ -116,10 +129,17 @@ def _bounded(codec: Compression, data: bytes | bytearray | memoryview, limit: in
                 raise
             written = len(out)
         if written <= size:
-            return bytes(memoryview(out)[:written])
+            return bytes(out[:written])
         if size >= limit:
             raise _too_large(codec, limit)
         size = limit
+
+
+def _scratch_view(size: int) -> memoryview:
+    buffer = _scratch.buffer
+    if buffer is None:
+        buffer = _scratch.buffer = bytearray(_SCRATCH_BYTES)
+    return memoryview(buffer)[:size]
 
 
 def _too_large(codec: Compression, limit: int) -> KafkaError:

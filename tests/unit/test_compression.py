@@ -6,6 +6,7 @@ import gzip
 import os
 import random
 import struct
+import threading
 
 import cramjam
 import lz4.frame
@@ -295,3 +296,49 @@ def test_empty_compressed_input_is_corrupt(codec: Compression) -> None:
     with pytest.raises(KafkaError) as info:
         decompress(codec, b"")
     assert info.value.code == ErrorCode.corrupt_message
+
+
+# ------------------------------------------------------------------ bounded decompression
+
+BOUNDED = [Compression.GZIP, Compression.LZ4, Compression.ZSTD]  # snappy states its sizes up front
+SCRATCH = 1 << 21  # compression._SCRATCH_BYTES: each thread's reused output buffer
+
+
+@pytest.mark.parametrize("codec", BOUNDED)
+def test_a_bounded_decompression_answers_only_its_own_bytes(codec: Compression) -> None:
+    # Each thread reuses one output buffer: a small batch after a large one must not carry the large one's tail.
+    large, small = _compressible(300_000), os.urandom(1_000)
+    assert decompress(codec, compress(codec, large), limit=1_048_588) == large
+    assert decompress(codec, compress(codec, small), limit=1_048_588) == small
+    assert decompress(codec, compress(codec, b"x"), limit=1_048_588) == b"x"
+
+
+@pytest.mark.parametrize("codec", BOUNDED)
+@pytest.mark.parametrize("size", [SCRATCH - 2, SCRATCH - 1, SCRATCH, SCRATCH + 1, 3 * SCRATCH // 2])
+def test_a_limit_past_the_reused_buffer_is_honoured(codec: Compression, size: int) -> None:
+    data = _compressible(size)
+    compressed = compress(codec, data)
+    assert decompress(codec, compressed, limit=size) == data
+    assert decompress(codec, compressed, limit=2 * SCRATCH) == data
+    with pytest.raises(KafkaError) as info:
+        decompress(codec, compressed, limit=size - 1)
+    assert info.value.code == ErrorCode.message_too_large
+
+
+@pytest.mark.parametrize("codec", BOUNDED)
+def test_threads_decompress_bounded_batches_side_by_side(codec: Compression) -> None:
+    inputs = [_compressible(1_000 * (n + 1)) + bytes([n]) * n for n in range(8)]
+    compressed = [compress(codec, data) for data in inputs]
+    failures: list[int] = []
+
+    def work(n: int) -> None:
+        for _ in range(200):
+            if decompress(codec, compressed[n], limit=1_048_588) != inputs[n]:
+                failures.append(n)
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert failures == []
