@@ -13,9 +13,10 @@ Invariants:
   * log_start_offset >= first segment base; log_end_offset is the next offset to
     assign, equal to the active segment's next_offset;
   * recovery_point <= log_end_offset and every batch below it has been fsynced,
-    with its segment's indexes, the producer snapshots of the rolls below it and
-    the leader epoch entries of its batches (written by the flush job that fsyncs
-    them);
+    with the producer snapshots of the rolls below it and the leader epoch entries
+    of its batches (written by the flush job that fsyncs them); so have the indexes
+    of every segment before the one holding the last offset below it, which
+    recovery after a crash trusts (it rebuilds those of that segment and after);
   * producer state and leader epoch cache describe exactly the batches below
     log_end_offset;
   * every abort marker below log_end_offset has its entry in its segment's
@@ -43,6 +44,12 @@ has not finished): they report, through `flush_wanted` and
 AppendResult.flush_due, that the flush policy (flush.messages, flush.ms, a roll)
 asks for one, and the owner starts it (klamm.broker.log_flush). `flush()` does all
 three steps at once, for shutdown and the metadata log.
+
+A job leaves the indexes of the segment holding its last offset unsynced (and those of
+the empty segment a roll may have put after it): recovery rebuilds them from the log,
+so under flush.messages=1 each round fsyncs one file instead of three. The next job
+starts at that segment, so once a later offset is covered its indexes are fsynced
+too. Only a clean shutdown, after which nothing is rebuilt, fsyncs them all.
 """
 
 from __future__ import annotations
@@ -123,13 +130,15 @@ class FlushJob:
     directory: Path
     new_files: bool  # a segment was created at or after `start`: its directory entry needs an fsync too
     epochs: EpochSnapshot | None = None  # the leader epoch entries, if the checkpoint lacks them
+    indexed: int = -1  # segments[:indexed] get their indexes fsynced too (-1: all of them)
     done: bool = False
     spare: SpareFiles | None = None  # the next segment's files, to make after the fsyncs
 
     def run(self) -> None:
-        for segment in self.segments:
+        indexed = len(self.segments) if self.indexed < 0 else self.indexed
+        for n, segment in enumerate(self.segments):
             try:
-                segment.flush()
+                segment.flush(indexes=n < indexed)
             except FileNotFoundError:
                 pass  # an index or the directory deleted meanwhile (topic deletion): nothing to recover
             except (OSError, ValueError):
@@ -182,6 +191,7 @@ class Log:
         self._flush_issued_to = 0  # offsets below are covered by a flush job begun (maybe not finished)
         self._unsynced_snapshots: list[PendingSnapshot] = []  # producer snapshots of rolls, not yet in a job
         self._roll_flush_wanted = False  # Kafka flushes a finished segment soon after its roll
+        self._indexes_behind = False  # a job begun left the last segments' indexes unsynced
         self._spare: SpareFiles | None = None  # the next segment's files, asked of a flush job
         self._closed = False
         # Makes the rename of the directory to `directory`, if LogManager's writer has not (delete_log).
@@ -231,8 +241,8 @@ class Log:
             self._bases = list(bases)
         if clean_shutdown:
             first_unflushed = len(self._segments)
-        else:
-            first_unflushed = max(bisect.bisect_right(self._bases, recovery_point) - 1, 0)
+        else:  # from the segment of the last flushed offset: its indexes may not have been fsynced
+            first_unflushed = max(bisect.bisect_right(self._bases, recovery_point - 1) - 1, 0)
         self._load_segments(first_unflushed)
         self.log_end_offset = self.active_segment.next_offset
         self.log_start_offset = max(log_start_offset, self._bases[0])
@@ -504,11 +514,13 @@ class Log:
         return unflushed > 0 and (unflushed >= self.config.flush_messages
                                   or now_ms - self._last_flush_ms >= self.config.flush_ms)
 
-    def begin_flush(self, *, from_recovery_point: bool = False) -> FlushJob | None:
+    def begin_flush(self, *, from_recovery_point: bool = False, all_indexes: bool = False) -> FlushJob | None:
         """A job fsyncing what no earlier job covers, up to the log end (None: nothing to do).
 
         from_recovery_point: cover everything from the recovery point instead, so the job alone
-        makes the whole log durable, whatever other jobs are still running (shutdown).
+        makes the whole log durable, whatever other jobs are still running.
+        all_indexes: fsync the indexes of the last segments too (a clean shutdown's, as nothing
+        rebuilds them at the next start).
         """
         self._last_flush_ms = self._time_ms()
         self._roll_flush_wanted = False
@@ -516,12 +528,18 @@ class Log:
         target = self.log_end_offset
         self._unsynced_snapshots = [snapshot for snapshot in self._unsynced_snapshots if not snapshot.cancelled]
         epochs = self.leader_epoch_cache.snapshot()
-        if target <= start and not self._unsynced_snapshots and epochs is None:
+        indexes_wanted = all_indexes and self._indexes_behind
+        if target <= start and not self._unsynced_snapshots and epochs is None and not indexes_wanted:
             return None
-        first = max(bisect.bisect_right(self._bases, start) - 1, 0)
-        segments = self._segments[first:] if target > start else []
+        # From the segment of the offset before `start`: an earlier job left its indexes unsynced.
+        first = max(bisect.bisect_right(self._bases, start - 1) - 1, 0)
+        segments = self._segments[first:] if target > start or indexes_wanted else []
         job = FlushJob(start, target, segments, self._unsynced_snapshots, self.directory,
                        any(segment.base_offset >= start for segment in segments), epochs)
+        if segments:
+            if not all_indexes:
+                job.indexed = max(bisect.bisect_right(self._bases, target - 1) - 1 - first, 0)
+            self._indexes_behind = not all_indexes
         if self._spare is None and not from_recovery_point and not self._closed:
             self._spare = job.spare = SpareFiles(self.directory)
         self._unsynced_snapshots = []
@@ -559,10 +577,12 @@ class Log:
                 self._unsynced_snapshots.extend(open_job.snapshots)
         self._flush_jobs = []
         self._flush_issued_to = self.recovery_point
+        self._indexes_behind = True  # a forgotten job may have been the one to fsync them
 
-    def flush(self) -> None:
-        """fsync everything from the recovery point on, here and now; the recovery point becomes the log end."""
-        job = self.begin_flush(from_recovery_point=True)
+    def flush(self, *, all_indexes: bool = False) -> None:
+        """fsync everything from the recovery point on, here and now; the recovery point becomes the log end.
+        all_indexes: the last segments' indexes too (see begin_flush)."""
+        job = self.begin_flush(from_recovery_point=True, all_indexes=all_indexes)
         if job is None:
             return
         try:
@@ -767,7 +787,7 @@ class Log:
             return
         self._closed = True
         self._cancel_spare()
-        self.flush()  # its job writes epoch entries the checkpoint lacks
+        self.flush(all_indexes=True)  # its job writes epoch entries the checkpoint lacks
         self.producer_state.map_end_offset = self.log_end_offset
         self.producer_state.take_snapshot_if_new()
         for segment in self._segments:

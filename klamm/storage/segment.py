@@ -555,14 +555,17 @@ class LogSegment:
         self.time_index.close()
         self._forget_tail()  # appends are over: only the active segment's tail saves walks worth its memory
 
-    def flush(self) -> None:
-        """fsync the .log file and its indexes (safe in a worker thread: it changes nothing).
+    def flush(self, *, indexes: bool = True) -> None:
+        """fsync the .log file and (unless `indexes` is False) its offset and time indexes; safe in a worker
+        thread: it changes nothing. The transaction index is fsynced either way: recovery rebuilds only the
+        entries past the producer snapshot it starts from.
 
         Indexes are fsynced by name: an inactive segment has closed their descriptors.
         """
         self.io.fsync(self.fd)
-        fsync_path(self.offset_index.path)
-        fsync_path(self.time_index.path)
+        if indexes:
+            fsync_path(self.offset_index.path)
+            fsync_path(self.time_index.path)
         self.txn_index.flush()
 
     @property

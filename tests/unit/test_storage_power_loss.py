@@ -3,10 +3,11 @@
 SIGKILL keeps the page cache, so a killed broker loses nothing that was written.
 Here a `RecordingIO` stands in for the segments' file seam (klamm.storage.segment.FileIO):
 it performs every write for real (the live log keeps working) and remembers, per
-`.log` file, the bytes as of its last fsync plus the writes since. A crash builds a
-disk image from the fsynced bytes and an arbitrary subset of the later writes (the
-last one possibly torn), loses or keeps unsynced index files and producer snapshots
-at random, and recovers a Log from that image.
+`.log` file, the bytes as of its last fsync plus the writes since; `IndexRecording`
+does the same for the offset and time indexes (their module's `os`, and the segments'
+fsyncs of them by name). A crash builds a disk image from the fsynced bytes and an
+arbitrary subset of the later writes (the last one possibly torn), loses or keeps
+unsynced index files and producer snapshots at random, and recovers a Log from that image.
 
 Properties, over random appends, rolls, flush jobs finishing out of order, and crash points:
   * the recovery point never passes an offset whose bytes were not fsynced;
@@ -15,7 +16,9 @@ Properties, over random appends, rolls, flush jobs finishing out of order, and c
     point at the crash, every offset present readable through the rebuilt indexes;
   * nothing below the recovery point at the crash is lost (an ack under
     flush.messages=1 waits for exactly that), whatever older recovery point
-    the checkpoint file holds.
+    the checkpoint file holds;
+  * a segment wholly below it comes back with its max timestamp (what retention
+    goes by), whether its time index was trusted or rebuilt.
 
 Above the recovery point, a segment that lost its unsynced tail at a batch boundary
 may be followed by a later segment whose unsynced writes survived: recovery then
@@ -25,8 +28,10 @@ and compaction makes gaps between segments legitimate, so a gap alone proves not
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -37,6 +42,8 @@ from test_storage_helpers import append, batch
 from klamm.protocol.batch import crc_ok, read_batch_header, split_batches
 from klamm.storage.log import FlushJob, Log, LogConfig
 from klamm.storage.producer_state import SNAPSHOT_SUFFIX
+from klamm.storage import index as index_module
+from klamm.storage import segment as segment_module
 from klamm.storage.segment import FileIO
 
 CONFIG = LogConfig(segment_bytes=700, index_interval_bytes=120)
@@ -94,6 +101,56 @@ class RecordingIO(FileIO):
     def durable(self, path: Path) -> bytes:
         return self.files[str(path)].durable
 
+    # The index files, written through IndexRecording.
+    def index_op(self, fd: int, op: tuple[str, int, bytes]) -> None:
+        path = os.readlink(f"/proc/self/fd/{fd}")  # its name now: a spare file is renamed before it is written
+        if path not in self.files:
+            self.files[path] = _File(Path(path).read_bytes())
+        self.files[path].pending.append(op)
+
+    def index_fsync(self, path: str) -> None:
+        state = self.files.get(os.path.realpath(path))
+        if state is not None:
+            state.durable = _apply(state.durable, state.pending)
+            state.pending = []
+
+
+class _IndexOs:
+    """klamm.storage.index's `os` while recorded: writes and fsyncs go to the RecordingIO too."""
+
+    def __init__(self, io: RecordingIO) -> None:
+        self._io = io
+
+    def __getattr__(self, name: str):
+        return getattr(os, name)
+
+    def pwrite(self, fd: int, data, position: int) -> int:
+        self._io.index_op(fd, ("w", position, bytes(data)))
+        return os.pwrite(fd, data, position)
+
+    def ftruncate(self, fd: int, size: int) -> None:
+        self._io.index_op(fd, ("t", size, b""))
+        os.ftruncate(fd, size)
+
+    def fsync(self, fd: int) -> None:
+        self._io.index_fsync(os.readlink(f"/proc/self/fd/{fd}"))
+        os.fsync(fd)
+
+
+@contextlib.contextmanager
+def IndexRecording(io: RecordingIO) -> Iterator[None]:  # noqa: N802 (a context named as the thing it records)
+    original_os, original_fsync_path = index_module.os, segment_module.fsync_path
+
+    def fsync_path(path: Path) -> None:
+        io.index_fsync(str(path))
+        original_fsync_path(path)
+
+    index_module.os, segment_module.fsync_path = _IndexOs(io), fsync_path
+    try:
+        yield
+    finally:
+        index_module.os, segment_module.fsync_path = original_os, original_fsync_path
+
 
 def durable_prefix(log: Log, io: RecordingIO) -> int:
     """The end of the longest run of offsets, from the log start, whose batches are all fsynced."""
@@ -125,13 +182,13 @@ def crash_image(live: Path, image: Path, io: RecordingIO, recovery_point: int, d
                 kept[-1] = (kind, at, payload[: data.draw(st.integers(0, len(payload)), label="torn at")])
             path.write_bytes(_apply(state.durable, kept))
         elif path.suffix in (".index", ".timeindex"):
-            base = int(path.stem)
-            if io.files[str(live / f"{path.stem}.log")].pending or base >= recovery_point:
-                fate = data.draw(st.sampled_from(["keep", "lose", "empty"]), label=f"fate of {path.name}")
-                if fate == "lose":
+            state = io.files.get(os.path.realpath(live_path))
+            if state is not None and state.pending:  # what the fsync left, and any of the writes since
+                if data.draw(st.booleans(), label=f"lose {path.name}"):
                     path.unlink()
-                elif fate == "empty":
-                    path.write_bytes(b"")
+                    continue
+                kept = [op for op in state.pending if data.draw(st.booleans(), label=f"keep write to {path.name}")]
+                path.write_bytes(_apply(state.durable, kept))
         elif path.name.endswith(SNAPSHOT_SUFFIX) and int(path.name[: -len(SNAPSHOT_SUFFIX)]) > recovery_point:
             fate = data.draw(st.sampled_from(["keep", "lose", "torn"]), label=f"fate of {path.name}")
             if fate == "lose":
@@ -154,16 +211,20 @@ def test_power_loss_recovers_a_valid_prefix_with_every_fsynced_record(tmp_path_f
     written: dict[int, bytes] = {}  # base offset -> the batch bytes as appended
     last_seq: dict[int, int] = {}  # base offset -> the idempotent producer's last sequence in that batch
     sequence = 0
+    timestamps: dict[int, int] = {}  # base offset -> the batch's timestamp
     begun: list[FlushJob] = []
     ran: list[FlushJob] = []
     recovery_points = [0]
-    for op in ops:
+    recording = IndexRecording(io)
+    recording.__enter__()
+    for step, op in enumerate(ops):
         if op == "append":
             records = data.draw(st.integers(1, 4), label="records")
             buf = batch(records, value_size=data.draw(st.integers(1, 120), label="value size"),
-                        producer_id=PRODUCER, epoch=0, sequence=sequence)
+                        producer_id=PRODUCER, epoch=0, sequence=sequence, timestamp=1000 + step)
             result = append(log, buf)
             written[result.first_offset] = bytes(buf)
+            timestamps[result.first_offset] = 1000 + step
             sequence += records
             last_seq[result.first_offset] = sequence - 1
         elif op == "begin":
@@ -186,6 +247,7 @@ def test_power_loss_recovers_a_valid_prefix_with_every_fsynced_record(tmp_path_f
     checkpoint = data.draw(st.sampled_from(recovery_points), label="checkpointed recovery point")
     image = root / "image" / "topic-0"
     crash_image(live, image, io, at_crash, data)
+    recording.__exit__(None, None, None)
 
     recovered = Log.open(image, CONFIG, recovery_point=checkpoint, clean_shutdown=False)
     try:
@@ -207,6 +269,11 @@ def test_power_loss_recovers_a_valid_prefix_with_every_fsynced_record(tmp_path_f
         # Producer state (from a roll's snapshot, possibly lost or torn, plus replay) matches the data kept.
         entry = recovered.producer_state.last_entry(PRODUCER)
         assert (entry.last_seq if entry is not None else -1) == (last_seq[present[-1]] if present else -1)
+        segments = recovered.segments
+        for segment, end in zip(segments, [s.base_offset for s in segments[1:]] + [recovered.log_end_offset]):
+            held = [timestamps[base] for base in present if segment.base_offset <= base < end]
+            if end <= at_crash and held:
+                assert segment.max_timestamp == max(held)  # retention's view of it, trusted index or rebuilt
         for base in present:
             found = recovered.read(base, 1, max_offset=recovered.log_end_offset, min_one=True)
             head = read_batch_header(os.pread(found.fd, 61, found.position))
@@ -276,3 +343,68 @@ def test_truncation_forgets_jobs_in_flight(tmp_path):
     assert log.recovery_point == 0
     assert log.unflushed_messages == 3
     log.close()
+
+
+def _index_fsyncs(monkeypatch) -> list[str]:
+    synced: list[str] = []
+    original = segment_module.fsync_path
+
+    def fsync_path(path: Path) -> None:
+        synced.append(path.name)
+        original(path)
+
+    monkeypatch.setattr(segment_module, "fsync_path", fsync_path)
+    return synced
+
+
+def test_a_flush_leaves_the_indexes_of_its_last_segment_to_recovery(tmp_path, monkeypatch):
+    """flush.messages=1 fsyncs the .log alone; the indexes of a segment are fsynced once a flush passes its end."""
+    synced = _index_fsyncs(monkeypatch)
+    io = RecordingIO()
+    log = Log.open(tmp_path / "topic-0", CONFIG, io=io)
+    for _ in range(3):
+        append(log, batch(1, value_size=60))
+        log.flush()
+    assert len(log.segments) == 1 and synced == []
+    assert io.fsyncs == 3
+    while len(log.segments) == 1:
+        append(log, batch(1, value_size=200))
+    first_base = log.segments[0].base_offset
+    log.flush()  # covers the roll: the finished segment's indexes go with it
+    assert sorted(synced) == [f"{first_base:020d}.index", f"{first_base:020d}.timeindex"]
+    synced.clear()
+    append(log, batch(1, value_size=60))
+    log.flush()
+    assert synced == []
+    log.close()  # a clean shutdown leaves nothing to rebuild: the last segment's indexes too
+    active = log.segments[-1].base_offset
+    assert sorted(synced) == [f"{active:020d}.index", f"{active:020d}.timeindex"]
+
+
+def test_a_clean_shutdown_syncs_the_indexes_a_flush_left_even_with_nothing_new(tmp_path, monkeypatch):
+    synced = _index_fsyncs(monkeypatch)
+    log = Log.open(tmp_path / "topic-0", CONFIG, io=RecordingIO())
+    append(log, batch(2, value_size=60))
+    job = log.begin_flush()
+    job.run()
+    log.complete_flush(job)
+    assert log.recovery_point == log.log_end_offset and synced == []
+    log.close()
+    assert sorted(synced) == ["00000000000000000000.index", "00000000000000000000.timeindex"]
+
+
+def test_recovery_rebuilds_the_segment_of_the_last_flushed_offset(tmp_path):
+    """A recovery point at a segment's base: the segment before it holds the last flushed offset, and its
+    indexes may never have been fsynced, so recovery rebuilds them rather than trusting them."""
+    log = Log.open(tmp_path / "topic-0", CONFIG, io=RecordingIO())
+    while len(log.segments) == 1:
+        append(log, batch(1, value_size=200, timestamp=5000 + log.log_end_offset))
+    boundary = log.segments[1].base_offset
+    log.close()
+    first = log.segments[0]
+    first.time_index.path.write_bytes(b"")  # its entries lost: a trusted empty index passes the sanity checks
+    reopened = Log.open(tmp_path / "topic-0", CONFIG, recovery_point=boundary, clean_shutdown=False)
+    try:
+        assert reopened.segments[0].max_timestamp == 5000 + boundary - 1
+    finally:
+        reopened.close()
