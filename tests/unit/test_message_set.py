@@ -11,7 +11,7 @@ from kafka.record import MemoryRecords
 from kafka.record.legacy_records import LegacyRecordBatchBuilder
 
 from klamm.protocol.errors import ErrorCode, KafkaError
-from klamm.protocol.message_set import from_batches, to_batch
+from klamm.protocol.message_set import STEP_MESSAGES, converting, from_batches, to_batch
 from klamm.protocol.records import build_batch, iter_records
 from klamm.protocol.batch import split_batches
 
@@ -146,6 +146,21 @@ def test_down_conversion_starts_at_the_fetch_offset_inside_a_batch():
     while (batch := records.next_batch()) is not None:
         read += [m.offset for m in batch]
     assert read == [57, 58, 59]
+
+
+def test_records_skipped_before_the_fetch_offset_count_toward_a_step():
+    """A fetch from deep inside a batch of thousands of records decodes those before its offset: the steps
+    (between which the loop is handed on) count them, so no step decodes more than STEP_MESSAGES records."""
+    count = 20 * STEP_MESSAGES
+    data = build_batch([(None, b"%d" % i) for i in range(count)], base_offset=0, timestamp_ms=NOW)
+    out = bytearray()
+    steps = sum(1 for _ in converting(data, 1, out, first_offset=count - 3))
+    assert steps == count // STEP_MESSAGES
+    records = MemoryRecords(bytes(out))
+    read = []
+    while (batch := records.next_batch()) is not None:
+        read += [m.offset for m in batch]
+    assert read == [count - 3, count - 2, count - 1]
 
 
 def test_timestamps_too_far_apart_for_one_batch_are_an_invalid_timestamp():
