@@ -82,10 +82,12 @@ async def serve(broker: Broker) -> None:
 
 
 async def _load_message_types(versions: dict[int, tuple[int, int]]) -> None:
-    """Make the message types of every version the broker serves, in a background thread, then freeze them too.
+    """Make the message types of every version the broker serves, in a background thread, freezing them too.
 
     Otherwise the first request of each API version imports its kio classes on the loop: DeleteTopics' took
-    9 ms in a latency run, a Kafka 4.0-removed version up to 77 ms."""
+    9 ms in a latency run, a Kafka 4.0-removed version up to 77 ms. Each version's classes are frozen as soon as
+    they are made: the thread's allocations bring on full collections, which hold the interpreter lock, and so the
+    loop, while they walk every type made so far (15-40 ms, once or twice in a broker's first seconds)."""
     from klamm.broker.background import background_executor
     from klamm.protocol.api import load_message_types
 
@@ -93,11 +95,10 @@ async def _load_message_types(versions: dict[int, tuple[int, int]]) -> None:
     executor = background_executor("klamm-message-types")
     try:
         made = await asyncio.get_running_loop().run_in_executor(executor, load_message_types, versions,
-                                                                stopping.is_set)
+                                                                stopping.is_set, gc.freeze)
     finally:
         stopping.set()  # cancelled: the thread stops at the next version, and the process need not wait for it
         executor.shutdown(wait=False)
-    gc.freeze()  # as start-up's objects: out of the collector's full passes
     log.debug("message types of %d API versions made", made)
 
 

@@ -64,11 +64,13 @@ def message_types(api_key: int, version: int) -> MessageTypes:
         return _make(api_key, version)
 
 
-def load_message_types(versions: Mapping[int, tuple[int, int]], stopped: Callable[[], bool] = lambda: False) -> int:
+def load_message_types(versions: Mapping[int, tuple[int, int]], stopped: Callable[[], bool] = lambda: False,
+                       after_each: Callable[[], object] = lambda: None) -> int:
     """Make the types of every version in `versions` ({api key: (lowest, highest)}), with the response's encoder
-    and the request's length check, newest versions first (the ones clients ask for), until `stopped()`; how
-    many were made. Importing a version's kio classes costs milliseconds (kio builds each dataclass's methods
-    with exec), and so does compiling a Fetch response's encoder: a broker does it before requests need them."""
+    and the request's length check, newest versions first (the ones clients ask for), until `stopped()`, calling
+    `after_each()` after each version; how many were made. Importing a version's kio classes costs milliseconds
+    (kio builds each dataclass's methods with exec), and so does compiling a Fetch response's encoder: a broker
+    does it before requests need them."""
     pairs = sorted(((key, version) for key, (low, high) in versions.items() for version in range(low, high + 1)),
                    key=lambda pair: (versions[pair[0]][1] - pair[1], pair[0]))
     made = 0
@@ -83,6 +85,7 @@ def load_message_types(versions: Mapping[int, tuple[int, int]], stopped: Callabl
         if types.flexible:
             struct_check(types.request)
         made += 1
+        after_each()
     return made
 
 
