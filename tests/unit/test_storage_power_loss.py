@@ -3,7 +3,7 @@
 SIGKILL keeps the page cache, so a killed broker loses nothing that was written.
 Here a `RecordingIO` stands in for the segments' file seam (klamm.storage.segment.FileIO):
 it performs every write for real (the live log keeps working) and remembers, per
-`.log` file, the bytes as of its last fsync plus the writes since; `IndexRecording`
+`.log` file, the bytes as of its last fsync plus the writes since; `index_recording`
 does the same for the offset and time indexes (their module's `os`, and the segments'
 fsyncs of them by name). A crash builds a disk image from the fsynced bytes and an
 arbitrary subset of the later writes (the last one possibly torn), loses or keeps
@@ -116,7 +116,7 @@ class RecordingIO(FileIO):
 
 
 class _IndexOs:
-    """klamm.storage.index's `os` while recorded: writes and fsyncs go to the RecordingIO too."""
+    """klamm.storage.index's `os` while index_recording: writes and fsyncs go to the RecordingIO too."""
 
     def __init__(self, io: RecordingIO) -> None:
         self._io = io
@@ -138,7 +138,7 @@ class _IndexOs:
 
 
 @contextlib.contextmanager
-def IndexRecording(io: RecordingIO) -> Iterator[None]:  # noqa: N802 (a context named as the thing it records)
+def index_recording(io: RecordingIO) -> Iterator[None]:
     original_os, original_fsync_path = index_module.os, segment_module.fsync_path
 
     def fsync_path(path: Path) -> None:
@@ -215,39 +215,37 @@ def test_power_loss_recovers_a_valid_prefix_with_every_fsynced_record(tmp_path_f
     begun: list[FlushJob] = []
     ran: list[FlushJob] = []
     recovery_points = [0]
-    recording = IndexRecording(io)
-    recording.__enter__()
-    for step, op in enumerate(ops):
-        if op == "append":
-            records = data.draw(st.integers(1, 4), label="records")
-            buf = batch(records, value_size=data.draw(st.integers(1, 120), label="value size"),
-                        producer_id=PRODUCER, epoch=0, sequence=sequence, timestamp=1000 + step)
-            result = append(log, buf)
-            written[result.first_offset] = bytes(buf)
-            timestamps[result.first_offset] = 1000 + step
-            sequence += records
-            last_seq[result.first_offset] = sequence - 1
-        elif op == "begin":
-            job = log.begin_flush()
-            if job is not None:
-                begun.append(job)
-        elif op == "run" and begun:
-            job = begun.pop(data.draw(st.integers(0, len(begun) - 1), label="job to run"))
-            job.run()
-            ran.append(job)
-        elif op == "complete" and ran:
-            log.complete_flush(ran.pop(data.draw(st.integers(0, len(ran) - 1), label="job to complete")))
-        elif op == "flush":
-            log.flush()
-        # The invariant under test, checked at the seam after every step.
-        assert log.recovery_point <= durable_prefix(log, io)
-        recovery_points.append(log.recovery_point)
+    with index_recording(io):  # the live log's index writes and fsyncs, until the crash's image is made
+        for step, op in enumerate(ops):
+            if op == "append":
+                records = data.draw(st.integers(1, 4), label="records")
+                buf = batch(records, value_size=data.draw(st.integers(1, 120), label="value size"),
+                            producer_id=PRODUCER, epoch=0, sequence=sequence, timestamp=1000 + step)
+                result = append(log, buf)
+                written[result.first_offset] = bytes(buf)
+                timestamps[result.first_offset] = 1000 + step
+                sequence += records
+                last_seq[result.first_offset] = sequence - 1
+            elif op == "begin":
+                job = log.begin_flush()
+                if job is not None:
+                    begun.append(job)
+            elif op == "run" and begun:
+                job = begun.pop(data.draw(st.integers(0, len(begun) - 1), label="job to run"))
+                job.run()
+                ran.append(job)
+            elif op == "complete" and ran:
+                log.complete_flush(ran.pop(data.draw(st.integers(0, len(ran) - 1), label="job to complete")))
+            elif op == "flush":
+                log.flush()
+            # The invariant under test, checked at the seam after every step.
+            assert log.recovery_point <= durable_prefix(log, io)
+            recovery_points.append(log.recovery_point)
 
-    at_crash = log.recovery_point
-    checkpoint = data.draw(st.sampled_from(recovery_points), label="checkpointed recovery point")
-    image = root / "image" / "topic-0"
-    crash_image(live, image, io, at_crash, data)
-    recording.__exit__(None, None, None)
+        at_crash = log.recovery_point
+        checkpoint = data.draw(st.sampled_from(recovery_points), label="checkpointed recovery point")
+        image = root / "image" / "topic-0"
+        crash_image(live, image, io, at_crash, data)
 
     recovered = Log.open(image, CONFIG, recovery_point=checkpoint, clean_shutdown=False)
     try:
