@@ -101,7 +101,7 @@ class RecordingIO(FileIO):
     def durable(self, path: Path) -> bytes:
         return self.files[str(path)].durable
 
-    # The index files, written through IndexRecording.
+    # The index files, written through index_recording.
     def index_op(self, fd: int, op: tuple[str, int, bytes]) -> None:
         path = os.readlink(f"/proc/self/fd/{fd}")  # its name now: a spare file is renamed before it is written
         if path not in self.files:
