@@ -242,7 +242,7 @@ class Log:
         if clean_shutdown:
             first_unflushed = len(self._segments)
         else:  # from the segment of the last flushed offset: its indexes may not have been fsynced
-            first_unflushed = max(bisect.bisect_right(self._bases, recovery_point - 1) - 1, 0)
+            first_unflushed = self._holding(recovery_point - 1)
         self._load_segments(first_unflushed)
         self.log_end_offset = self.active_segment.next_offset
         self.log_start_offset = max(log_start_offset, self._bases[0])
@@ -285,6 +285,10 @@ class Log:
             if base not in logs:
                 path.unlink(missing_ok=True)
         return sorted(logs)
+
+    def _holding(self, offset: int) -> int:
+        """The index of the segment holding `offset` (the first segment for an offset below them all)."""
+        return max(bisect.bisect_right(self._bases, offset) - 1, 0)
 
     def _load_segments(self, first_unflushed: int) -> None:
         """Trust segments before `first_unflushed` (fixing their indexes), recover the rest."""
@@ -330,7 +334,7 @@ class Log:
         snapshot's open transactions are exactly what the markers after it complete.
         """
         start = self.producer_state.load(self.log_start_offset, self.log_end_offset)
-        index = max(bisect.bisect_right(self._bases, start) - 1, 0)
+        index = self._holding(start)
         for segment in self._segments[index:]:
             segment.txn_index.truncate_to(start)
             for header in segment.headers_from(start):
@@ -532,13 +536,13 @@ class Log:
         if target <= start and not self._unsynced_snapshots and epochs is None and not indexes_wanted:
             return None
         # From the segment of the offset before `start`: an earlier job left its indexes unsynced.
-        first = max(bisect.bisect_right(self._bases, start - 1) - 1, 0)
+        first = self._holding(start - 1)
         segments = self._segments[first:] if target > start or indexes_wanted else []
         job = FlushJob(start, target, segments, self._unsynced_snapshots, self.directory,
                        any(segment.base_offset >= start for segment in segments), epochs)
         if segments:
             if not all_indexes:
-                job.indexed = max(bisect.bisect_right(self._bases, target - 1) - 1 - first, 0)
+                job.indexed = self._holding(target - 1) - first
             self._indexes_behind = not all_indexes
         if self._spare is None and not from_recovery_point and not self._closed:
             self._spare = job.spare = SpareFiles(self.directory)
@@ -607,7 +611,7 @@ class Log:
                 f"offset {offset} outside [{self.log_start_offset}, {self.log_end_offset}]"
                 f" of {self.topic}-{self.partition}",
             )
-        index = max(bisect.bisect_right(self._bases, offset) - 1, 0)
+        index = self._holding(offset)
         if offset < self.log_end_offset:
             for segment in self._segments[index:]:
                 found = segment.read(offset, max_bytes, max_offset, min_one)
@@ -633,7 +637,7 @@ class Log:
     def collect_aborted_txns(self, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:
         """Aborted transactions overlapping [fetch_offset, upper_bound), from the segment holding
         `fetch_offset` on, until an entry shows later segments cannot add any (Kafka's rule)."""
-        index = max(bisect.bisect_right(self._bases, fetch_offset) - 1, 0)
+        index = self._holding(fetch_offset)
         found: list[AbortedTxn] = []
         for segment in self._segments[index:]:
             entries, complete = segment.txn_index.collect(fetch_offset, upper_bound)
@@ -753,7 +757,7 @@ class Log:
         if offset < self.log_start_offset:
             self.truncate_fully_and_start_at(offset)
             return
-        keep = max(bisect.bisect_right(self._bases, offset) - 1, 0)
+        keep = self._holding(offset)
         if self._bases[keep] == offset and keep > 0:
             keep -= 1  # the segment starting at `offset` goes entirely
         self._delete_segments_after(keep)
