@@ -11,7 +11,7 @@ follower of the topic), CPU microseconds per record split into user and system
 (/proc/<pid>/stat), so kernel time (pwrite, sendfile, sockets) and Python time can be
 told apart. With --py-spy, each node is sampled during the last run (200 Hz) into
 DIR/node<id>.txt (py-spy's raw collapsed stacks); with --perf FILE, the whole machine is
-sampled (perf record -a -g) for as long.
+sampled (perf record -a -g, --perf-frequency per second) for as long.
 """
 
 from __future__ import annotations
@@ -56,6 +56,7 @@ def main() -> None:
     ap.add_argument("--py-spy", type=Path, default=None)
     ap.add_argument("--py-spy-seconds", type=int, default=5)
     ap.add_argument("--perf", type=Path, default=None, help="perf record -a -g of the last run into this file")
+    ap.add_argument("--perf-frequency", type=int, default=499, help="perf record's samples per second")
     ap.add_argument("--klamm-override", action="append", default=[])
     opts = ap.parse_args()
     logdir = Path(tempfile.mkdtemp(prefix="klamm-rf3-profile-"))
@@ -79,7 +80,7 @@ def main() -> None:
                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
             if opts.perf is not None and run == opts.runs - 1:
                 spies.append(subprocess.Popen(
-                    ["perf", "record", "-a", "-g", "-F", "499", "-o", str(opts.perf), "--", "sleep",
+                    ["perf", "record", "-a", "-g", "-F", str(opts.perf_frequency), "-o", str(opts.perf), "--", "sleep",
                      str(opts.py_spy_seconds)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
             result = bench.run_client("librdkafka", None, "produce",
                                       {"bootstrap": cluster.bootstrap, "topic": topic, "records": opts.records,

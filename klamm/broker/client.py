@@ -36,6 +36,7 @@ from kio.schema.response_header.v0.header import ResponseHeader as ResponseHeade
 from kio.schema.response_header.v1.header import ResponseHeader as ResponseHeaderV1
 from kio.serial import entity_reader
 
+from klamm.broker.low_water import ReceiveLowWater
 from klamm.broker.peer_security import PLAINTEXT_PEER, PeerSecurity
 from klamm.protocol.api import SASL_AUTHENTICATE_KEY, SASL_HANDSHAKE_KEY, message_types
 from klamm.protocol.envelope import encode_request
@@ -76,10 +77,12 @@ class _ResponseReader(asyncio.BufferedProtocol):
         self._waiter: asyncio.Future[None] | None = None
         self._writable: asyncio.Future[None] | None = None  # set while the transport's write buffer is full
         self.transport: asyncio.Transport | None = None
+        self._low_water: ReceiveLowWater | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
         self.transport = transport
+        self._low_water = ReceiveLowWater.of(transport)
 
     def get_buffer(self, sizehint: int) -> memoryview:
         return memoryview(self._buffer)[self._filled:self._frame_end or len(self._buffer)]
@@ -96,6 +99,8 @@ class _ResponseReader(asyncio.BufferedProtocol):
                 grown = bytearray(self._frame_end)
                 grown[:self._filled] = memoryview(self._buffer)[:self._filled]
                 self._buffer = grown
+        if self._low_water is not None:
+            self._low_water.expect(self._frame_end - self._filled if self._frame_end else 0)
         if self._frame_end and self._filled >= self._frame_end:
             if self._filled > self._frame_end:
                 self._fail(ValueError(f"{self._filled - self._frame_end} bytes past the response"))

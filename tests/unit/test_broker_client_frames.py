@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import socket
 import struct
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -20,6 +21,7 @@ from kio.schema.response_header.v1.header import ResponseHeader as ResponseHeade
 from kio.serial import entity_reader, entity_writer
 
 from klamm.broker.client import BrokerConnection, BrokerUnavailable
+from klamm.broker.low_water import AVAILABLE, LARGEST
 from klamm.protocol.api import message_types
 from klamm.protocol.build import build
 from klamm.protocol.schema import packaged_spec, records_view_codec
@@ -159,6 +161,61 @@ def test_a_connection_closed_mid_frame_fails_and_the_next_request_reconnects() -
     results = asyncio.run(exchange([(fetch_response_body(data), half_then_close), (fetch_response_body(data), whole)],
                                    ["views", "views"]))
     assert isinstance(results[0], BrokerUnavailable) and results[1] == data
+
+
+def test_a_large_frame_closed_mid_way_fails_at_once_not_at_the_timeout() -> None:
+    """The receive mark waits for more than the half that came: the end of file must still wake the reader."""
+    data = records(3_000_000, 10)
+
+    async def half_then_close(writer: asyncio.StreamWriter, frame: bytes) -> None:
+        writer.write(frame[:len(frame) // 2])
+        await writer.drain()
+        await asyncio.sleep(0.2)  # the reader has set its mark for the rest
+        writer.close()
+
+    results = asyncio.run(exchange([(fetch_response_body(data), half_then_close), (fetch_response_body(data), whole)],
+                                   ["views", "views"]))
+    assert isinstance(results[0], BrokerUnavailable) and "Timeout" not in str(results[0]), results[0]
+    assert results[1] == data
+
+
+@pytest.mark.skipif(not AVAILABLE, reason="no receive mark on this platform (Linux 5.8 or later)")
+def test_a_large_response_sets_the_receive_mark_until_it_is_whole() -> None:
+    data = records(3_000_000, 11)
+    first_part = 200_000
+    go_on = asyncio.Event()
+
+    async def part_then_rest(writer: asyncio.StreamWriter, frame: bytes) -> None:
+        writer.write(frame[:first_part])
+        await writer.drain()
+        await go_on.wait()
+        writer.write(frame[first_part:])
+        await writer.drain()
+
+    async def main() -> tuple[list[int], bytes]:
+        server = ScriptedServer([(fetch_response_body(data), part_then_rest)])
+        port = await server.start()
+        connection = BrokerConnection("127.0.0.1", port, "test", timeout_s=5)
+        marks: list[int] = []
+        try:
+            request = asyncio.ensure_future(connection.request_views(FETCH, VERSION, REQUEST))
+            async with asyncio.timeout(5):  # until the frame's size is read (the rest of the part may wait)
+                while connection._reader is None or not connection._reader._frame_end:
+                    await asyncio.sleep(0.005)
+            sock = connection._reader.transport.get_extra_info("socket")  # type: ignore[union-attr]
+            marks.append(sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT))
+            go_on.set()
+            response = await request
+            got = bytes(response["responses"][0]["partitions"][0]["records"])
+            marks.append(sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT))
+        finally:
+            connection.close()
+            await server.stop()
+        return marks, got
+
+    marks, got = asyncio.run(main())
+    assert got == data
+    assert marks == [LARGEST, 1]  # waiting for a megabyte of the rest; back to any byte once the frame is in
 
 
 def test_a_connection_closed_before_the_size_is_read_fails() -> None:
