@@ -88,6 +88,9 @@ class _Index:
         return self._buffer is None
 
     def entry(self, n: int) -> tuple[int, ...]:
+        buffer = self._buffer
+        if buffer is not None:  # the active segment's, read at every indexed append: no context manager
+            return self.ENTRY.unpack_from(buffer, n * self.ENTRY.size)
         with self._view() as data:
             return self.ENTRY.unpack_from(data, n * self.ENTRY.size)
 
