@@ -1,12 +1,12 @@
 """Where the CPU of a replicated produce goes: per broker process, user and system time.
 
     flock /tmp/klamm-heavy.lock .venv/bin/python bench/rf3_profile.py [--records N] [--runs K]
-        [--py-spy DIR] [--klamm-override KEY=VALUE ...]
+        [--py-spy DIR] [--klamm-override KEY=VALUE ...] [--client librdkafka|java]
 
 Starts the three-process cluster of `bench/run.py --only klamm-rf3` (node 1 broker and
 controller, nodes 2 and 3 brokers, RF=3, min.insync.replicas=2), then, per run, creates
-a fresh topic and produces N 1 KB records with acks=all through the librdkafka worker
-of bench/run.py. Prints per run the throughput and, per node and role (leader or
+a fresh topic and produces N 1 KB records with acks=all through bench/run.py's worker
+of the client (--client: librdkafka, the default, or java). Prints per run the throughput and, per node and role (leader or
 follower of the topic), CPU microseconds per record split into user and system
 (/proc/<pid>/stat), so kernel time (pwrite, sendfile, sockets) and Python time can be
 told apart. With --py-spy, each node is sampled during the last run (200 Hz) into
@@ -58,7 +58,9 @@ def main() -> None:
     ap.add_argument("--perf", type=Path, default=None, help="perf record -a -g of the last run into this file")
     ap.add_argument("--perf-frequency", type=int, default=499, help="perf record's samples per second")
     ap.add_argument("--klamm-override", action="append", default=[])
+    ap.add_argument("--client", choices=bench.CLIENTS, default="librdkafka", help="the producing client")
     opts = ap.parse_args()
+    java_cmd = bench.ensure_java() if opts.client == "java" else None
     logdir = Path(tempfile.mkdtemp(prefix="klamm-rf3-profile-"))
     cluster = bench.ClusterBroker("klamm-rf3", logdir, opts.klamm_override)
     print(f"load average at start: {Path('/proc/loadavg').read_text().strip()}", flush=True)
@@ -82,7 +84,7 @@ def main() -> None:
                 spies.append(subprocess.Popen(
                     ["perf", "record", "-a", "-g", "-F", str(opts.perf_frequency), "-o", str(opts.perf), "--", "sleep",
                      str(opts.py_spy_seconds)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-            result = bench.run_client("librdkafka", None, "produce",
+            result = bench.run_client(opts.client, java_cmd, "produce",
                                       {"bootstrap": cluster.bootstrap, "topic": topic, "records": opts.records,
                                        "size": 1024, "acks": "all"}, 600, logdir, f"run{run}", cluster)
             after = {pid: cpu_split(pid) for pid in cluster.pids()}
@@ -106,6 +108,8 @@ def main() -> None:
                             f"sys {system / opts.records * 1e6:.2f} us/rec, "
                             f"{faults / opts.records * 1000:.0f} page faults per 1000 rec")
             line.append(f"all brokers: {total / opts.records * 1e6:.2f} us/rec")
+            if result.get("client_metrics"):
+                line.append(f"client: {json.dumps(result['client_metrics'])}")
             busy = sum(machine) or 1
             line.append("machine (both cores, every process): " + ", ".join(
                 f"{name} {100 * value / busy:.0f} %" for name, value in

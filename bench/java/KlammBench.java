@@ -18,6 +18,8 @@ import java.util.concurrent.locks.LockSupport;
 
 import org.apache.kafka.clients.consumer.*;
 import org.apache.kafka.clients.producer.*;
+import org.apache.kafka.common.Metric;
+import org.apache.kafka.common.MetricName;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.serialization.ByteArrayDeserializer;
 import org.apache.kafka.common.serialization.ByteArraySerializer;
@@ -139,12 +141,27 @@ public class KlammBench {
             for (KafkaProducer<byte[], byte[]> producer : producers) producer.flush();
             double secs = (System.nanoTime() - t0) / 1e9;
             return String.format(Locale.ROOT,
-                "{\"ok\":%s,\"mode\":\"produce\",\"records\":%d,\"bytes\":%d,\"seconds\":%.6f,\"errors\":%d,\"first_error\":%s}",
+                "{\"ok\":%s,\"mode\":\"produce\",\"records\":%d,\"bytes\":%d,\"seconds\":%.6f,\"errors\":%d,\"first_error\":%s,\"client_metrics\":%s}",
                 errors.get() == 0 ? "true" : "false", n, n * size, secs, errors.get(),
-                firstError.get() == null ? "null" : jstr(firstError.get()));
+                firstError.get() == null ? "null" : jstr(firstError.get()), producerMetrics(producers.get(0)));
         } finally {
             for (KafkaProducer<byte[], byte[]> producer : producers) producer.close();
         }
+    }
+
+    /** The first producer's batching as its own metrics report it: what each request the broker handled carried. */
+    static String producerMetrics(KafkaProducer<byte[], byte[]> producer) {
+        StringBuilder out = new StringBuilder("{");
+        for (String name : List.of("batch-size-avg", "records-per-request-avg", "request-total", "request-latency-avg")) {
+            for (Map.Entry<MetricName, ? extends Metric> e : producer.metrics().entrySet()) {
+                if (e.getKey().group().equals("producer-metrics") && e.getKey().name().equals(name)) {
+                    Object v = e.getValue().metricValue();
+                    if (out.length() > 1) out.append(',');
+                    out.append(jstr(name)).append(':').append(v instanceof Number ? String.format(Locale.ROOT, "%.1f", ((Number) v).doubleValue()) : "null");
+                }
+            }
+        }
+        return out.append('}').toString();
     }
 
     static String consume() throws Exception {
