@@ -29,9 +29,10 @@ batches as they are and sets the high watermark. A Partition built on its own
 fsync: appends never fsync on the event loop. When the flush policy asks for a
 flush (klamm.storage.log), the partition hands its log to the broker's
 LogFlusher, and an append that flush.messages says must be durable before its
-ack is awaited with `wait_durable`. Callers that cannot await (the coordinators,
-which append synchronously) set `flush_inline`: their flush.messages fsync runs
-here, before the append returns. With flush.messages=1 the high watermark stops
+ack is awaited with `wait_durable`. Callers that cannot await (the group
+coordinator, which appends synchronously and answers some writes at once) set
+`flush_inline`: their flush.messages fsync runs here, before the append returns.
+The transaction coordinator's writes wait for the high watermark instead. With flush.messages=1 the high watermark stops
 at the recovery point, as in Kafka (which fsyncs inside the append before
 moving it): consumers never read a record a power loss could take back.
 """

@@ -47,7 +47,7 @@ from klamm.config.topic import TopicConfig
 from klamm.controller.image import TOPIC_RESOURCE, MetadataImage, PartitionImage, TopicImage
 from klamm.controller.records import MetadataRecord
 from klamm.protocol.errors import ErrorCode, KafkaError
-from klamm.protocol.topics import METADATA_TOPIC, TRANSACTION_STATE, is_internal
+from klamm.protocol.topics import CONSUMER_OFFSETS, METADATA_TOPIC, TRANSACTION_STATE, is_internal
 from klamm.steps import Steps, each_value, in_slices, run_steps
 from klamm.storage.log import Log, LogConfig
 from klamm.storage.log_manager import LogManager
@@ -445,9 +445,11 @@ class ReplicaManager:
         return aside
 
     def _partition(self, topic: str, index: int, topic_id: uuid.UUID, log_: Log, config: TopicConfig) -> Partition:
-        # Coordinators append synchronously and cannot await an fsync: theirs run inline.
+        # The group coordinator appends synchronously and answers some writes without awaiting the HW: its
+        # fsyncs run inline. The transaction coordinator's answers and markers wait for the HW, which under
+        # flush.messages=1 waits for the flusher (klamm.broker.partition).
         partition = Partition(topic, index, topic_id, log_, config, flusher=self.flusher,
-                              flush_inline=is_internal(topic))
+                              flush_inline=topic == CONSUMER_OFFSETS)
         partition.on_isr_proposal = self._propose
         return partition
 

@@ -8,6 +8,7 @@ when `send_and_wait` returns, the broker has sent the ack; what the fsync seam
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 import time
 
@@ -17,6 +18,7 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.structs import TopicPartition
 
 import klamm.testing
+from klamm.broker.partition import Partition
 from klamm.protocol.batch import split_batches
 from klamm.protocol.topics import CONSUMER_OFFSETS, TRANSACTION_STATE
 from klamm.storage.segment import FileIO
@@ -144,6 +146,15 @@ def _unflushed(broker, topic: str) -> list[int]:
             for (name, _), p in broker.replicas.partitions.items() if name == topic]
 
 
+async def _flushed(broker, topic: str) -> bool:
+    """Whether the flusher fsyncs what `topic` holds within a few seconds."""
+    for _ in range(500):
+        if set(_unflushed(broker, topic)) == {0}:
+            return True
+        await asyncio.sleep(0.01)
+    return False
+
+
 @run
 async def test_transaction_state_is_fsynced_on_every_write_and_offsets_follow_the_topic_policy():
     async with klamm.testing.broker() as running:
@@ -151,8 +162,41 @@ async def test_transaction_state_is_fsynced_on_every_write_and_offsets_follow_th
         broker = running.broker
         assert sum(p.log.log_end_offset for (name, _), p in broker.replicas.partitions.items()
                    if name == TRANSACTION_STATE) > 0
-        assert set(_unflushed(broker, TRANSACTION_STATE)) == {0}  # every state change fsynced when written
+        # every state change fsynced (the Complete record, written after the answer, by the flusher soon after)
+        assert await _flushed(broker, TRANSACTION_STATE)
         assert sum(_unflushed(broker, CONSUMER_OFFSETS)) > 0  # default policy: the page cache, as Kafka
+
+
+@run
+async def test_transaction_state_is_fsynced_beside_the_loop_and_markers_follow_the_fsync(monkeypatch):
+    """__transaction_state's fsync on every write runs on the flusher's thread (on the event loop, each held
+    every connection for as long as the disk took), and a transaction's marker is written once its
+    PrepareCommit is fsynced: a marker for a record power loss could take back would commit the transaction
+    on its partition while the coordinator, restarted, found it Ongoing and aborted it."""
+    loop_thread = threading.current_thread()
+    fsyncs_on_loop: list[bool] = []
+    real_fsync = FileIO.fsync
+
+    def fsync(io: FileIO, fd: int) -> None:
+        if f"{TRANSACTION_STATE}-" in os.readlink(f"/proc/self/fd/{fd}"):
+            fsyncs_on_loop.append(threading.current_thread() is loop_thread)
+        real_fsync(io, fd)
+
+    monkeypatch.setattr(FileIO, "fsync", fsync)
+    state_fsynced_at_marker: list[bool] = []
+    real_append_marker = Partition.append_marker
+
+    def append_marker(partition: Partition, *args, **kwargs):
+        if partition.topic == "data":
+            state_fsynced_at_marker.append(set(_unflushed(running.broker, TRANSACTION_STATE)) == {0})
+        return real_append_marker(partition, *args, **kwargs)
+
+    monkeypatch.setattr(Partition, "append_marker", append_marker)
+    async with klamm.testing.broker() as running:
+        await _transaction_and_commit(running.bootstrap_servers)
+        assert await _flushed(running.broker, TRANSACTION_STATE)
+    assert fsyncs_on_loop and not any(fsyncs_on_loop)
+    assert state_fsynced_at_marker == [True]
 
 
 @run

@@ -9,6 +9,7 @@ fenced by the test (what the controller's session timeout does in a cluster).
 from __future__ import annotations
 
 import gc
+import threading
 import time
 import warnings
 from typing import Any
@@ -390,6 +391,43 @@ def test_a_transaction_completes_once_the_isr_of_each_partition_has_its_marker()
         assert (state(here), state(elsewhere)) == ("PREPARE_COMMIT", "PREPARE_COMMIT")
         eventually(lambda: state(here) == state(elsewhere) == "COMPLETE_COMMIT")
         assert all(down not in c.partition("tx", p).isr for p in (0, 1))
+
+
+def test_markers_wait_until_the_isr_has_the_prepare_commit() -> None:
+    """Kafka sends a transaction's markers from the callback of its PrepareCommit's acks=all append. A marker
+    written while only the coordinator had the PrepareCommit would stay committed on its partition if that
+    coordinator failed: the next one, finding the transaction Ongoing, would abort it on the others. With the
+    follower of the transaction's __transaction_state partition dead but still in the ISR, no marker is written
+    until the ISR shrinks."""
+    with run_cluster(3, replica_lag_time_max_ms=3000, replica_fetch_backoff_ms=50, replica_fetch_wait_max_ms=50,
+                     transaction_state_log_replication_factor=2, transaction_state_log_min_isr=1) as c:
+        coordinator = coordinator_of(c, "tid", key_type=1)
+        admin = AdminClient({"bootstrap.servers": c.bootstrap_servers})
+        admin.create_topics([NewTopic("tx", 1, replica_assignment=[[coordinator]])])["tx"].result(15)
+        producer = Producer({"bootstrap.servers": c.bootstrap_servers, "transactional.id": "tid", "acks": "all"})
+        producer.init_transactions(30)
+        producer.begin_transaction()
+        producer.produce("tx", value=b"v")
+        producer.flush(30)
+        index = c.call(_on_loop(lambda: c.brokers[coordinator].transactions.coordinator.partition_for("tid")))
+        state_follower = next(n for n in c.partition("__transaction_state", index).isr if n != coordinator)
+        c.call(c.kill_broker(state_follower, fence=False))  # in the ISR until replica.lag.time.max.ms
+        committing = threading.Thread(target=producer.commit_transaction, args=(30,))
+        committing.start()
+
+        def state() -> str:
+            txns = c.brokers[coordinator].transactions.coordinator.txns
+            return c.call(_on_loop(lambda: txns["tid"].state.name))
+
+        eventually(lambda: state() != "ONGOING")  # EndTxn is in
+        time.sleep(1)
+        leader = replica(c, coordinator, "tx")
+        assert (state(), leader.log_end_offset) == ("PREPARE_COMMIT", 1)  # the record, no marker yet
+        eventually(lambda: state() == "COMPLETE_COMMIT")
+        assert state_follower not in c.partition("__transaction_state", index).isr
+        assert leader.log_end_offset == 2
+        committing.join(30)
+        assert not committing.is_alive()
 
 
 def test_a_marker_is_not_appended_while_the_isr_is_below_min_insync_replicas() -> None:

@@ -37,7 +37,7 @@ async def handle(broker: BrokerServices, request: Any) -> dict[str, Any]:
     if body.transactional_id is None:
         return {"error_code": ErrorCode.none, "producer_id": broker.allocate_producer_id(), "producer_epoch": 0}
     try:
-        error, producer_id, epoch = broker.transactions.run_init(
+        error, producer_id, epoch = await broker.transactions.run_init(
             body.transactional_id, millis(body.transaction_timeout), getattr(body, "producer_id", -1),
             getattr(body, "producer_epoch", -1))
         if error == ErrorCode.none:

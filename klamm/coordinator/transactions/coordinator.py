@@ -6,9 +6,10 @@ the response, and — when a transaction reached PrepareCommit/PrepareAbort — 
 transaction before it asks `complete` for the CompleteCommit/CompleteAbort
 record. Metadata changes only in `replay`, for loading and running alike.
 
-Single node, so the steps Kafka spreads over WriteTxnMarkers round trips run
-back to back in the owner; a transaction is never left in a Prepare state
-except by a crash, and loading finishes those (`finish_loading`).
+The owner (klamm.coordinator.transactions.runtime) writes the markers once the
+Prepare record is stored on the ISR; a transaction stays in its Prepare state
+while they are under way, or after a crash, which loading finishes
+(`finish_loading`).
 
 Fencing, as Kafka: InitProducerId bumps the epoch (a new producer id once the
 epoch is exhausted); an ongoing transaction of the previous incarnation is first

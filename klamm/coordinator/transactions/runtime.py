@@ -9,8 +9,11 @@ becomes leader of is loaded (at start-up before serving, as before), and one it
 stops leading is unloaded.
 
 `run` appends an operation's records, replays them, and for a prepared
-transaction writes the markers to every partition of the transaction: here when
-this broker leads it, else with WriteTxnMarkers to its leader (a marker on
+transaction writes the markers to every partition of the transaction once the
+Prepare record is on the ISR of its __transaction_state partition (Kafka sends
+them from the callback of that record's acks=all append; on a single node the
+ISR's copy is the fsynced one, the topic being flushed on every write): here when
+this broker leads the partition, else with WriteTxnMarkers to its leader (a marker on
 __consumer_offsets also tells the group coordinator to publish or drop the
 pending offsets). A marker counts once the partition's ISR has it, as Kafka
 appends markers with acks=all; then the Complete record is written. Loading
@@ -32,6 +35,7 @@ from klamm.coordinator.runtime import append_error, wall_clock_ms
 from klamm.coordinator.timer import Timer
 from klamm.coordinator.timer_loop import run_timers
 from klamm.coordinator.transactions.coordinator import Completion, TransactionCoordinator, TxnConfig, TxnResult
+from klamm.coordinator.transactions.metadata import PREPARE_STATES
 from klamm.protocol.errors import ErrorCode, KafkaError
 from klamm.protocol.records import ControlRecordType, NewRecord, build_batch, decode_batch
 from klamm.protocol.topics import CONSUMER_OFFSETS, TRANSACTION_STATE
@@ -67,6 +71,8 @@ class TransactionCoordinatorRuntime:
                                      lambda index: self.coordinator.begin_loading(index), self._load, self._unload)
         self._unsubscribe: Callable[[], None] | None = None
         self._retries: dict[str, Completion] = {}  # prepared transactions whose markers are due again
+        self._storing: dict[str, asyncio.Task[None]] = {}  # transactional id -> waiting for its Prepare record
+        self._unstored: dict[str, int] = {}  # transactional id -> end of its Prepare record, not on the ISR in time
         self._failures: dict[str, int] = {}  # transactional id -> writes failed in a row (for the backoff)
         # (transactional id, producer id, epoch, topic, partition) -> sending / written / failed: markers
         # sent with WriteTxnMarkers to the broker leading their partition, or appended here and waiting for the ISR
@@ -123,6 +129,7 @@ class TransactionCoordinatorRuntime:
         unloaded = set(self.coordinator.unload(index))
         for transactional_id in unloaded:
             self._retries.pop(transactional_id, None)
+            self._unstored.pop(transactional_id, None)
             self._failures.pop(transactional_id, None)
             self.timer.cancel(("txn-retry", transactional_id))
         # A marker's state kept would answer for the same producer's next transaction, should this broker
@@ -151,7 +158,7 @@ class TransactionCoordinatorRuntime:
         log.log(logging.INFO if loaded else logging.DEBUG, "loaded %d transactional ids from %s-%d", loaded,
                 TRANSACTION_STATE, index)
         for completion in coordinator.finish_loading(index):
-            self._finish(completion)
+            self._finish_once_stored(completion)
 
     def _read_partition(self, index: int) -> list[CoordinatorRecord]:
         records = []
@@ -184,7 +191,7 @@ class TransactionCoordinatorRuntime:
         for action in result.after_write:
             action()
         if result.completion is not None:
-            self._finish(result.completion)
+            self._finish_once_stored(result.completion)
         return result.response
 
     def _append(self, records: list[CoordinatorRecord]) -> None:
@@ -200,6 +207,53 @@ class TransactionCoordinatorRuntime:
             raise KafkaError(_APPEND_ERRORS.get(append_error(exc), ErrorCode.unknown_server_error)) from None
         for record in records:
             self.ready().replay(record)
+
+    def _finish_once_stored(self, completion: Completion, end: int | None = None) -> None:
+        """`_finish` now if the transaction's Prepare record (before offset `end`, by default the log end) is on
+        the ISR, else once it is (in a task), or at a retry if it is not within request.timeout.ms.
+
+        Markers written for a Prepare record the partition then loses (its leader failing before a follower
+        had it, or power loss before the fsync on a single node) would commit on some partitions a transaction
+        the next coordinator, finding it Ongoing, aborts on the others.
+        """
+        if not self._prepared(completion):
+            return  # unloaded (its next coordinator finishes it), or finished already
+        index = self.ready().partition_for(completion.transactional_id)
+        partition = self.broker.replicas.partitions.get((TRANSACTION_STATE, index))
+        if partition is None:
+            return
+        end = partition.log_end_offset if end is None else end
+        outcome = partition.replication_outcome(end)
+        if outcome is None:
+            task = asyncio.ensure_future(self._finish_when_stored(completion, partition, end))
+            self._storing[completion.transactional_id] = task
+            self._sending.add(task)
+            task.add_done_callback(self._sending.discard)
+        else:
+            self._finish_if_stored(completion, end, outcome)
+
+    async def _finish_when_stored(self, completion: Completion, partition: Any, end: int) -> None:
+        try:
+            outcome = await partition.wait_for_replication(end, self.broker.config.request_timeout_ms / 1000)
+        finally:
+            if self._storing.get(completion.transactional_id) is asyncio.current_task():
+                del self._storing[completion.transactional_id]
+        if self._prepared(completion):
+            self._finish_if_stored(completion, end, outcome)
+
+    def _finish_if_stored(self, completion: Completion, end: int, outcome: ErrorCode) -> None:
+        # The HW passed the record when the ISR is merely short of min.insync.replicas now: it is stored.
+        if outcome in (ErrorCode.none, ErrorCode.not_enough_replicas_after_append):
+            self._retry(completion)
+        else:
+            self._unstored[completion.transactional_id] = end
+            self._retry_later(completion)
+
+    def _prepared(self, completion: Completion) -> bool:
+        """Whether this broker still coordinates `completion`'s transaction, prepared as it was."""
+        md = self.coordinator.txns.get(completion.transactional_id) if self.coordinator is not None else None
+        return (md is not None and md.state in PREPARE_STATES and md.producer_id == completion.producer_id
+                and md.producer_epoch == completion.producer_epoch)
 
     def _finish(self, completion: Completion) -> None:
         """Write the markers of a prepared transaction, then its Complete record; retry what fails."""
@@ -360,13 +414,17 @@ class TransactionCoordinatorRuntime:
                                                      self.broker.config.request_timeout_ms / 1000)
         return error if error == ErrorCode.none else _APPEND_ERRORS.get(error, ErrorCode.unknown_server_error)
 
-    def run_init(self, transactional_id: str, timeout_ms: int, producer_id: int, epoch: int) -> Any:
-        """InitProducerId, aborting an ongoing transaction of the previous incarnation first."""
+    async def run_init(self, transactional_id: str, timeout_ms: int, producer_id: int, epoch: int) -> Any:
+        """InitProducerId, aborting an ongoing transaction of the previous incarnation first (and, once the
+        PrepareAbort is stored, trying again: CONCURRENT_TRANSACTIONS while markers are still under way)."""
         for _ in range(3):
             result = self.ready().init_producer_id(transactional_id, timeout_ms, producer_id, epoch)
             response = self.run(result)
             if not result.retry:
                 return response
+            storing = self._storing.get(transactional_id)
+            if storing is not None:
+                await asyncio.wait({storing})
         return ErrorCode.concurrent_transactions, -1, -1
 
     def verify_produce(self, transactional_id: str, producer_id: int, epoch: int,
@@ -412,10 +470,17 @@ class TransactionCoordinatorRuntime:
             except Exception:
                 log.exception("transaction timer failed")
         for transactional_id, completion in list(self._retries.items()):
-            if not self.timer.is_scheduled(("txn-retry", transactional_id)):
+            if self.timer.is_scheduled(("txn-retry", transactional_id)):
+                continue
+            end = self._unstored.pop(transactional_id, None)
+            if end is None:
                 self._retry(completion)
+            else:
+                del self._retries[transactional_id]
+                self._finish_once_stored(completion, end)
 
     def _retry(self, completion: Completion) -> None:
+        """`_finish`, its failure logged and retried later (its Prepare record is stored)."""
         try:
             self._finish(completion)
         except Exception:
