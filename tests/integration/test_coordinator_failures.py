@@ -292,6 +292,20 @@ def test_failed_abort_markers_are_retried_until_the_lso_moves(broker: BrokerThre
     assert txn_state(broker)["tid"].state.display == "CompleteAbort"
 
 
+def test_a_transaction_left_prepared_is_finished_when_its_coordinator_starts_again(broker: BrokerThread,
+                                                                                   client: RawClient) -> None:
+    """A PrepareCommit stored, its markers not written (the broker stopped first): loading the partition at the
+    next start writes them, once the record is stored there too."""
+    pid = open_transaction(client, "tid", "tx")
+    with failing(broker, "tx", "append_marker"):
+        assert end_txn(client, "tid", pid, True) == 0
+        assert txn_state(broker)["tid"].state.display == "PrepareCommit"
+        broker.restart()
+    with RawClient(broker.port) as again:
+        eventually(lambda: last_stable_offset(again, "tx") == 2)  # the record and its marker
+    assert txn_state(broker)["tid"].state.display == "CompleteCommit"
+
+
 def time_passes(broker: BrokerThread, ms: int) -> None:
     """The transaction coordinator's clock jumps `ms` ahead (its timers run on an injected clock)."""
     def jump() -> None:
