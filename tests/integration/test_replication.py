@@ -399,7 +399,7 @@ def test_markers_wait_until_the_isr_has_the_prepare_commit() -> None:
     coordinator failed: the next one, finding the transaction Ongoing, would abort it on the others. With the
     follower of the transaction's __transaction_state partition dead but still in the ISR, no marker is written
     until the ISR shrinks."""
-    with run_cluster(3, replica_lag_time_max_ms=3000, replica_fetch_backoff_ms=50, replica_fetch_wait_max_ms=50,
+    with run_cluster(3, replica_lag_time_max_ms=5000, replica_fetch_backoff_ms=50, replica_fetch_wait_max_ms=50,
                      transaction_state_log_replication_factor=2, transaction_state_log_min_isr=1) as c:
         coordinator = coordinator_of(c, "tid", key_type=1)
         admin = AdminClient({"bootstrap.servers": c.bootstrap_servers})
