@@ -66,3 +66,23 @@ def test_transaction_over_the_wire(client: RawClient) -> None:
     assert aborted.last_stable_offset == 2
     assert [(t.producer_id, t.first_offset) for t in aborted.aborted_transactions] == [(pid, 0)]
     assert latest(client, "tx", 1) == 2
+
+
+def test_a_new_incarnation_aborts_the_ongoing_transaction_and_gets_its_epoch_in_one_round_trip(
+        client: RawClient) -> None:
+    """InitProducerId while the previous incarnation's transaction is ongoing: the coordinator aborts it with a
+    bumped epoch (fencing that producer) and, the abort stored and its marker written here, answers the new
+    incarnation at once rather than with CONCURRENT_TRANSACTIONS for the client to retry."""
+    create_topic(client, "fenced")
+    request = {"transactional_id": "tid-fenced", "transaction_timeout": 60000, "producer_id": -1,
+               "producer_epoch": -1}
+    first = client.request(INIT_PRODUCER_ID, 4, request)
+    assert (first.error_code, first.producer_epoch) == (0, 0)
+    assert add_partition(client, "tid-fenced", "fenced", first.producer_id) == 0
+    assert txn_produce(client, "tid-fenced", "fenced", first.producer_id, 0, b"v1").error_code == 0
+    again = client.request(INIT_PRODUCER_ID, 4, request)
+    # epoch 1 went to the abort, 2 to the new incarnation
+    assert (again.error_code, again.producer_id, again.producer_epoch) == (0, first.producer_id, 2)
+    aborted = read_committed(client, "fenced")
+    assert aborted.last_stable_offset == 2  # the record and the abort marker
+    assert [(t.producer_id, t.first_offset) for t in aborted.aborted_transactions] == [(first.producer_id, 0)]

@@ -415,8 +415,9 @@ class TransactionCoordinatorRuntime:
         return error if error == ErrorCode.none else _APPEND_ERRORS.get(error, ErrorCode.unknown_server_error)
 
     async def run_init(self, transactional_id: str, timeout_ms: int, producer_id: int, epoch: int) -> Any:
-        """InitProducerId, aborting an ongoing transaction of the previous incarnation first (and, once the
-        PrepareAbort is stored, trying again: CONCURRENT_TRANSACTIONS while markers are still under way)."""
+        """InitProducerId, aborting an ongoing transaction of the previous incarnation first, then trying again
+        once the abort is done: CONCURRENT_TRANSACTIONS, as Kafka answers at once, if its PrepareAbort is not
+        stored within a client's retry backoff, or its markers are still under way."""
         for _ in range(3):
             result = self.ready().init_producer_id(transactional_id, timeout_ms, producer_id, epoch)
             response = self.run(result)
@@ -424,7 +425,7 @@ class TransactionCoordinatorRuntime:
                 return response
             storing = self._storing.get(transactional_id)
             if storing is not None:
-                await asyncio.wait({storing})
+                await asyncio.wait({storing}, timeout=RETRY_BACKOFF_MS / 1000)
         return ErrorCode.concurrent_transactions, -1, -1
 
     def verify_produce(self, transactional_id: str, producer_id: int, epoch: int,
