@@ -32,9 +32,10 @@ LogFlusher, and an append that flush.messages says must be durable before its
 ack is awaited with `wait_durable`. Callers that cannot await (the group
 coordinator, which appends synchronously and answers some writes at once) set
 `flush_inline`: their flush.messages fsync runs here, before the append returns.
-The transaction coordinator's writes wait for the high watermark instead. With flush.messages=1 the high watermark stops
-at the recovery point, as in Kafka (which fsyncs inside the append before
-moving it): consumers never read a record a power loss could take back.
+The transaction coordinator's writes wait for the high watermark instead. With
+flush.messages=1 the high watermark stops at the recovery point, as in Kafka
+(which fsyncs inside the append before moving it): consumers never read a
+record a power loss could take back.
 """
 
 from __future__ import annotations
