@@ -72,7 +72,6 @@ class TransactionCoordinatorRuntime:
         self._unsubscribe: Callable[[], None] | None = None
         self._retries: dict[str, Completion] = {}  # prepared transactions whose markers are due again
         self._storing: dict[str, asyncio.Task[None]] = {}  # transactional id -> waiting for its Prepare record
-        self._unstored: dict[str, int] = {}  # transactional id -> end of its Prepare record, not on the ISR in time
         self._failures: dict[str, int] = {}  # transactional id -> writes failed in a row (for the backoff)
         # (transactional id, producer id, epoch, topic, partition) -> sending / written / failed: markers
         # sent with WriteTxnMarkers to the broker leading their partition, or appended here and waiting for the ISR
@@ -129,7 +128,6 @@ class TransactionCoordinatorRuntime:
         unloaded = set(self.coordinator.unload(index))
         for transactional_id in unloaded:
             self._retries.pop(transactional_id, None)
-            self._unstored.pop(transactional_id, None)
             self._failures.pop(transactional_id, None)
             self.timer.cancel(("txn-retry", transactional_id))
         # A marker's state kept would answer for the same producer's next transaction, should this broker
@@ -208,9 +206,9 @@ class TransactionCoordinatorRuntime:
         for record in records:
             self.ready().replay(record)
 
-    def _finish_once_stored(self, completion: Completion, end: int | None = None) -> None:
-        """`_finish` now if the transaction's Prepare record (before offset `end`, by default the log end) is on
-        the ISR, else once it is (in a task), or at a retry if it is not within request.timeout.ms.
+    def _finish_once_stored(self, completion: Completion) -> None:
+        """`_finish` now if the transaction's Prepare record is on the ISR (the HW is past the log end, which
+        the record is before), else once it is (in a task), or at a retry if it is not within request.timeout.ms.
 
         Markers written for a Prepare record the partition then loses (its leader failing before a follower
         had it, or power loss before the fsync on a single node) would commit on some partitions a transaction
@@ -218,11 +216,10 @@ class TransactionCoordinatorRuntime:
         """
         if not self._prepared(completion):
             return  # unloaded (its next coordinator finishes it), or finished already
-        index = self.ready().partition_for(completion.transactional_id)
-        partition = self.broker.replicas.partitions.get((TRANSACTION_STATE, index))
+        partition = self._state_partition(completion.transactional_id)
         if partition is None:
             return
-        end = partition.log_end_offset if end is None else end
+        end = partition.log_end_offset
         outcome = partition.replication_outcome(end)
         if outcome is None:
             task = asyncio.ensure_future(self._finish_when_stored(completion, partition, end))
@@ -230,7 +227,7 @@ class TransactionCoordinatorRuntime:
             self._sending.add(task)
             task.add_done_callback(self._sending.discard)
         else:
-            self._finish_if_stored(completion, end, outcome)
+            self._finish_if_stored(completion, outcome)
 
     async def _finish_when_stored(self, completion: Completion, partition: Any, end: int) -> None:
         try:
@@ -239,15 +236,20 @@ class TransactionCoordinatorRuntime:
             if self._storing.get(completion.transactional_id) is asyncio.current_task():
                 del self._storing[completion.transactional_id]
         if self._prepared(completion):
-            self._finish_if_stored(completion, end, outcome)
+            self._finish_if_stored(completion, outcome)
 
-    def _finish_if_stored(self, completion: Completion, end: int, outcome: ErrorCode) -> None:
+    def _finish_if_stored(self, completion: Completion, outcome: ErrorCode) -> None:
         # The HW passed the record when the ISR is merely short of min.insync.replicas now: it is stored.
         if outcome in (ErrorCode.none, ErrorCode.not_enough_replicas_after_append):
             self._retry(completion)
         else:
-            self._unstored[completion.transactional_id] = end
             self._retry_later(completion)
+
+    def _state_partition(self, transactional_id: str) -> Any:
+        """The partition of __transaction_state holding the transactional id, if this broker hosts it."""
+        assert self.coordinator is not None
+        index = self.coordinator.partition_for(transactional_id)
+        return self.broker.replicas.partitions.get((TRANSACTION_STATE, index))
 
     def _prepared(self, completion: Completion) -> bool:
         """Whether this broker still coordinates `completion`'s transaction, prepared as it was."""
@@ -403,11 +405,9 @@ class TransactionCoordinatorRuntime:
         next coordinator would abort a transaction the client was told is committing. Waits at most
         request.timeout.ms; the error a client should see, or NONE.
         """
-        coordinator = self.coordinator
-        if coordinator is None:
+        if self.coordinator is None:
             return ErrorCode.none
-        index = coordinator.partition_for(transactional_id)
-        partition = self.broker.replicas.partitions.get((TRANSACTION_STATE, index))
+        partition = self._state_partition(transactional_id)
         if partition is None:
             return ErrorCode.not_coordinator
         error = await partition.wait_for_replication(partition.log_end_offset,
@@ -471,17 +471,12 @@ class TransactionCoordinatorRuntime:
             except Exception:
                 log.exception("transaction timer failed")
         for transactional_id, completion in list(self._retries.items()):
-            if self.timer.is_scheduled(("txn-retry", transactional_id)):
-                continue
-            end = self._unstored.pop(transactional_id, None)
-            if end is None:
-                self._retry(completion)
-            else:
+            if not self.timer.is_scheduled(("txn-retry", transactional_id)):
                 del self._retries[transactional_id]
-                self._finish_once_stored(completion, end)
+                self._finish_once_stored(completion)
 
     def _retry(self, completion: Completion) -> None:
-        """`_finish`, its failure logged and retried later (its Prepare record is stored)."""
+        """`_finish`, its failure logged and retried later (once its Prepare record is stored)."""
         try:
             self._finish(completion)
         except Exception:
