@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from klamm.broker import network
 from klamm.broker.network import (
     MAX_IN_FLIGHT,
     READ_SLICE_S,
@@ -96,6 +97,19 @@ async def turns(n: int = 5) -> None:
 
 
 ANSWER = {"error_code": 0}
+
+
+@pytest.fixture(autouse=True)
+def whole_reads(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One read dispatches all it can: on a loaded machine a hundred requests outlast READ_SLICE_S, and a test
+    counting what one read dispatched would see the read hand the loop on part way."""
+    monkeypatch.setattr(network, "READ_SLICE_S", 60.0)
+
+
+@pytest.fixture
+def read_slice(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The broker's own slice, for the tests of the slice itself."""
+    monkeypatch.setattr(network, "READ_SLICE_S", READ_SLICE_S)
 
 
 def test_a_handler_done_at_once_is_answered_in_the_read_without_a_task() -> None:
@@ -451,7 +465,7 @@ def _slow_handler(seen: list[int]) -> Handler:
     return handler
 
 
-def test_a_read_hands_the_loop_on_once_its_slice_is_used_and_reads_on_a_turn_later() -> None:
+def test_a_read_hands_the_loop_on_once_its_slice_is_used_and_reads_on_a_turn_later(read_slice: None) -> None:
     async def main() -> None:
         seen: list[int] = []
         slow, slow_transport = connect(_slow_handler(seen))
@@ -468,7 +482,7 @@ def test_a_read_hands_the_loop_on_once_its_slice_is_used_and_reads_on_a_turn_lat
     asyncio.run(main())
 
 
-def test_requests_buffered_before_the_clients_end_of_file_are_all_answered_across_slices() -> None:
+def test_requests_buffered_before_the_clients_end_of_file_are_all_answered_across_slices(read_slice: None) -> None:
     """Over a real socket: while a read waits for its next turn the socket is not read, so the end of file
     behind the buffered requests closes the connection only once they are dispatched."""
     async def main() -> None:
