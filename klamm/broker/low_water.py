@@ -9,8 +9,16 @@ tcp_epollin_ready), so a mark never holds back what must be seen.
 
 A mark never exceeds the bytes its frame still lacks, so a peer that has sent a whole
 frame always wakes its reader. Over TLS the socket's bytes are not the frame's: no mark.
-The server's connections set none: Kafka's socket.receive.buffer.bytes (100 KiB) locks
-their receive buffer, and the kernel caps a mark at half of it, which saved no read.
+
+The server's client connections set one too, for large produce requests. Their receive
+buffer is locked at socket.receive.buffer.bytes (Kafka's 100 KiB), and the kernel caps a
+mark at half of a locked buffer: a request of a megabyte came in ten reads, each a loop
+wake-up, as the client's window allowed. A connection whose frame lacks more than its
+buffer holds for a mark gets a buffer of LARGEST once (the kernel caps it at
+net.core.rmem_max): the window opens to the frame, and the frame wakes its reader once.
+It is never shrunk again (data queued beyond a smaller buffer would be dropped), so a
+connection that sent a large request may queue up to LARGEST unread in the kernel, as
+the request it is reading does in memory.
 """
 
 from __future__ import annotations
@@ -41,27 +49,37 @@ AVAILABLE = sys.platform.startswith("linux") and _kernel_release() >= _KERNEL
 class ReceiveLowWater:
     """The receive low-water mark of one plain TCP socket, changed only when it must."""
 
-    __slots__ = ("_socket", "_mark")
+    __slots__ = ("_socket", "_mark", "_room")
 
-    def __init__(self, sock: socket.socket) -> None:
+    def __init__(self, sock: socket.socket, locked: bool = False) -> None:
         self._socket = sock
         self._mark = 1
+        # The largest mark the buffer holds when it is locked (SO_RCVBUF set: the kernel keeps half of its
+        # doubled value for a mark); None once grown, or when the kernel sizes it (autotuning grows it to a mark).
+        self._room = sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF) // 2 if locked else None
 
     @classmethod
-    def of(cls, transport: asyncio.BaseTransport) -> ReceiveLowWater | None:
-        """The mark of the transport's socket; None where none is set (TLS, an older kernel, not TCP)."""
+    def of(cls, transport: asyncio.BaseTransport, locked: bool = False) -> ReceiveLowWater | None:
+        """The mark of the transport's socket; None where none is set (TLS, an older kernel, not TCP).
+        `locked`: the socket's receive buffer was set (SO_RCVBUF), so a large mark must grow it."""
         if not AVAILABLE or transport.get_extra_info("ssl_object") is not None:
             return None
         sock = transport.get_extra_info("socket")
         if sock is None or sock.family not in (socket.AF_INET, socket.AF_INET6):
             return None
-        return cls(sock)
+        try:
+            return cls(sock, locked)
+        except OSError:  # closed already: the transport reports it
+            return None
 
     def expect(self, lacking: int) -> None:
         """The frame being read lacks `lacking` bytes (0: none is under way)."""
         mark = min(lacking, LARGEST) if lacking >= SMALLEST else 1
         if mark != self._mark:
             try:
+                if self._room is not None and mark > self._room:
+                    self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, LARGEST)
+                    self._room = None
                 self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT, mark)
             except OSError:  # the socket is closed: the transport reports it
                 return

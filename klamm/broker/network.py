@@ -36,7 +36,9 @@ Kafka's SocketServer limits, all static:
     max.connections.per.ip (and its overrides): a connection over its address's
     limit is closed at once.
   * socket.send/receive.buffer.bytes (SO_SNDBUF/SO_RCVBUF, -1 the OS default) and
-    socket.listen.backlog.size.
+    socket.listen.backlog.size. A connection sending a request larger than its
+    receive buffer holds gets a larger one (klamm.broker.low_water), so that the
+    request wakes the loop once it is in rather than at each window's worth.
 """
 
 from __future__ import annotations
@@ -55,6 +57,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from klamm.broker.authentication import ANONYMOUS, SaslListener, SaslSession, Session, session_of_certificate
+from klamm.broker.low_water import ReceiveLowWater
 from klamm.broker.principal_mapping import NoMatchingRule, PrincipalMapper
 from klamm.config.errors import ConfigError
 from klamm.protocol.connection import NEED_DATA, ProtocolError, ReceiveArea, Request, ServerConnection
@@ -253,10 +256,10 @@ class ClientConnection(asyncio.BufferedProtocol):
     # Slots and futures made only while waiting: an idle connection costs little (bench/idle_connections.py).
     __slots__ = ("processor", "peer", "client_host", "last_active", "session", "_on_lost", "_sans_io", "_transport",
                  "_pending", "_drained", "_reading_paused", "_closed", "_reading", "_sending", "_sendfile",
-                 "_security", "_muted", "_pump", "_yielded")
+                 "_security", "_muted", "_pump", "_yielded", "_receive_locked", "_low_water")
 
     def __init__(self, processor: Processor, on_lost: Callable[[], None] | None = None,
-                 security: ListenerSecurity = PLAINTEXT) -> None:
+                 security: ListenerSecurity = PLAINTEXT, receive_buffer_locked: bool = False) -> None:
         self.processor = processor
         self._security = security
         sasl = security.sasl
@@ -279,6 +282,8 @@ class ClientConnection(asyncio.BufferedProtocol):
         self._sending: asyncio.Task[None] | None = None  # a response the socket could not take at once
         self._pump: _SendfilePump | None = None  # the file region _sending is sending, while it waits for the socket
         self._yielded = False  # a read used its slice: _take_turn reads on in a later turn
+        self._receive_locked = receive_buffer_locked  # socket.receive.buffer.bytes set SO_RCVBUF
+        self._low_water: ReceiveLowWater | None = None  # a large request wakes the loop once it is in
 
     # asyncio.Protocol callbacks
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -295,6 +300,7 @@ class ClientConnection(asyncio.BufferedProtocol):
                 return
         self.processor.connections.add(self)
         self.processor.connections_accepted += 1
+        self._low_water = ReceiveLowWater.of(transport, self._receive_locked)
 
     def get_buffer(self, sizehint: int) -> memoryview:
         return self._sans_io.get_buffer()
@@ -304,6 +310,8 @@ class ClientConnection(asyncio.BufferedProtocol):
         try:
             self._sans_io.buffer_updated(nbytes)
             self.read_requests()
+            if self._low_water is not None:
+                self._low_water.expect(self._sans_io.lacking())
         except Exception as exc:
             self._unexpected("reading requests", exc)
 
@@ -927,7 +935,8 @@ class Acceptor:
     def _new_connection(self, ip: str) -> ClientConnection:
         processor = self.processors[self._next % len(self.processors)]
         self._next += 1
-        return ClientConnection(processor, on_lost=lambda: self.quotas.release(ip), security=self.security)
+        return ClientConnection(processor, on_lost=lambda: self.quotas.release(ip), security=self.security,
+                                receive_buffer_locked=self.settings.receive_buffer_bytes != USE_OS_DEFAULT)
 
     async def stop(self) -> None:
         for task in (*self._tasks, *self._handshakes):

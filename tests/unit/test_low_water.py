@@ -11,12 +11,22 @@ from klamm.broker.low_water import LARGEST, SMALLEST, ReceiveLowWater
 
 
 class RecordingSocket:
-    def __init__(self) -> None:
+    def __init__(self, buffer: int = 0) -> None:
         self.marks: list[int] = []
+        self.buffers: list[int] = []
+        self.buffer = buffer  # SO_RCVBUF as getsockopt reads it: twice what was set
+
+    def getsockopt(self, level: int, option: int) -> int:
+        assert (level, option) == (socket.SOL_SOCKET, socket.SO_RCVBUF)
+        return self.buffer
 
     def setsockopt(self, level: int, option: int, value: int) -> None:
-        assert (level, option) == (socket.SOL_SOCKET, socket.SO_RCVLOWAT)
-        self.marks.append(value)
+        assert level == socket.SOL_SOCKET and option in (socket.SO_RCVLOWAT, socket.SO_RCVBUF)
+        if option == socket.SO_RCVBUF:
+            self.buffers.append(value)
+            self.buffer = 2 * value
+        else:
+            self.marks.append(value)
 
 
 @given(st.lists(st.integers(min_value=0, max_value=4 * LARGEST), max_size=30))
@@ -47,3 +57,21 @@ def test_a_closed_socket_is_left_to_the_transport() -> None:
     water = ReceiveLowWater(sock)
     water.expect(LARGEST)  # no exception: the transport reports the closed socket
     water.expect(0)
+
+
+def test_a_locked_buffer_is_grown_once_for_a_mark_it_cannot_hold_and_never_shrunk() -> None:
+    sock = RecordingSocket(buffer=2 * 100 * 1024)  # socket.receive.buffer.bytes=102400, doubled by the kernel
+    water = ReceiveLowWater(sock, locked=True)  # type: ignore[arg-type]
+    for lacking in (90_000, 0, 600_000, 0, 3 * LARGEST, 200_000, 0):
+        water.expect(lacking)
+    assert sock.buffers == [LARGEST]
+    assert sock.marks == [90_000, 1, 600_000, 1, LARGEST, 200_000, 1]
+
+
+@given(st.lists(st.integers(min_value=0, max_value=4 * LARGEST), max_size=30))
+def test_a_buffer_the_kernel_sizes_or_one_set_large_enough_is_never_set(lacking: list[int]) -> None:
+    for sock, locked in ((RecordingSocket(), False), (RecordingSocket(buffer=4 * LARGEST), True)):
+        water = ReceiveLowWater(sock, locked=locked)  # type: ignore[arg-type]
+        for value in lacking:
+            water.expect(value)
+        assert sock.buffers == []

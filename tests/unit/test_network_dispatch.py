@@ -18,6 +18,8 @@ from typing import Any
 import pytest
 
 from klamm.broker import network
+from klamm.broker.low_water import AVAILABLE as LOW_WATER
+from klamm.broker.low_water import LARGEST
 from klamm.broker.network import (
     MAX_IN_FLIGHT,
     READ_SLICE_S,
@@ -28,7 +30,7 @@ from klamm.broker.network import (
 )
 from klamm.protocol.connection import Request
 from tests.cyclic_garbage import cyclic_garbage
-from tests.unit.test_connection import SUPPORTED, api_versions
+from tests.unit.test_connection import SUPPORTED, api_versions, encode_request
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -512,4 +514,50 @@ def test_requests_buffered_before_the_clients_end_of_file_are_all_answered_acros
             answered.append(struct.unpack_from(">i", received, 4)[0])
             received = received[4 + size:]
         assert seen == ids and answered == ids
+    asyncio.run(main())
+
+
+@pytest.mark.skipif(not LOW_WATER, reason="SO_RCVLOWAT as klamm uses it needs Linux 5.8 or later")
+def test_a_large_request_grows_a_locked_receive_buffer_and_wakes_its_reader_once_it_is_in() -> None:
+    """socket.receive.buffer.bytes (100 KiB) locks the buffer, and the kernel caps a receive mark at half of
+    it: the connection grows the buffer once for a frame lacking more, and marks what the frame lacks."""
+    async def main() -> None:
+        seen: list[int] = []
+
+        async def handler(request: Request, _connection: ClientConnection) -> Any:
+            seen.append(request.correlation_id)
+            return ANSWER
+
+        processor = Processor(0, handler, lambda: SUPPORTED, 1 << 21, 600_000, False, None, frozenset())
+        listener = socket.socket()
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 100 * 1024)  # as the acceptor sets it
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        client = socket.create_connection(listener.getsockname())
+        server, _ = listener.accept()
+        listener.close()
+        locked = server.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF)
+        loop = asyncio.get_running_loop()
+        _, connection = await loop.connect_accepted_socket(
+            lambda: ClientConnection(processor, receive_buffer_locked=True), server)
+        frame = encode_request(API_VERSIONS, 3, {"client_software_name": "a" * 600_000,
+                                                 "client_software_version": "1"}, 7)
+        client.sendall(frame[:150_000])
+        mark = 1
+        for _ in range(500):
+            await asyncio.sleep(0.01)
+            mark = server.getsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT)
+            if mark > 1:
+                break
+        grown = server.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF)
+        lacking = connection._sans_io.lacking()
+        assert lacking > locked // 2 and grown > locked
+        assert mark == min(lacking, LARGEST, grown // 2)
+        client.sendall(frame[150_000:])
+        client.setblocking(False)
+        answer = await asyncio.wait_for(loop.sock_recv(client, 65536), 10)
+        assert struct.unpack_from(">i", answer, 4)[0] == 7 and seen == [7]
+        assert server.getsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT) == 1
+        assert server.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF) == grown  # never shrunk under queued data
+        client.close()
     asyncio.run(main())
