@@ -174,8 +174,9 @@ _SOCKET = [
        "Security protocol between brokers: names the inter-broker listener when inter.broker.listener.name "
        "is unset.", OneOf(SECURITY_PROTOCOLS)),
     _k("socket.send.buffer.bytes", T.INT, 100 * 1024, H, "SO_SNDBUF of server sockets; -1 uses the OS default."),
-    _k("socket.receive.buffer.bytes", T.INT, 100 * 1024, H, "SO_RCVBUF of server sockets; -1 uses the OS default. A connection "
-       "sending a request larger than it holds is given up to 1 MiB."),
+    _k("socket.receive.buffer.bytes", T.INT, 100 * 1024, H,
+       "SO_RCVBUF of server sockets; -1 uses the OS default. A connection sending a request larger than it holds "
+       "is given up to 1 MiB."),
     _k("socket.request.max.bytes", T.INT, 100 * 1024 * 1024, H, "Largest request size accepted.", Range(1)),
     _k("socket.listen.backlog.size", T.INT, 50, M, "Pending connection backlog.", Range(1)),
     _k("max.connections", T.INT, INT_MAX, M, "Connections allowed in total.", Range(0)),

@@ -225,9 +225,9 @@ class ServerConnection:
         self._buffer, self._frame_buffer, self._in_area, self._start, self._end = buffer, buffer, False, 0, end - start
 
     def lacking(self) -> int:
-        """The bytes the frame under way still lacks (0: none is under way, or its size is not in)."""
+        """The bytes the frame under way still lacks (0: it is whole, none is under way, or its size is not in)."""
         need = self._frame_need()
-        return need - (self._end - self._start) if need else 0
+        return max(need - (self._end - self._start), 0) if need else 0
 
     def _frame_need(self) -> int:
         """4 + the size of the frame at _start, or 0 while its size is not in (or is one next_request refuses)."""

@@ -410,3 +410,18 @@ def test_bare_sasl_tokens_after_a_v0_handshake() -> None:
     big.receive_data(struct.pack(">i", 101) + bytes(101))
     with pytest.raises(ProtocolError, match="invalid SASL token size 101"):
         big.next_request()
+
+
+def test_lacking_counts_what_the_frame_under_way_still_needs() -> None:
+    conn = ServerConnection(1 << 20, SUPPORTED)
+    frame = encode_request(API_VERSIONS_KEY, 3, {"client_software_name": "a" * 300_000,
+                                                 "client_software_version": "1"}, 5)
+    assert conn.lacking() == 0  # nothing received
+    conn.receive_data(frame[:2])
+    assert conn.lacking() == 0  # its size not in yet
+    conn.receive_data(frame[2:100_000])
+    assert conn.lacking() == len(frame) - 100_000
+    conn.receive_data(frame[100_000:] + frame[:10])  # whole, and the start of the next
+    assert conn.lacking() == 0
+    assert [r.correlation_id for r in drain(conn)] == [5]
+    assert conn.lacking() == len(frame) - 10
