@@ -225,7 +225,9 @@ def test_a_partitioned_active_controller_is_replaced_and_rejoins(tmp_path: Path)
         leader = quorum.leader()
         quorum.proxies[leader].cut()  # nobody reaches it; it still reaches the others
         wait_for(lambda: quorum.leader() != leader, timeout=30, what="another controller active")
-        wait_for(lambda: create(admin, "during"), timeout=30, what="a creation through the new controller")
+        # A write the broker forwarded to the cut controller before it learned of the new one waits out
+        # request.timeout.ms (30 s) there, and the broker's next write queues behind it on that connection.
+        wait_for(lambda: create(admin, "during"), timeout=60, what="a creation through the new controller")
         quorum.proxies[leader].heal()
         wait_for(quorum.followers_caught_up, timeout=30, what="the old leader caught up as a follower")
         assert create(admin, "after")
