@@ -42,27 +42,50 @@ def admin(bootstrap: str) -> AdminClient:
 
 
 def topic_ready(bootstrap: str, name: str, partitions: int, a: AdminClient | None = None) -> bool:
-    """The topic has leaders, as every broker of `bootstrap` tells (in a cluster each learns it on its own)."""
+    """The topic has leaders, as every broker of `bootstrap` tells (in a cluster each learns it on its own), and in
+    a cluster each leader serves its partition: a leader named in the metadata may not have made the log yet, and
+    an acks=0 produce it refuses then is lost."""
     addresses = bootstrap.split(",")
     if len(addresses) > 1:  # each node asked itself: a client sends its metadata requests to any broker it knows
-        return all(_node_has_leaders(address, name, partitions) for address in addresses)
+        return all(_node_has_leaders(address, name, partitions) for address in addresses) \
+            and _leaders_serve(addresses[0], name)
     t = (a or admin(bootstrap)).list_topics(topic=name, timeout=10).topics.get(name)
     if t is None or t.error is not None or len(t.partitions) != partitions:
         return False
     return all(p.leader >= 0 and p.error is None for p in t.partitions.values())
 
 
-def _node_has_leaders(address: str, name: str, partitions: int) -> bool:
+def _metadata(address: str, name: str) -> Any:
     client = RawClient(int(address.rsplit(":", 1)[1]))
     try:
-        response = client.request(3, 12, {"topics": [{"name": name, "topic_id": uuid.UUID(int=0)}],
-                                          "allow_auto_topic_creation": False,
-                                          "include_topic_authorized_operations": False})
+        return client.request(3, 12, {"topics": [{"name": name, "topic_id": uuid.UUID(int=0)}],
+                                      "allow_auto_topic_creation": False,
+                                      "include_topic_authorized_operations": False})
     finally:
         client.close()
-    (t,) = response.topics
+
+
+def _node_has_leaders(address: str, name: str, partitions: int) -> bool:
+    (t,) = _metadata(address, name).topics
     return t.error_code == 0 and len(t.partitions) == partitions \
         and all(p.error_code == 0 and p.leader_id >= 0 for p in t.partitions)
+
+
+def _leaders_serve(address: str, name: str) -> bool:
+    """Each partition's leader answers a ListOffsets for it without an error."""
+    response = _metadata(address, name)
+    ports = {b.node_id: b.port for b in response.brokers}
+    for p in response.topics[0].partitions:
+        client = RawClient(ports[p.leader_id])
+        try:
+            answer = client.request(2, 7, {"replica_id": -1, "isolation_level": 0, "topics": [{
+                "name": name, "partitions": [{"partition_index": p.partition_index, "current_leader_epoch": -1,
+                                              "timestamp": -1}]}]})
+        finally:
+            client.close()
+        if answer.topics[0].partitions[0].error_code != 0:
+            return False
+    return True
 
 
 def create_topic(bootstrap: str, name: str, partitions: int = 1, config: dict | None = None) -> str:
