@@ -307,10 +307,12 @@ class Broker:
 
     # a broker of a cluster (process.roles=broker): metadata, lifecycle and writes through the controller
     def _follow_the_controller(self, cluster_id: str) -> None:
-        connect = self._controller_connections()
-        first_voter = min(_parse_voters(self.config.controller_quorum_voters))
+        voters = _parse_voters(self.config.controller_quorum_voters)
+        connect = self._controller_connections(ControllerLocator(voters))
+        first_voter = min(voters)
         follower = MetadataFollower(self.node_id, cluster_id, first_voter, connect,  # type: ignore[arg-type]
-                                    prepare=self.replicas.logs_made_for)
+                                    prepare=self.replicas.logs_made_for,
+                                    request_timeout_ms=self.config.controller_quorum_request_timeout_ms)
         self.controller = follower  # type: ignore[assignment]  # what handlers read: the image
         self.lifecycle = BrokerLifecycle(self.node_id, cluster_id, follower, connect,
                                          self.config.broker_heartbeat_interval_ms)
@@ -321,7 +323,14 @@ class Broker:
     def _reach_the_active_controller(self, cluster_id: str) -> None:
         """A combined node of a quorum: its broker registers, heartbeats and writes through the active
         controller (this node's or another's), and reads the committed image of its own controller."""
-        connect = self._controller_connections()
+        locator = ControllerLocator(_parse_voters(self.config.controller_quorum_voters))
+        connect = self._controller_connections(locator)
+        node, step = self.quorum.node, self.quorum.driver.on_step  # type: ignore[union-attr]
+
+        def step_and_locate() -> None:  # its own Raft node knows first which voter leads
+            step()
+            locator.learn(node.leader_id)
+        self.quorum.driver.on_step = step_and_locate  # type: ignore[union-attr]
         self.lifecycle = BrokerLifecycle(self.node_id, cluster_id, self.controller, connect,  # type: ignore[arg-type]
                                          self.config.broker_heartbeat_interval_ms)
         # The controller listener's writes are this node's controller's own; the broker's go to the active one.
@@ -329,9 +338,8 @@ class Broker:
         self.controller_client = RemoteControllerClient(connect, self.lifecycle)  # type: ignore[assignment]
         self._producer_ids = ProducerIdBlocks(self.controller_client)  # type: ignore[arg-type]
 
-    def _controller_connections(self) -> Callable[[], QuorumConnection]:
+    def _controller_connections(self, locator: ControllerLocator) -> Callable[[], QuorumConnection]:
         """A new connection to the active controller per call; all share what they learn of which one it is."""
-        locator = ControllerLocator(_parse_voters(self.config.controller_quorum_voters))
         timeout_s = self.config.request_timeout_ms / 1000
         return lambda: QuorumConnection(locator, f"klamm-broker-{self.node_id}", timeout_s, self.controller_security)
 

@@ -171,6 +171,8 @@ class BrokerConnection:
         self._reader: _ResponseReader | None = None
         self._correlation = itertools.count(1)
         self._lock = asyncio.Lock()
+        self._try: asyncio.Timeout | None = None  # the timeout of the request in flight
+        self._resets = 0
 
     async def request(self, api_key: int, version: int, body: dict[str, Any], timeout_s: float | None = None) -> Any:
         """Send one request and return its decoded response (a kio entity); BrokerUnavailable on any failure."""
@@ -184,9 +186,12 @@ class BrokerConnection:
 
     async def _request(self, api_key: int, version: int, body: dict[str, Any], timeout_s: float | None,
                        decode: _Decoder) -> Any:
+        resets = self._resets
         async with self._lock:
+            if self._resets != resets:
+                raise BrokerUnavailable(f"{self.host}:{self.port}: given up (reset while waiting its turn)")
             try:
-                async with asyncio.timeout(timeout_s or self.timeout_s):
+                async with asyncio.timeout(timeout_s or self.timeout_s) as self._try:
                     return await self._exchange(api_key, version, body, decode)
             except SaslError as exc:
                 self.close()
@@ -195,11 +200,14 @@ class BrokerConnection:
                 raise BrokerUnavailable(f"{self.host}:{self.port}: {exc.message}") from exc
             except (OSError, EOFError, TimeoutError, ValueError) as exc:
                 self.close()
-                raise BrokerUnavailable(f"{self.host}:{self.port}: {exc!r}") from exc
+                reason = "given up (reset)" if self._resets != resets else repr(exc)
+                raise BrokerUnavailable(f"{self.host}:{self.port}: {reason}") from exc
             except asyncio.CancelledError:
                 # Cancelled between sending and reading: the answer would arrive for the next request.
                 self.close()
                 raise
+            finally:
+                self._try = None
 
     async def _exchange(self, api_key: int, version: int, body: dict[str, Any], decode: _Decoder) -> Any:
         if self._reader is not None and time.monotonic() >= self._session_ends:
@@ -245,6 +253,14 @@ class BrokerConnection:
         lifetime_ms = answer.session_lifetime // _MILLISECOND
         if lifetime_ms > 0:
             self._session_ends = time.monotonic() + lifetime_ms * REAUTH_FRACTION / 1000
+
+    def reset(self) -> None:
+        """Give up the request in flight now (connecting, sending or awaiting its answer) and those waiting their
+        turn: each fails with BrokerUnavailable, and the connection is made anew for the next."""
+        self._resets += 1
+        if self._try is not None and not self._try.expired():
+            self._try.reschedule(asyncio.get_running_loop().time())
+        self.close()
 
     def close(self) -> None:
         if self._reader is not None and self._reader.transport is not None:

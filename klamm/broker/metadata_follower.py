@@ -90,13 +90,16 @@ LEADER_MOVED = frozenset({ErrorCode.not_leader_or_follower, ErrorCode.fenced_lea
 
 class MetadataFollower:
     def __init__(self, node_id: int, cluster_id: str, controller_id: int, connect: Callable[[], BrokerConnection],
-                 max_wait_ms: int = 500, prepare: Preparer | None = None) -> None:
+                 max_wait_ms: int = 500, prepare: Preparer | None = None, request_timeout_ms: int = 2000) -> None:
         self.node_id = node_id
         self.cluster_id = cluster_id
         self._controller_id = controller_id
         self._image = empty_image(cluster_id, controller_id)
         self._connect = connect
         self._max_wait_ms = max_wait_ms
+        # A fetch unanswered this long after its wait gives up on that controller (controller.quorum.request.timeout.ms,
+        # as Kafka's observers): the next try goes to another voter, which names the leader.
+        self._fetch_timeout_s = (max_wait_ms + request_timeout_ms) / 1000
         self._listeners: list[Callable[[MetadataImage, MetadataImage], None]] = []
         self._prepare = prepare  # entered around applying fetched records (new logs made before, off the loop)
         self.caught_up = asyncio.Event()  # set once a fetch has reached the controller's log end
@@ -119,7 +122,7 @@ class MetadataFollower:
         unreachable = False  # logged once per outage, not at every retry
         while True:
             try:
-                response = await connection.request(FETCH, 12, self._request(), self._max_wait_ms / 1000 + 30)
+                response = await connection.request(FETCH, 12, self._request(), self._fetch_timeout_s)
             except BrokerUnavailable as exc:
                 log.log(logging.DEBUG if unreachable else logging.INFO, "metadata fetch from the controller: %s", exc)
                 unreachable = True
