@@ -128,9 +128,6 @@ class MetadataFollower:
                 unreachable = True
                 await asyncio.sleep(RETRY_S)
                 continue
-            if unreachable:
-                log.info("metadata fetch from the controller: reachable again")
-                unreachable = False
             entry = response.responses[0].partitions[0] if response.responses else None
             if entry is not None and entry.error_code in LEADER_MOVED:
                 # A voter that does not lead (any more): it names the leader when it knows one.
@@ -139,6 +136,9 @@ class MetadataFollower:
                     locator.learn(entry.current_leader.leader_id)
                 await asyncio.sleep(LEADER_RETRY_S)
                 continue
+            if unreachable:  # answered by the leader: not by a voter naming one that may still be down
+                log.info("metadata fetch from the controller: reachable again")
+                unreachable = False
             if entry is None or entry.error_code != ErrorCode.none:
                 log.warning("metadata fetch from the controller: %s", entry.error_code.name if entry else "no answer")
                 await asyncio.sleep(RETRY_S)

@@ -9,13 +9,20 @@ learned (from a fetch, or from its own Raft node) that another voter leads.
 from __future__ import annotations
 
 import asyncio
+import io
+import logging
+import socket
 import time
 
 import pytest
+from kio.serial import entity_writer
 
 from klamm.broker.client import BrokerConnection, BrokerUnavailable
 from klamm.broker.controller_channel import ControllerLocator, QuorumConnection
 from klamm.broker.metadata_follower import MetadataFollower
+from klamm.protocol.api import message_types
+from klamm.protocol.build import build
+from klamm.protocol.errors import ErrorCode
 from tests.unit.test_broker_client_frames import FETCH, REQUEST, VERSION, ScriptedServer, fetch_response_body, whole
 
 LONG_S = 30.0  # a try's own timeout: the tests fail if any request waits for it
@@ -149,3 +156,45 @@ def test_a_metadata_fetch_gives_up_on_a_silent_voter_after_the_quorum_request_ti
             await leader.stop()
     took = asyncio.run(scenario())
     assert 0.4 <= took < LONG_S / 3, took
+
+
+def _not_leader_body(leader_id: int) -> bytes:
+    types = message_types(FETCH, VERSION)
+    response = build(types.response, {"responses": [{"topic": "t", "partitions": [{
+        "partition_index": 0, "error_code": ErrorCode.not_leader_or_follower, "high_watermark": -1,
+        "current_leader": {"leader_id": leader_id, "leader_epoch": 1}}]}]})
+    out = io.BytesIO()
+    entity_writer(types.response)(out, response)
+    return out.getvalue()
+
+
+async def _never(writer: asyncio.StreamWriter, frame: bytes) -> None:
+    await asyncio.sleep(LONG_S)
+
+
+def test_a_voter_naming_a_dead_leader_is_no_sign_that_the_controller_is_reachable_again(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """While the followers still name the killed leader, the broker goes back and forth between them: one line
+    says the controller is unreachable, one that it is reachable again once the new leader answers."""
+    async def scenario() -> None:
+        with socket.socket() as closed:
+            closed.bind(("127.0.0.1", 0))
+            dead_port = closed.getsockname()[1]  # nobody listens: connections are refused
+        voter = ScriptedServer([(_not_leader_body(1), whole)] * 4 + [(fetch_response_body(None, 0), whole),
+                                                                     (fetch_response_body(None, 0), _never)])
+        voter_port = await voter.start()
+        locator = ControllerLocator({1: ("127.0.0.1", dead_port), 2: ("127.0.0.1", voter_port)})
+        follower = MetadataFollower(4, "cluster", 1, lambda: QuorumConnection(locator, "test", LONG_S),  # type: ignore
+                                    max_wait_ms=100)
+        task = asyncio.ensure_future(follower.run())
+        try:
+            await asyncio.wait_for(follower.caught_up.wait(), 10)
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+            await voter.stop()
+        assert len(voter.correlation_ids) == 6
+    with caplog.at_level(logging.INFO, logger="klamm.metadata_follower"):
+        asyncio.run(scenario())
+    said = [r.getMessage() for r in caplog.records if r.name == "klamm.metadata_follower"]
+    assert len(said) == 2 and "ConnectionRefusedError" in said[0] and said[1].endswith("reachable again"), said
