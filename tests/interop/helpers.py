@@ -47,8 +47,8 @@ def topic_ready(bootstrap: str, name: str, partitions: int, a: AdminClient | Non
     an acks=0 produce it refuses then is lost."""
     addresses = bootstrap.split(",")
     if len(addresses) > 1:  # each node asked itself: a client sends its metadata requests to any broker it knows
-        return all(_node_has_leaders(address, name, partitions) for address in addresses) \
-            and _leaders_serve(addresses[0], name)
+        answers = [_metadata(address, name) for address in addresses]
+        return all(_has_leaders(answer, partitions) for answer in answers) and _leaders_serve(answers[0], name)
     t = (a or admin(bootstrap)).list_topics(topic=name, timeout=10).topics.get(name)
     if t is None or t.error is not None or len(t.partitions) != partitions:
         return False
@@ -65,17 +65,16 @@ def _metadata(address: str, name: str) -> Any:
         client.close()
 
 
-def _node_has_leaders(address: str, name: str, partitions: int) -> bool:
-    (t,) = _metadata(address, name).topics
+def _has_leaders(metadata: Any, partitions: int) -> bool:
+    (t,) = metadata.topics
     return t.error_code == 0 and len(t.partitions) == partitions \
         and all(p.error_code == 0 and p.leader_id >= 0 for p in t.partitions)
 
 
-def _leaders_serve(address: str, name: str) -> bool:
-    """Each partition's leader answers a ListOffsets for it without an error."""
-    response = _metadata(address, name)
-    ports = {b.node_id: b.port for b in response.brokers}
-    for p in response.topics[0].partitions:
+def _leaders_serve(metadata: Any, name: str) -> bool:
+    """Each partition's leader (as `metadata` names it) answers a ListOffsets for it without an error."""
+    ports = {b.node_id: b.port for b in metadata.brokers}
+    for p in metadata.topics[0].partitions:
         client = RawClient(ports[p.leader_id])
         try:
             answer = client.request(2, 7, {"replica_id": -1, "isolation_level": 0, "topics": [{
